@@ -1,0 +1,57 @@
+//! `parley-api [serve]`, `migrate`, `org create`, `key create`.
+
+use clap::{Parser, Subcommand};
+use uuid::Uuid;
+
+#[derive(Debug, Parser)]
+#[command(name = "parley-api", about = "The Parley HTTP API", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API (the default); applies migrations first unless PARLEY_AUTO_MIGRATE=false.
+    Serve,
+    /// Apply the database migrations and exit.
+    Migrate,
+    /// Organizations.
+    Org {
+        #[command(subcommand)]
+        command: OrgCommand,
+    },
+    /// API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrgCommand {
+    /// Create an organization and a key with scope `*`; prints {"organizationId","apiKey"}.
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create a key; prints {"organizationId","apiKey"}.
+    Create {
+        #[arg(long)]
+        org: Uuid,
+        /// Comma-separated scopes, e.g. contacts:read,contacts:write (or *).
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// Requests allowed per UTC day.
+        #[arg(long)]
+        limit: Option<i64>,
+        #[arg(long, default_value = "cli")]
+        name: String,
+    },
+}

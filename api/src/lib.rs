@@ -1,0 +1,12 @@
+//! The Parley HTTP API: validates requests, writes to Postgres, enqueues jobs.
+
+pub mod cli;
+pub mod extract;
+pub mod middleware;
+pub mod openapi;
+pub mod routes;
+pub mod scopes;
+pub mod startup;
+pub mod state;
+
+pub use startup::Application;

@@ -1,0 +1,99 @@
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use parley_api::Application;
+use parley_api::cli::{Cli, Command, KeyCommand, OrgCommand};
+use parley_shared::config::Config;
+use parley_shared::domain::api_keys::NewApiKey;
+use parley_shared::{db, observability};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Openapi) = cli.command {
+        let doc = parley_api::startup::openapi_document();
+        println!("{}", doc.to_pretty_json().unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::from(2);
+        }
+    };
+    observability::init_tracing(config.log_format);
+    match run(cli.command.unwrap_or(Command::Serve), config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Serve => serve(config).await,
+        Command::Migrate => {
+            let pool = db::pool(&config.database_url, 2)?;
+            db::migrate(&pool).await.context("applying migrations")?;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+        Command::Org {
+            command: OrgCommand::Create { name },
+        } => {
+            let pool = db::pool(&config.database_url, 2)?;
+            let mut tx = pool.begin().await?;
+            let org = db::orgs::create(&mut tx, &name).await?;
+            let key = NewApiKey::parse("default".into(), vec!["*".into()], None)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let key = db::api_keys::create(&mut *tx, org.id, key).await?;
+            tx.commit().await?;
+            println!("{}", json!({"organizationId": org.id, "apiKey": key.key}));
+            Ok(())
+        }
+        Command::Key {
+            command:
+                KeyCommand::Create {
+                    org,
+                    scopes,
+                    limit,
+                    name,
+                },
+        } => {
+            let pool = db::pool(&config.database_url, 2)?;
+            db::orgs::get(&pool, org)
+                .await?
+                .with_context(|| format!("no organization {org}"))?;
+            let new = NewApiKey::parse(name, scopes, limit).map_err(|e| match e {
+                parley_shared::AppError::Validation(v) => anyhow::anyhow!(
+                    "{}",
+                    v.iter()
+                        .map(|f| format!("{}: {}", f.field, f.message))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                other => anyhow::anyhow!("{other}"),
+            })?;
+            let key = db::api_keys::create(&pool, org, new).await?;
+            println!("{}", json!({"organizationId": org, "apiKey": key.key}));
+            Ok(())
+        }
+        Command::Openapi => Ok(()),
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let app = Application::build(config, None).await?;
+    tracing::info!(addr = %app.local_addr()?, "parley-api listening");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(parley_shared::shutdown::cancel_on_signal(shutdown.clone()));
+    app.run_until(shutdown).await?;
+    tracing::info!("parley-api stopped");
+    Ok(())
+}

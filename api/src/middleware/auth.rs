@@ -1,0 +1,93 @@
+//! Bearer API keys: 401 for no, unknown or revoked keys; the daily counter and its 429; the
+//! route's scope and its 403. Only then does a handler run, with the [`Tenant`] it serves.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use parley_shared::error::AppError;
+use parley_shared::{auth, db, envelope, usage};
+
+use crate::extract::{Tenant, TicketToken};
+use crate::scopes::required_scope;
+use crate::scopes::{TICKET_SLA_ROUTE, TICKET_TOKEN_HEADER};
+use crate::state::AppState;
+
+fn bearer(req: &Request) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+pub async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match admit(&state, req).await {
+        Ok(req) => next.run(req).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn admit(state: &AppState, mut req: Request) -> Result<Request, AppError> {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    // A ticket's SLA may be read with the ticket's own access token instead of a key; the
+    // handler checks it.
+    if route == TICKET_SLA_ROUTE
+        && bearer(&req).is_none()
+        && let Some(token) = req
+            .headers()
+            .get(TICKET_TOKEN_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    {
+        req.extensions_mut().insert(TicketToken(token));
+        return Ok(req);
+    }
+    let secret = bearer(&req)
+        .filter(|s| auth::looks_like_key(s))
+        .ok_or(AppError::Unauthorized)?;
+    let key = db::api_keys::identify(&state.pool, secret)
+        .await?
+        .ok_or(AppError::Unauthorized)?;
+    tracing::Span::current().record(
+        "organization_id",
+        tracing::field::display(key.organization_id),
+    );
+
+    let outcome =
+        usage::count_request(&state.redis, key.id, key.daily_limit, chrono::Utc::now()).await?;
+    let ctx = envelope::context();
+    match outcome {
+        usage::Outcome::Counted(u) => {
+            if let Some(ctx) = &ctx {
+                ctx.set_usage(u);
+            }
+        }
+        usage::Outcome::LimitReached { usage, retry_after } => {
+            if let Some(ctx) = &ctx {
+                ctx.set_usage(usage);
+            }
+            return Err(AppError::RateLimited {
+                message: "the key's daily request limit is reached".to_owned(),
+                retry_after,
+            });
+        }
+    }
+
+    let needed = required_scope(req.method(), &route);
+    if !auth::allows(&key.scopes, &needed) {
+        return Err(AppError::Forbidden(format!(
+            "this key lacks the scope {needed}"
+        )));
+    }
+
+    req.extensions_mut().insert(Tenant {
+        org_id: key.organization_id,
+        key_id: key.id,
+        key_name: key.name,
+        scopes: key.scopes,
+    });
+    Ok(req)
+}

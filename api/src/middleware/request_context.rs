@@ -1,0 +1,35 @@
+//! Gives every request an id (the caller's `X-Request-Id` when it is sane, else a new one),
+//! returns it in `X-Request-Id`, puts it on the request's log span, and opens the request
+//! context the envelope reads.
+
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use parley_shared::envelope::{self, RequestContext};
+use tracing::Instrument;
+
+pub const REQUEST_ID: &str = "x-request-id";
+
+fn incoming_id(req: &Request) -> Option<String> {
+    let v = req.headers().get(REQUEST_ID)?.to_str().ok()?;
+    let sane = !v.is_empty() && v.len() <= 128 && v.chars().all(|c| c.is_ascii_graphic());
+    sane.then(|| v.to_owned())
+}
+
+pub async fn request_context(req: Request, next: Next) -> Response {
+    let id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %req.method(),
+        path = %req.uri().path(),
+        organization_id = tracing::field::Empty,
+    );
+    let ctx = RequestContext::new(id.clone());
+    let mut response = envelope::scope(ctx, next.run(req)).instrument(span).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, v);
+    }
+    response
+}

@@ -1,0 +1,225 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations. The errors every
+//! operation can answer with, and the scope it needs, are added here from the same rules the
+//! middleware applies, so the document cannot drift from them.
+
+use axum::http::Method;
+use utoipa::openapi::path::{HttpMethod, Operation};
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, OpenApi, Ref, RefOr};
+use utoipa::{OpenApi as _, ToSchema};
+
+use crate::scopes::{SIGNED_PREFIX, TICKET_SLA_ROUTE, required_scope};
+use parley_shared::envelope::ErrorEnvelope;
+use parley_shared::error::FieldError;
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "Parley API",
+        version = "1",
+        description = "Customer engagement and support back end. Every response is the envelope \
+            `{success, data, message, error, meta}`; authenticate with `Authorization: Bearer <API key>`. \
+            Lists take `page`/`pageSize` (at most 100) or `cursor`, and `sort=createdAt|-createdAt`."
+    ),
+    components(schemas(ErrorEnvelope, FieldError))
+)]
+struct ApiDoc;
+
+pub fn base() -> OpenApi {
+    ApiDoc::openapi()
+}
+
+const BEARER: &str = "bearer";
+const SIGNATURE: &str = "channelSignature";
+const TICKET_TOKEN: &str = "ticketAccessToken";
+
+fn error(description: &str) -> RefOr<utoipa::openapi::Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name(ErrorEnvelope::name()))),
+        )
+        .into()
+}
+
+fn method_of(m: &HttpMethod) -> Method {
+    match m {
+        HttpMethod::Get => Method::GET,
+        HttpMethod::Post => Method::POST,
+        HttpMethod::Put => Method::PUT,
+        HttpMethod::Delete => Method::DELETE,
+        HttpMethod::Options => Method::OPTIONS,
+        HttpMethod::Head => Method::HEAD,
+        HttpMethod::Patch => Method::PATCH,
+        HttpMethod::Trace => Method::TRACE,
+    }
+}
+
+fn add(op: &mut Operation, status: &str, description: &str) {
+    op.responses
+        .responses
+        .entry(status.to_owned())
+        .or_insert_with(|| error(description));
+}
+
+/// Adds the security scheme, each operation's scope, and the errors every operation shares.
+pub fn finish(mut api: OpenApi) -> OpenApi {
+    let components = api.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        BEARER,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("prl_<32 base62 characters>")
+                .description(Some(
+                    "An API key; see `/api/v1/api-keys` and `parley-api key create`.",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        SIGNATURE,
+        SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
+            utoipa::openapi::security::ApiKeyValue::with_description(
+                "X-Parley-Signature",
+                "`sha256=<lowercase hex HMAC-SHA256 of the raw body>` under the channel's secret",
+            ),
+        )),
+    );
+    components.add_security_scheme(
+        TICKET_TOKEN,
+        SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(
+            utoipa::openapi::security::ApiKeyValue::with_description(
+                "X-Ticket-Access-Token",
+                "A ticket's `accessToken`: reads that ticket's SLA, nothing else",
+            ),
+        )),
+    );
+    for (path, item) in api.paths.paths.iter_mut() {
+        let has_id = path.contains('{');
+        for (method, op) in item.operations_mut() {
+            // Handler names repeat across resources; the tag makes them unique.
+            let tag = op
+                .tags
+                .as_ref()
+                .and_then(|t| t.first())
+                .cloned()
+                .unwrap_or_default();
+            if let Some(id) = op.operation_id.as_mut() {
+                *id = format!("{tag}.{id}");
+            }
+            if path.starts_with(SIGNED_PREFIX) {
+                op.security = Some(vec![SecurityRequirement::new(
+                    SIGNATURE,
+                    Vec::<String>::new(),
+                )]);
+                add(
+                    op,
+                    "401",
+                    "Missing or wrong signature, or no secret configured (`unauthorized`)",
+                );
+                add(op, "404", "No such channel (`not_found`)");
+            } else {
+                let scope = required_scope(&method_of(&method), path);
+                let mut security = vec![SecurityRequirement::new(BEARER, [scope.clone()])];
+                if path == TICKET_SLA_ROUTE {
+                    security.push(SecurityRequirement::new(TICKET_TOKEN, Vec::<String>::new()));
+                }
+                op.security = Some(security);
+                add(op, "401", "No, unknown or revoked API key (`unauthorized`)");
+                add(
+                    op,
+                    "403",
+                    &format!("The key lacks the scope `{scope}` (`forbidden`)"),
+                );
+                add(
+                    op,
+                    "429",
+                    "The key's daily limit is reached (`rate_limited`, with `Retry-After`)",
+                );
+            }
+            add(
+                op,
+                "500",
+                "Unexpected error (`internal_error`); quote the request id",
+            );
+            add(
+                op,
+                "503",
+                "Postgres or Redis is unavailable (`service_unavailable`)",
+            );
+            if has_id {
+                add(
+                    op,
+                    "404",
+                    "No such record in the organization (`not_found`)",
+                );
+            }
+            let has_query = op.parameters.as_ref().is_some_and(|ps| {
+                ps.iter().any(|p| {
+                    matches!(p, RefOr::T(p) if p.parameter_in == utoipa::openapi::path::ParameterIn::Query)
+                })
+            });
+            if op.request_body.is_some() {
+                add(op, "400", "The body is not valid JSON (`invalid_json`)");
+                add(op, "413", "The body is too large (`payload_too_large`)");
+                add(
+                    op,
+                    "415",
+                    "The body is not `application/json` (`unsupported_media_type`)",
+                );
+            }
+            if op.request_body.is_some() || has_query {
+                add(
+                    op,
+                    "422",
+                    "A field breaks its rules (`validation_error`, `details` lists them)",
+                );
+            }
+        }
+    }
+    api
+}
+
+trait OperationsMut {
+    fn operations_mut(&mut self) -> Vec<(HttpMethod, &mut Operation)>;
+}
+
+impl OperationsMut for utoipa::openapi::PathItem {
+    fn operations_mut(&mut self) -> Vec<(HttpMethod, &mut Operation)> {
+        let mut out = Vec::new();
+        macro_rules! take {
+            ($($field:ident => $m:ident),+) => {
+                $(if let Some(op) = self.$field.as_mut() { out.push((HttpMethod::$m, op)); })+
+            };
+        }
+        take!(get => Get, post => Post, put => Put, patch => Patch, delete => Delete, head => Head,
+              options => Options, trace => Trace);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_unique_and_every_operation_has_a_real_scope() {
+        let doc = crate::startup::openapi_document();
+        let mut ids = std::collections::HashSet::new();
+        for (path, item) in doc.paths.paths {
+            let mut item = item;
+            for (method, op) in item.operations_mut() {
+                let id = op.operation_id.clone().unwrap_or_default();
+                assert!(ids.insert(id.clone()), "duplicate operationId {id}");
+                if path.starts_with(SIGNED_PREFIX) {
+                    continue;
+                }
+                let scope = required_scope(&method_of(&method), &path);
+                assert_ne!(scope, "*", "{path} has no scope rule");
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `/api/v1/api-keys`: issue, list and revoke keys (scope `api-keys:manage`).
+
+use axum::extract::State;
+use parley_shared::auth;
+use parley_shared::db;
+use parley_shared::domain::api_keys::{ApiKey, CreateApiKey, CreatedApiKey, NewApiKey};
+use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(revoke))
+}
+
+/// Issue a key. The secret is in this response only. A key can grant only scopes it holds.
+#[utoipa::path(post, path = "/api/v1/api-keys", tag = "api-keys",
+    request_body = CreateApiKey,
+    responses((status = 201, description = "The key, with its secret `key`", body = Envelope<CreatedApiKey>)))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateApiKey>,
+) -> AppResult<Reply<CreatedApiKey>> {
+    let new = NewApiKey::try_from(req)?;
+    if let Some(beyond) = new.scopes.iter().find(|s| !auth::allows(&t.scopes, s)) {
+        return Err(AppError::Forbidden(format!(
+            "a key cannot grant the scope {beyond}, which it does not hold"
+        )));
+    }
+    let key = db::api_keys::create(&s.pool, t.org_id, new).await?;
+    Ok(Reply::created(key))
+}
+
+/// List the organization's keys, revoked ones included (never their secrets).
+#[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys",
+    params(PageParams),
+    responses((status = 200, description = "A page of keys", body = Envelope<Vec<ApiKey>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+) -> AppResult<Reply<Vec<ApiKey>>> {
+    Ok(Reply::page(
+        db::api_keys::list(&s.pool, t.org_id, &page).await?,
+    ))
+}
+
+/// Revoke a key: it gets 401 from the next request on.
+#[utoipa::path(delete, path = "/api/v1/api-keys/{id}", tag = "api-keys",
+    params(("id" = Uuid, Path, description = "API key id")),
+    responses((status = 200, description = "The key is revoked", body = Envelope<Deleted>)))]
+async fn revoke(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    db::api_keys::revoke(&s.pool, t.org_id, id)
+        .await?
+        .map(Reply::deleted)
+        .ok_or(AppError::NotFound)
+}

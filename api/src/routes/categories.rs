@@ -1,0 +1,116 @@
+//! Conversation categories (endpoint 12 and the operations beside it).
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::categories::{
+    CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
+};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::fields::next_free_slug;
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+}
+
+/// Create a conversation category; `slug` is derived from `name` when absent.
+#[utoipa::path(post, path = "/api/v1/categories", tag = "categories",
+    request_body = CreateCategory,
+    responses(
+        (status = 201, description = "The new category", body = Envelope<ConversationCategory>),
+        (status = 409, description = "The given slug is taken", body = ErrorEnvelope),
+    ))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateCategory>,
+) -> AppResult<Reply<ConversationCategory>> {
+    let (mut category, derived) = req.into_category(t.org_id);
+    let mut tx = s.pool.begin().await?;
+    if derived {
+        let taken = db::categories::taken_slugs(&mut *tx, t.org_id, &category.slug).await?;
+        category.slug = next_free_slug(&category.slug, &taken);
+    }
+    db::categories::insert(&mut *tx, &category).await?;
+    tx.commit().await?;
+    Ok(Reply::created(category))
+}
+
+/// List conversation categories (endpoint 12).
+#[utoipa::path(get, path = "/api/v1/categories", tag = "categories",
+    params(PageParams, CategoryFilter),
+    responses((status = 200, description = "A page of categories", body = Envelope<Vec<ConversationCategory>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<CategoryFilter>,
+) -> AppResult<Reply<Vec<ConversationCategory>>> {
+    Ok(Reply::page(
+        db::categories::list(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Get a conversation category.
+#[utoipa::path(get, path = "/api/v1/categories/{id}", tag = "categories",
+    params(("id" = Uuid, Path, description = "Category id")),
+    responses((status = 200, description = "The category", body = Envelope<ConversationCategory>)))]
+async fn get(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<ConversationCategory>> {
+    db::categories::get(&s.pool, t.org_id, id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Update a conversation category.
+#[utoipa::path(patch, path = "/api/v1/categories/{id}", tag = "categories",
+    params(("id" = Uuid, Path, description = "Category id")),
+    request_body = UpdateCategory,
+    responses(
+        (status = 200, description = "The updated category", body = Envelope<ConversationCategory>),
+        (status = 409, description = "The slug is taken", body = ErrorEnvelope),
+    ))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateCategory>,
+) -> AppResult<Reply<ConversationCategory>> {
+    let mut tx = s.pool.begin().await?;
+    let mut category = db::categories::lock(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut category);
+    db::categories::update(&mut *tx, &category).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(category))
+}
+
+/// Delete a conversation category.
+#[utoipa::path(delete, path = "/api/v1/categories/{id}", tag = "categories",
+    params(("id" = Uuid, Path, description = "Category id")),
+    responses((status = 200, description = "The category is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::categories::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}

@@ -1,0 +1,367 @@
+//! FAQ collections (endpoint 1 and the operations beside it), with the FAQ categories and FAQ
+//! entries inside a collection.
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::faq::{
+    CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
+    FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
+};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::fields::next_free_slug;
+use parley_shared::list::PageParams;
+use sqlx::PgConnection;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_collection, list_collections))
+        .routes(routes!(
+            get_collection,
+            update_collection,
+            delete_collection
+        ))
+        .routes(routes!(create_category, list_categories))
+        .routes(routes!(update_category, delete_category))
+        .routes(routes!(create_faq, list_faqs))
+        .routes(routes!(get_faq, update_faq, delete_faq))
+}
+
+/// Create an FAQ collection (endpoint 1); `slug` is derived from `name` when absent.
+#[utoipa::path(post, path = "/api/v1/faq-collections", tag = "faq",
+    request_body = CreateFaqCollection,
+    responses(
+        (status = 201, description = "The new collection", body = Envelope<FaqCollection>),
+        (status = 409, description = "The given slug is taken in this locale", body = ErrorEnvelope),
+    ))]
+async fn create_collection(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateFaqCollection>,
+) -> AppResult<Reply<FaqCollection>> {
+    let (mut c, derived) = req.into_collection(t.org_id);
+    let mut tx = s.pool.begin().await?;
+    if derived {
+        let taken = db::faq::taken_slugs(&mut *tx, false, t.org_id, &c.locale, &c.slug).await?;
+        c.slug = next_free_slug(&c.slug, &taken);
+    }
+    db::faq::insert_collection(&mut *tx, &c).await?;
+    tx.commit().await?;
+    c.faqs = Some(Vec::new());
+    Ok(Reply::created(c))
+}
+
+/// List FAQ collections with `faqCount` and `totalReadTime`.
+#[utoipa::path(get, path = "/api/v1/faq-collections", tag = "faq",
+    params(PageParams, FaqCollectionFilter),
+    responses((status = 200, description = "A page of collections", body = Envelope<Vec<FaqCollection>>)))]
+async fn list_collections(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<FaqCollectionFilter>,
+) -> AppResult<Reply<Vec<FaqCollection>>> {
+    Ok(Reply::page(
+        db::faq::list_collections(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+async fn read_collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<FaqCollection> {
+    let mut c = db::faq::get_collection(&mut *conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    c.faqs = Some(db::faq::faqs_of(conn, id).await?);
+    Ok(c)
+}
+
+/// Get an FAQ collection with its FAQs.
+#[utoipa::path(get, path = "/api/v1/faq-collections/{id}", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id")),
+    responses((status = 200, description = "The collection and its FAQs", body = Envelope<FaqCollection>)))]
+async fn get_collection(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<FaqCollection>> {
+    let mut conn = s.pool.acquire().await?;
+    Ok(Reply::ok(read_collection(&mut conn, t.org_id, id).await?))
+}
+
+/// Update an FAQ collection.
+#[utoipa::path(patch, path = "/api/v1/faq-collections/{id}", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id")),
+    request_body = UpdateFaqCollection,
+    responses(
+        (status = 200, description = "The updated collection", body = Envelope<FaqCollection>),
+        (status = 409, description = "The slug is taken in this locale", body = ErrorEnvelope),
+    ))]
+async fn update_collection(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateFaqCollection>,
+) -> AppResult<Reply<FaqCollection>> {
+    let mut tx = s.pool.begin().await?;
+    let mut c = db::faq::lock_collection(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut c);
+    db::faq::update_collection(&mut *tx, &c).await?;
+    let c = read_collection(&mut tx, t.org_id, id).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(c))
+}
+
+/// Delete an FAQ collection with its categories and FAQs.
+#[utoipa::path(delete, path = "/api/v1/faq-collections/{id}", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id")),
+    responses((status = 200, description = "The collection is gone", body = Envelope<Deleted>)))]
+async fn delete_collection(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::faq::delete_collection(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+async fn collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<FaqCollection> {
+    db::faq::get_collection(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound)
+}
+
+/// Create a FAQ category in a collection.
+#[utoipa::path(post, path = "/api/v1/faq-collections/{id}/categories", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id")),
+    request_body = CreateFaqCategory,
+    responses(
+        (status = 201, description = "The new category", body = Envelope<FaqCategory>),
+        (status = 409, description = "The collection has a category with this name", body = ErrorEnvelope),
+    ))]
+async fn create_category(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<CreateFaqCategory>,
+) -> AppResult<Reply<FaqCategory>> {
+    let mut tx = s.pool.begin().await?;
+    let c = collection(&mut tx, t.org_id, id).await?;
+    let category = req.into_category(t.org_id, c.id);
+    db::faq::insert_category(&mut *tx, &category).await?;
+    tx.commit().await?;
+    Ok(Reply::created(category))
+}
+
+/// List the FAQ categories of a collection.
+#[utoipa::path(get, path = "/api/v1/faq-collections/{id}/categories", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id"), PageParams),
+    responses((status = 200, description = "A page of categories", body = Envelope<Vec<FaqCategory>>)))]
+async fn list_categories(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Paging(page): Paging,
+) -> AppResult<Reply<Vec<FaqCategory>>> {
+    let mut conn = s.pool.acquire().await?;
+    collection(&mut conn, t.org_id, id).await?;
+    Ok(Reply::page(
+        db::faq::list_categories(&s.pool, t.org_id, id, &page).await?,
+    ))
+}
+
+/// Update a FAQ category.
+#[utoipa::path(patch, path = "/api/v1/faq-collections/{id}/categories/{categoryId}", tag = "faq",
+    params(
+        ("id" = Uuid, Path, description = "Collection id"),
+        ("categoryId" = Uuid, Path, description = "Category id"),
+    ),
+    request_body = UpdateFaqCategory,
+    responses(
+        (status = 200, description = "The updated category", body = Envelope<FaqCategory>),
+        (status = 409, description = "The collection has a category with this name", body = ErrorEnvelope),
+    ))]
+async fn update_category(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, category_id)): Path<(Uuid, Uuid)>,
+    Json(req): Json<UpdateFaqCategory>,
+) -> AppResult<Reply<FaqCategory>> {
+    let mut tx = s.pool.begin().await?;
+    let mut category = db::faq::lock_category(&mut *tx, t.org_id, id, category_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut category);
+    db::faq::update_category(&mut *tx, &category).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(category))
+}
+
+/// Delete a FAQ category; its FAQs stay, without a category.
+#[utoipa::path(delete, path = "/api/v1/faq-collections/{id}/categories/{categoryId}", tag = "faq",
+    params(
+        ("id" = Uuid, Path, description = "Collection id"),
+        ("categoryId" = Uuid, Path, description = "Category id"),
+    ),
+    responses((status = 200, description = "The category is gone", body = Envelope<Deleted>)))]
+async fn delete_category(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, category_id)): Path<(Uuid, Uuid)>,
+) -> AppResult<Reply<Deleted>> {
+    if db::faq::delete_category(&s.pool, t.org_id, id, category_id).await? {
+        Ok(Reply::deleted(category_id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+async fn check_category(
+    conn: &mut PgConnection,
+    collection: Uuid,
+    category: Option<Uuid>,
+) -> AppResult<()> {
+    match category {
+        Some(c) if !db::faq::category_in_collection(conn, collection, c).await? => {
+            Err(AppError::validation(
+                "categoryId",
+                "not_found",
+                format!("{c} is not a category of this collection"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Create a FAQ in a collection; `slug` is derived from `title` when absent.
+#[utoipa::path(post, path = "/api/v1/faq-collections/{id}/faqs", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id")),
+    request_body = CreateFaq,
+    responses(
+        (status = 201, description = "The new FAQ", body = Envelope<Faq>),
+        (status = 409, description = "The given slug is taken in this locale", body = ErrorEnvelope),
+    ))]
+async fn create_faq(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<CreateFaq>,
+) -> AppResult<Reply<Faq>> {
+    let mut tx = s.pool.begin().await?;
+    let c = collection(&mut tx, t.org_id, id).await?;
+    let (mut faq, derived) = req.into_faq(&c)?;
+    check_category(&mut tx, c.id, faq.category_id).await?;
+    if derived {
+        let taken = db::faq::taken_slugs(&mut *tx, true, t.org_id, &faq.locale, &faq.slug).await?;
+        faq.slug = next_free_slug(&faq.slug, &taken);
+    }
+    db::faq::insert_faq(&mut *tx, &faq).await?;
+    db::faq::embed_categories(&mut tx, std::slice::from_mut(&mut faq)).await?;
+    tx.commit().await?;
+    Ok(Reply::created(faq))
+}
+
+/// List the FAQs of a collection.
+#[utoipa::path(get, path = "/api/v1/faq-collections/{id}/faqs", tag = "faq",
+    params(("id" = Uuid, Path, description = "Collection id"), PageParams, FaqFilter),
+    responses((status = 200, description = "A page of FAQs", body = Envelope<Vec<Faq>>)))]
+async fn list_faqs(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Paging(page): Paging,
+    Query(filter): Query<FaqFilter>,
+) -> AppResult<Reply<Vec<Faq>>> {
+    let mut conn = s.pool.acquire().await?;
+    collection(&mut conn, t.org_id, id).await?;
+    drop(conn);
+    Ok(Reply::page(
+        db::faq::list_faqs(&s.pool, t.org_id, id, &filter, &page).await?,
+    ))
+}
+
+async fn read_faq(
+    conn: &mut PgConnection,
+    org: Uuid,
+    collection: Uuid,
+    id: Uuid,
+) -> AppResult<Faq> {
+    let mut faq = db::faq::get_faq(&mut *conn, org, collection, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    db::faq::embed_categories(conn, std::slice::from_mut(&mut faq)).await?;
+    Ok(faq)
+}
+
+/// Get a FAQ.
+#[utoipa::path(get, path = "/api/v1/faq-collections/{id}/faqs/{faqId}", tag = "faq",
+    params(
+        ("id" = Uuid, Path, description = "Collection id"),
+        ("faqId" = Uuid, Path, description = "FAQ id"),
+    ),
+    responses((status = 200, description = "The FAQ", body = Envelope<Faq>)))]
+async fn get_faq(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, faq_id)): Path<(Uuid, Uuid)>,
+) -> AppResult<Reply<Faq>> {
+    let mut conn = s.pool.acquire().await?;
+    Ok(Reply::ok(read_faq(&mut conn, t.org_id, id, faq_id).await?))
+}
+
+/// Update a FAQ; `readTime` follows the content.
+#[utoipa::path(patch, path = "/api/v1/faq-collections/{id}/faqs/{faqId}", tag = "faq",
+    params(
+        ("id" = Uuid, Path, description = "Collection id"),
+        ("faqId" = Uuid, Path, description = "FAQ id"),
+    ),
+    request_body = UpdateFaq,
+    responses(
+        (status = 200, description = "The updated FAQ", body = Envelope<Faq>),
+        (status = 409, description = "The slug is taken in this locale", body = ErrorEnvelope),
+    ))]
+async fn update_faq(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, faq_id)): Path<(Uuid, Uuid)>,
+    Json(req): Json<UpdateFaq>,
+) -> AppResult<Reply<Faq>> {
+    let mut tx = s.pool.begin().await?;
+    let mut faq = db::faq::lock_faq(&mut *tx, t.org_id, id, faq_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut faq)?;
+    check_category(&mut tx, id, faq.category_id).await?;
+    db::faq::update_faq(&mut *tx, &faq).await?;
+    let faq = read_faq(&mut tx, t.org_id, id, faq_id).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(faq))
+}
+
+/// Delete a FAQ.
+#[utoipa::path(delete, path = "/api/v1/faq-collections/{id}/faqs/{faqId}", tag = "faq",
+    params(
+        ("id" = Uuid, Path, description = "Collection id"),
+        ("faqId" = Uuid, Path, description = "FAQ id"),
+    ),
+    responses((status = 200, description = "The FAQ is gone", body = Envelope<Deleted>)))]
+async fn delete_faq(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, faq_id)): Path<(Uuid, Uuid)>,
+) -> AppResult<Reply<Deleted>> {
+    if db::faq::delete_faq(&s.pool, t.org_id, id, faq_id).await? {
+        Ok(Reply::deleted(faq_id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}

@@ -1,0 +1,109 @@
+//! Message attributes (endpoint 13 and the operations beside it).
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::message_attributes::{
+    CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
+};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+}
+
+/// Create a message attribute.
+#[utoipa::path(post, path = "/api/v1/message-attributes", tag = "message-attributes",
+    request_body = CreateMessageAttribute,
+    responses(
+        (status = 201, description = "The new attribute", body = Envelope<MessageAttribute>),
+        (status = 409, description = "An attribute with this key exists", body = ErrorEnvelope),
+    ))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateMessageAttribute>,
+) -> AppResult<Reply<MessageAttribute>> {
+    let attribute = req.into_attribute(t.org_id);
+    db::message_attributes::insert(&s.pool, &attribute).await?;
+    Ok(Reply::created(attribute))
+}
+
+/// List message attributes.
+#[utoipa::path(get, path = "/api/v1/message-attributes", tag = "message-attributes",
+    params(PageParams, MessageAttributeFilter),
+    responses((status = 200, description = "A page of attributes", body = Envelope<Vec<MessageAttribute>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<MessageAttributeFilter>,
+) -> AppResult<Reply<Vec<MessageAttribute>>> {
+    Ok(Reply::page(
+        db::message_attributes::list(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Get a message attribute.
+#[utoipa::path(get, path = "/api/v1/message-attributes/{id}", tag = "message-attributes",
+    params(("id" = Uuid, Path, description = "Message attribute id")),
+    responses((status = 200, description = "The attribute", body = Envelope<MessageAttribute>)))]
+async fn get(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<MessageAttribute>> {
+    db::message_attributes::get(&s.pool, t.org_id, id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Update a message attribute.
+#[utoipa::path(patch, path = "/api/v1/message-attributes/{id}", tag = "message-attributes",
+    params(("id" = Uuid, Path, description = "Message attribute id")),
+    request_body = UpdateMessageAttribute,
+    responses(
+        (status = 200, description = "The updated attribute", body = Envelope<MessageAttribute>),
+        (status = 409, description = "An attribute with this key exists", body = ErrorEnvelope),
+    ))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateMessageAttribute>,
+) -> AppResult<Reply<MessageAttribute>> {
+    let mut tx = s.pool.begin().await?;
+    let mut attribute = db::message_attributes::lock(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut attribute);
+    db::message_attributes::update(&mut *tx, &attribute).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(attribute))
+}
+
+/// Delete a message attribute (endpoint 13).
+#[utoipa::path(delete, path = "/api/v1/message-attributes/{id}", tag = "message-attributes",
+    params(("id" = Uuid, Path, description = "Message attribute id")),
+    responses((status = 200, description = "The attribute is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::message_attributes::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}

@@ -1,0 +1,49 @@
+//! One module per resource; each gives an [`OpenApiRouter`] of its routes.
+
+pub mod api_keys;
+pub mod broadcasts;
+pub mod categories;
+pub mod contacts;
+pub mod conversations;
+pub mod faq;
+pub mod leads;
+pub mod message_attributes;
+pub mod receipts;
+pub mod sla;
+pub mod tags;
+pub mod teams;
+pub mod templates;
+pub mod tickets;
+pub mod users;
+pub mod webhooks;
+
+use axum::extract::DefaultBodyLimit;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::state::AppState;
+
+/// Every `/api/v1` route that takes an API key. Broadcast bodies may carry long audiences,
+/// so they have their own, larger body limit.
+pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .merge(broadcasts::router().layer(DefaultBodyLimit::max(max_broadcast_body_bytes)))
+        .merge(api_keys::router())
+        .merge(faq::router())
+        .merge(contacts::router())
+        .merge(tags::router())
+        .merge(templates::router())
+        .merge(leads::router())
+        .merge(teams::router())
+        .merge(users::router())
+        .merge(categories::router())
+        .merge(message_attributes::router())
+        .merge(webhooks::router())
+        .merge(conversations::router())
+        .merge(tickets::router())
+        .merge(sla::router())
+}
+
+/// Routes that authenticate by signature instead of an API key.
+pub fn signed() -> OpenApiRouter<AppState> {
+    receipts::router()
+}

@@ -1,0 +1,153 @@
+//! SLA policies, SLA statistics (endpoint 14), and the organization's business hours the
+//! policies may count in.
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::orgs::{Organization, UpdateOrganization};
+use parley_shared::domain::sla::{
+    CreateSlaPolicy, SlaPolicy, SlaPolicyFilter, SlaStats, SlaStatsQuery, UpdateSlaPolicy,
+};
+use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+        .routes(routes!(statistics))
+        .routes(routes!(organization, update_organization))
+}
+
+/// Create an SLA policy. It applies to conversations and tickets created afterwards whose
+/// priority and channel it matches, when no more specific active policy does.
+#[utoipa::path(post, path = "/api/v1/sla-policies", tag = "sla",
+    request_body = CreateSlaPolicy,
+    responses((status = 201, description = "The new policy", body = Envelope<SlaPolicy>)))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateSlaPolicy>,
+) -> AppResult<Reply<SlaPolicy>> {
+    let policy = req.into_policy(t.org_id);
+    db::sla::insert_policy(&s.pool, &policy).await?;
+    Ok(Reply::created(policy))
+}
+
+/// List SLA policies.
+#[utoipa::path(get, path = "/api/v1/sla-policies", tag = "sla",
+    params(PageParams, SlaPolicyFilter),
+    responses((status = 200, description = "A page of policies", body = Envelope<Vec<SlaPolicy>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<SlaPolicyFilter>,
+) -> AppResult<Reply<Vec<SlaPolicy>>> {
+    Ok(Reply::page(
+        db::sla::list_policies(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Get an SLA policy.
+#[utoipa::path(get, path = "/api/v1/sla-policies/{id}", tag = "sla",
+    params(("id" = Uuid, Path, description = "Policy id")),
+    responses((status = 200, description = "The policy", body = Envelope<SlaPolicy>)))]
+async fn get(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<SlaPolicy>> {
+    db::sla::get_policy(&s.pool, t.org_id, id, false)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Update an SLA policy. Running clocks keep the targets they started with.
+#[utoipa::path(patch, path = "/api/v1/sla-policies/{id}", tag = "sla",
+    params(("id" = Uuid, Path, description = "Policy id")),
+    request_body = UpdateSlaPolicy,
+    responses((status = 200, description = "The updated policy", body = Envelope<SlaPolicy>)))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateSlaPolicy>,
+) -> AppResult<Reply<SlaPolicy>> {
+    let mut tx = s.pool.begin().await?;
+    let mut policy = db::sla::get_policy(&mut *tx, t.org_id, id, true)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut policy);
+    db::sla::update_policy(&mut *tx, &policy).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(policy))
+}
+
+/// Delete an SLA policy. Running clocks go on (their `slaPolicyId` becomes `null`).
+#[utoipa::path(delete, path = "/api/v1/sla-policies/{id}", tag = "sla",
+    params(("id" = Uuid, Path, description = "Policy id")),
+    responses((status = 200, description = "The policy is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::sla::delete_policy(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`
+/// (endpoint 14): overall, per target and per priority.
+#[utoipa::path(get, path = "/api/v1/statistics/sla", tag = "sla",
+    params(SlaStatsQuery),
+    responses((status = 200, description = "The figures", body = Envelope<SlaStats>)))]
+async fn statistics(
+    State(s): State<AppState>,
+    t: Tenant,
+    Query(q): Query<SlaStatsQuery>,
+) -> AppResult<Reply<SlaStats>> {
+    q.check()?;
+    Ok(Reply::ok(
+        db::sla::stats(&s.pool, t.org_id, q.from, q.to).await?,
+    ))
+}
+
+/// The key's organization, with its business hours (`workingHours`).
+#[utoipa::path(get, path = "/api/v1/organization", tag = "sla",
+    responses((status = 200, description = "The organization", body = Envelope<Organization>)))]
+async fn organization(State(s): State<AppState>, t: Tenant) -> AppResult<Reply<Organization>> {
+    db::orgs::get(&s.pool, t.org_id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Rename the organization or set its business hours.
+#[utoipa::path(patch, path = "/api/v1/organization", tag = "sla",
+    request_body = UpdateOrganization,
+    responses((status = 200, description = "The organization", body = Envelope<Organization>)))]
+async fn update_organization(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<UpdateOrganization>,
+) -> AppResult<Reply<Organization>> {
+    let mut tx = s.pool.begin().await?;
+    let mut org = db::orgs::lock(&mut *tx, t.org_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut org)?;
+    db::orgs::update(&mut *tx, &org).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(org))
+}

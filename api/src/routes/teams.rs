@@ -1,0 +1,196 @@
+//! Teams (endpoint 10 and the operations beside it) and their members.
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::db::refs::{self, RefTable};
+use parley_shared::domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+const MAX_MEMBERS_PER_CALL: usize = 100;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+        .routes(routes!(add_members))
+        .routes(routes!(remove_member))
+}
+
+fn added_by(t: &Tenant) -> String {
+    format!("api_key:{}", t.key_id)
+}
+
+/// Create a team, optionally with members.
+#[utoipa::path(post, path = "/api/v1/teams", tag = "teams",
+    request_body = CreateTeam,
+    responses(
+        (status = 201, description = "The new team", body = Envelope<Team>),
+        (status = 409, description = "A team with this name exists", body = ErrorEnvelope),
+    ))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateTeam>,
+) -> AppResult<Reply<Team>> {
+    let (team, member_ids) = req.into_team(t.org_id);
+    let member_ids = parley_shared::ids::dedup(member_ids);
+    let mut tx = s.pool.begin().await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Users,
+        t.org_id,
+        "createdBy",
+        team.created_by,
+    )
+    .await?;
+    refs::check_ids(
+        &mut tx,
+        RefTable::Users,
+        t.org_id,
+        "memberIds",
+        &member_ids,
+        MAX_MEMBERS_PER_CALL,
+    )
+    .await?;
+    db::teams::insert(&mut *tx, &team).await?;
+    db::teams::add_members(&mut *tx, t.org_id, team.id, &member_ids, &added_by(&t)).await?;
+    let team = db::teams::get(&mut tx, t.org_id, team.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(Reply::created(team))
+}
+
+/// List teams with their members.
+#[utoipa::path(get, path = "/api/v1/teams", tag = "teams",
+    params(PageParams, TeamFilter),
+    responses((status = 200, description = "A page of teams", body = Envelope<Vec<Team>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<TeamFilter>,
+) -> AppResult<Reply<Vec<Team>>> {
+    Ok(Reply::page(
+        db::teams::list(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Get a team with members, `memberCount`, `conversationCount` and `creator` (endpoint 10).
+#[utoipa::path(get, path = "/api/v1/teams/{id}", tag = "teams",
+    params(("id" = Uuid, Path, description = "Team id")),
+    responses((status = 200, description = "The team", body = Envelope<Team>)))]
+async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<Team>> {
+    let mut conn = s.pool.acquire().await?;
+    db::teams::get(&mut conn, t.org_id, id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Update a team.
+#[utoipa::path(patch, path = "/api/v1/teams/{id}", tag = "teams",
+    params(("id" = Uuid, Path, description = "Team id")),
+    request_body = UpdateTeam,
+    responses(
+        (status = 200, description = "The updated team", body = Envelope<Team>),
+        (status = 409, description = "A team with this name exists", body = ErrorEnvelope),
+    ))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateTeam>,
+) -> AppResult<Reply<Team>> {
+    let mut tx = s.pool.begin().await?;
+    let mut team = db::teams::lock(&mut tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut team);
+    db::teams::update(&mut *tx, &team).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(team))
+}
+
+/// Delete a team and its memberships.
+#[utoipa::path(delete, path = "/api/v1/teams/{id}", tag = "teams",
+    params(("id" = Uuid, Path, description = "Team id")),
+    responses((status = 200, description = "The team is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::teams::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// Add users to a team; users already in it stay as they are.
+#[utoipa::path(post, path = "/api/v1/teams/{id}/members", tag = "teams",
+    params(("id" = Uuid, Path, description = "Team id")),
+    request_body = AddMembers,
+    responses((status = 200, description = "The team with its members", body = Envelope<Team>)))]
+async fn add_members(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<AddMembers>,
+) -> AppResult<Reply<Team>> {
+    let mut tx = s.pool.begin().await?;
+    db::teams::lock(&mut tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    if req.user_ids.is_empty() {
+        return Err(AppError::validation(
+            "userIds",
+            "required",
+            "at least one user id",
+        ));
+    }
+    let user_ids = parley_shared::ids::dedup(req.user_ids);
+    refs::check_ids(
+        &mut tx,
+        RefTable::Users,
+        t.org_id,
+        "userIds",
+        &user_ids,
+        MAX_MEMBERS_PER_CALL,
+    )
+    .await?;
+    db::teams::add_members(&mut *tx, t.org_id, id, &user_ids, &added_by(&t)).await?;
+    let team = db::teams::get(&mut tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(Reply::ok(team))
+}
+
+/// Remove a user from a team.
+#[utoipa::path(delete, path = "/api/v1/teams/{id}/members/{userId}", tag = "teams",
+    params(
+        ("id" = Uuid, Path, description = "Team id"),
+        ("userId" = Uuid, Path, description = "User id of the member"),
+    ),
+    responses((status = 200, description = "The membership is gone; `id` is the user's", body = Envelope<Deleted>)))]
+async fn remove_member(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, user_id)): Path<(Uuid, Uuid)>,
+) -> AppResult<Reply<Deleted>> {
+    if db::teams::remove_member(&s.pool, t.org_id, id, user_id).await? {
+        Ok(Reply::deleted(user_id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}

@@ -1,0 +1,143 @@
+//! Templates (endpoint 7, duplicate, and the operations beside it).
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::analytics::TemplateAnalytics;
+use parley_shared::domain::templates::{
+    ChannelParam, CreateTemplate, Template, TemplateFilter, UpdateTemplate,
+};
+use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+        .routes(routes!(duplicate))
+        .routes(routes!(analytics))
+}
+
+/// Create a template.
+#[utoipa::path(post, path = "/api/v1/templates", tag = "templates",
+    request_body = CreateTemplate,
+    responses((status = 201, description = "The new template", body = Envelope<Template>)))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateTemplate>,
+) -> AppResult<Reply<Template>> {
+    let template = req.into_template(t.org_id)?;
+    db::templates::insert(&s.pool, &template).await?;
+    Ok(Reply::created(template))
+}
+
+/// List templates.
+#[utoipa::path(get, path = "/api/v1/templates", tag = "templates",
+    params(PageParams, TemplateFilter),
+    responses((status = 200, description = "A page of templates", body = Envelope<Vec<Template>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<TemplateFilter>,
+) -> AppResult<Reply<Vec<Template>>> {
+    Ok(Reply::page(
+        db::templates::list(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Get a template.
+#[utoipa::path(get, path = "/api/v1/templates/{id}", tag = "templates",
+    params(("id" = Uuid, Path, description = "Template id")),
+    responses((status = 200, description = "The template", body = Envelope<Template>)))]
+async fn get(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Template>> {
+    db::templates::get(&s.pool, t.org_id, id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Update a template.
+#[utoipa::path(patch, path = "/api/v1/templates/{id}", tag = "templates",
+    params(("id" = Uuid, Path, description = "Template id")),
+    request_body = UpdateTemplate,
+    responses((status = 200, description = "The updated template", body = Envelope<Template>)))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateTemplate>,
+) -> AppResult<Reply<Template>> {
+    let mut tx = s.pool.begin().await?;
+    let mut template = db::templates::lock(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut template)?;
+    db::templates::update(&mut *tx, &template).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(template))
+}
+
+/// Delete a template.
+#[utoipa::path(delete, path = "/api/v1/templates/{id}", tag = "templates",
+    params(("id" = Uuid, Path, description = "Template id")),
+    responses((status = 200, description = "The template is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::templates::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// Copy a template (endpoint 7): a new `draft` named `<name> (Copy)`, on `?channel=` if given.
+#[utoipa::path(post, path = "/api/v1/templates/{id}/duplicate", tag = "templates",
+    params(("id" = Uuid, Path, description = "Template id"), ChannelParam),
+    responses((status = 201, description = "The copy", body = Envelope<Template>)))]
+async fn duplicate(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Query(param): Query<ChannelParam>,
+) -> AppResult<Reply<Template>> {
+    let original = db::templates::get(&s.pool, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let copy = original.duplicate(param.channel);
+    db::templates::insert(&s.pool, &copy).await?;
+    Ok(Reply::created(copy))
+}
+
+/// Analytics of a template (endpoint 8), from its broadcasts; `?channel=` narrows to
+/// broadcasts on that channel.
+#[utoipa::path(get, path = "/api/v1/templates/{id}/analytics", tag = "templates",
+    params(("id" = Uuid, Path, description = "Template id"), ChannelParam),
+    responses((status = 200, description = "The template's figures", body = Envelope<TemplateAnalytics>)))]
+async fn analytics(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Query(param): Query<ChannelParam>,
+) -> AppResult<Reply<TemplateAnalytics>> {
+    db::templates::get(&s.pool, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Reply::ok(
+        db::analytics::template(&s.pool, t.org_id, id, param.channel).await?,
+    ))
+}

@@ -1,0 +1,67 @@
+//! Workspace users (agents).
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::users::{CreateUser, User, UserFilter};
+use parley_shared::domain::webhooks::EventName;
+use parley_shared::envelope::{Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get))
+}
+
+/// Create a workspace user.
+#[utoipa::path(post, path = "/api/v1/users", tag = "users",
+    request_body = CreateUser,
+    responses(
+        (status = 201, description = "The new user", body = Envelope<User>),
+        (status = 409, description = "A user with this email exists", body = ErrorEnvelope),
+    ))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateUser>,
+) -> AppResult<Reply<User>> {
+    let user = req.into_user(t.org_id);
+    let mut tx = s.pool.begin().await?;
+    db::users::insert(&mut *tx, &user).await?;
+    db::outbox::emit(&mut tx, t.org_id, EventName::UserCreated, &user).await?;
+    tx.commit().await?;
+    Ok(Reply::created(user))
+}
+
+/// List users.
+#[utoipa::path(get, path = "/api/v1/users", tag = "users",
+    params(PageParams, UserFilter),
+    responses((status = 200, description = "A page of users", body = Envelope<Vec<User>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<UserFilter>,
+) -> AppResult<Reply<Vec<User>>> {
+    Ok(Reply::page(
+        db::users::list(&s.pool, t.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Get a user.
+#[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users",
+    params(("id" = Uuid, Path, description = "User id")),
+    responses((status = 200, description = "The user", body = Envelope<User>)))]
+async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<User>> {
+    db::users::get(&s.pool, t.org_id, id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}

@@ -1,0 +1,233 @@
+//! Outbound webhooks (endpoints 17 and 18, and their management; scope `webhooks:manage`).
+
+use std::time::Duration;
+
+use axum::extract::State;
+use parley_shared::db;
+use parley_shared::domain::webhooks::{
+    AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, UpdateWebhook, Webhook,
+    WebhookAttempt, WebhookWithSecret, new_secret,
+};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use parley_shared::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+
+/// How long a rotated-out secret keeps signing beside the new one.
+const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(events))
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+        .routes(routes!(rotate_secret))
+        .routes(routes!(test))
+        .routes(routes!(logs))
+        .routes(routes!(redeliver))
+}
+
+/// Hands deliveries to the workers; if Redis is unreachable the relay's ticker enqueues them
+/// (they are due rows in Postgres already).
+async fn enqueue(s: &AppState, d: &Delivery) {
+    if let Err(err) = s
+        .jobs
+        .deliver_webhooks(&[(d.webhook_id, d.delivery_id)])
+        .await
+    {
+        tracing::warn!(delivery_id = %d.delivery_id, %err, "delivery not enqueued; the relay will");
+    }
+}
+
+async fn read(s: &AppState, org: Uuid, id: Uuid) -> AppResult<Webhook> {
+    db::webhooks::get(&s.pool, org, id)
+        .await?
+        .ok_or(AppError::NotFound)
+}
+
+/// The events a webhook can subscribe to (endpoint 17); this list is authoritative.
+#[utoipa::path(get, path = "/api/v1/webhooks/events", tag = "webhooks",
+    responses((status = 200, description = "Event names and what fires them", body = Envelope<Vec<EventInfo>>)))]
+async fn events(_t: Tenant) -> AppResult<Reply<Vec<EventInfo>>> {
+    Ok(Reply::ok(
+        EventName::SUBSCRIBABLE
+            .iter()
+            .map(|(name, description)| EventInfo {
+                name: *name,
+                description,
+            })
+            .collect(),
+    ))
+}
+
+/// Create a webhook. The signing `secret` is in this answer only.
+#[utoipa::path(post, path = "/api/v1/webhooks", tag = "webhooks",
+    request_body = CreateWebhook,
+    responses((status = 201, description = "The webhook and its secret", body = Envelope<WebhookWithSecret>)))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateWebhook>,
+) -> AppResult<Reply<WebhookWithSecret>> {
+    let (webhook, secret) = req.into_webhook(t.org_id, s.config.webhooks.allow_private)?;
+    db::webhooks::insert(&s.pool, &webhook, &secret).await?;
+    Ok(Reply::created(WebhookWithSecret { webhook, secret }))
+}
+
+/// List webhooks (never their secrets).
+#[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",
+    params(PageParams),
+    responses((status = 200, description = "A page of webhooks", body = Envelope<Vec<Webhook>>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+) -> AppResult<Reply<Vec<Webhook>>> {
+    Ok(Reply::page(
+        db::webhooks::list(&s.pool, t.org_id, &page).await?,
+    ))
+}
+
+/// Get a webhook.
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id")),
+    responses((status = 200, description = "The webhook", body = Envelope<Webhook>)))]
+async fn get(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Webhook>> {
+    Ok(Reply::ok(read(&s, t.org_id, id).await?))
+}
+
+/// Update a webhook; `isActive: true` enables a disabled one again.
+#[utoipa::path(patch, path = "/api/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id")),
+    request_body = UpdateWebhook,
+    responses((status = 200, description = "The updated webhook", body = Envelope<Webhook>)))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateWebhook>,
+) -> AppResult<Reply<Webhook>> {
+    let mut tx = s.pool.begin().await?;
+    let mut webhook = db::webhooks::lock(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut webhook, s.config.webhooks.allow_private)?;
+    db::webhooks::update(&mut *tx, &webhook).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(webhook))
+}
+
+/// Delete a webhook with its deliveries and log.
+#[utoipa::path(delete, path = "/api/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id")),
+    responses((status = 200, description = "The webhook is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::webhooks::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound)
+    }
+}
+
+/// Replace the signing secret. For 24 hours deliveries carry signatures under both secrets.
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/rotate-secret", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id")),
+    responses((status = 200, description = "The webhook and its new secret", body = Envelope<WebhookWithSecret>)))]
+async fn rotate_secret(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<WebhookWithSecret>> {
+    let secret = new_secret();
+    if !db::webhooks::rotate_secret(&s.pool, t.org_id, id, &secret, ROTATION_OVERLAP).await? {
+        return Err(AppError::NotFound);
+    }
+    let webhook = read(&s, t.org_id, id).await?;
+    Ok(Reply::ok(WebhookWithSecret { webhook, secret }))
+}
+
+/// Send a signed `webhook.test` delivery to this webhook now.
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/test", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id")),
+    responses(
+        (status = 200, description = "The test delivery, due now", body = Envelope<Delivery>),
+        (status = 409, description = "The webhook is disabled (`invalid_state`)", body = ErrorEnvelope),
+    ))]
+async fn test(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Delivery>> {
+    let mut tx = s.pool.begin().await?;
+    let webhook = db::webhooks::lock(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    if !webhook.is_active {
+        return Err(AppError::invalid_state(
+            "the webhook is disabled; enable it first",
+        ));
+    }
+    let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
+    tx.commit().await?;
+    enqueue(&s, &delivery).await;
+    Ok(Reply::ok(delivery))
+}
+
+/// The delivery history of a webhook (endpoint 18): every attempt, newest first, with the
+/// receiver's answer.
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}/logs", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id"), PageParams, AttemptFilter),
+    responses((status = 200, description = "A page of attempts", body = Envelope<Vec<WebhookAttempt>>)))]
+async fn logs(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Paging(page): Paging,
+    Query(filter): Query<AttemptFilter>,
+) -> AppResult<Reply<Vec<WebhookAttempt>>> {
+    read(&s, t.org_id, id).await?;
+    Ok(Reply::page(
+        db::webhooks::attempts(&s.pool, id, &filter, &page).await?,
+    ))
+}
+
+/// Deliver a logged delivery again now, under the same delivery id; its attempts go on counting.
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver", tag = "webhooks",
+    params(
+        ("id" = Uuid, Path, description = "Webhook id"),
+        ("deliveryId" = Uuid, Path, description = "Delivery id, as in the log and `X-Parley-Delivery`"),
+    ),
+    responses(
+        (status = 200, description = "The delivery, due now", body = Envelope<Delivery>),
+        (status = 409, description = "The webhook is disabled (`invalid_state`)", body = ErrorEnvelope),
+    ))]
+async fn redeliver(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, delivery)): Path<(Uuid, Uuid)>,
+) -> AppResult<Reply<Delivery>> {
+    let webhook = read(&s, t.org_id, id).await?;
+    if !webhook.is_active {
+        return Err(AppError::invalid_state(
+            "the webhook is disabled; enable it first",
+        ));
+    }
+    let delivery = db::webhooks::redeliver(&s.pool, id, delivery)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    enqueue(&s, &delivery).await;
+    Ok(Reply::ok(delivery))
+}

@@ -1,0 +1,137 @@
+//! The `parley-api` commands, run as a newcomer would run them.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn database_url() -> String {
+    parley_tests::database_url()
+}
+
+fn parley_api(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_parley-api"))
+        .args(args)
+        .env_clear()
+        .env("DATABASE_URL", database_url())
+        .env("REDIS_URL", "redis://127.0.0.1:6379")
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("parley-api runs")
+}
+
+fn json_line(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON line: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[tokio::test]
+async fn org_create_and_key_create_print_a_key() {
+    parley_tests::prepare_database().await;
+    assert!(parley_api(&["migrate"]).status.success());
+    let org = json_line(&parley_api(&["org", "create", "--name", "CLI test org"]));
+    let org_id = org["organizationId"].as_str().unwrap();
+    let key = org["apiKey"].as_str().unwrap();
+    assert!(key.starts_with("prl_") && key.len() == 36);
+
+    let second = json_line(&parley_api(&[
+        "key",
+        "create",
+        "--org",
+        org_id,
+        "--scopes",
+        "contacts:read,leads:write",
+        "--limit",
+        "500",
+    ]));
+    assert_eq!(second["organizationId"], org_id);
+    let second_key = second["apiKey"].as_str().unwrap();
+
+    let pool = sqlx::PgPool::connect(&database_url()).await.unwrap();
+    let rows: Vec<(Vec<String>, Option<i64>)> = sqlx::query_as(
+        "SELECT scopes, daily_limit FROM api_keys WHERE organization_id = $1::uuid ORDER BY created_at",
+    )
+    .bind(org_id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (vec!["*".to_owned()], None),
+            (
+                vec!["contacts:read".to_owned(), "leads:write".to_owned()],
+                Some(500)
+            ),
+        ]
+    );
+    let hash: Vec<u8> = sqlx::query_scalar(
+        "SELECT key_hash FROM api_keys WHERE organization_id = $1::uuid AND daily_limit = 500",
+    )
+    .bind(org_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    use sha2::Digest;
+    assert_eq!(hash, sha2::Sha256::digest(second_key.as_bytes()).to_vec());
+}
+
+#[tokio::test]
+async fn key_create_refuses_unknown_organizations_and_scopes() {
+    parley_tests::prepare_database().await;
+    assert!(parley_api(&["migrate"]).status.success());
+    let nobody = "00000000-0000-7000-8000-000000000000";
+    let out = parley_api(&[
+        "key",
+        "create",
+        "--org",
+        nobody,
+        "--scopes",
+        "contacts:read",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no organization"));
+
+    let org = json_line(&parley_api(&["org", "create", "--name", "CLI scopes"]));
+    let org_id = org["organizationId"].as_str().unwrap();
+    let out = parley_api(&["key", "create", "--org", org_id, "--scopes", "planets:read"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scopes[0]"));
+}
+
+#[test]
+fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
+    let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))
+        .arg("migrate")
+        .env_clear()
+        .env("REDIS_URL", "redis://127.0.0.1:6379")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("DATABASE_URL"), "{stderr}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))
+        .arg("migrate")
+        .env_clear()
+        .env("DATABASE_URL", database_url())
+        .env("REDIS_URL", "redis://127.0.0.1:6379")
+        .env("PARLEY_API_ADDR", "not-an-address")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("PARLEY_API_ADDR") && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+}

@@ -1,0 +1,188 @@
+//! Broadcast benchmark: N contacts, one template, one `sendNow` broadcast to a local HTTP sink
+//! provider, timed from the create request until `completed`, with the worker's peak RSS.
+//! The API and one worker run as release processes; Postgres and Redis are the real ones.
+//!
+//! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use parley_bench::{API_ADDR, Bench, rss};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A provider that accepts everything, as fast as it can.
+async fn sink() -> anyhow::Result<(String, Arc<AtomicU64>)> {
+    let count = Arc::new(AtomicU64::new(0));
+    let c = count.clone();
+    let app = axum::Router::new().route(
+        "/send",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let c = c.clone();
+            async move {
+                let n = c.fetch_add(1, Ordering::Relaxed);
+                let _ = body;
+                axum::Json(json!({"messageId": format!("sink-{n}")}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/send", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((url, count))
+}
+
+async fn seed(pool: &sqlx::PgPool, org: Uuid, n: usize) -> anyhow::Result<Vec<Uuid>> {
+    let mut all = Vec::with_capacity(n);
+    for start in (0..n).step_by(50_000) {
+        let end = (start + 50_000).min(n);
+        let ids: Vec<Uuid> = (start..end).map(|_| Uuid::now_v7()).collect();
+        let emails: Vec<String> = (start..end)
+            .map(|i| format!("bench{i}@example.com"))
+            .collect();
+        sqlx::query(
+            "INSERT INTO contacts (id, organization_id, name, email, source)
+             SELECT id, $1, 'Contact', email, 'bench' FROM unnest($2::uuid[], $3::text[]) AS u(id, email)",
+        )
+        .bind(org)
+        .bind(&ids)
+        .bind(&emails)
+        .execute(pool)
+        .await?;
+        all.extend(ids);
+    }
+    Ok(all)
+}
+
+struct Figures {
+    n: usize,
+    create_ms: f64,
+    total_s: f64,
+    per_second: f64,
+    worker_peak_mib: f64,
+}
+
+async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result<Figures> {
+    let bench = Bench::new(&format!("parley_bench_{n}")).await?;
+    let (pool, key) = (&bench.pool, &bench.key);
+    let contacts = seed(pool, bench.org, n).await?;
+    sqlx::query("VACUUM ANALYZE contacts").execute(pool).await?;
+    let provider = [("PARLEY_CHANNEL_EMAIL_URL", sink_url)];
+    let _api = bench.spawn("parley-api", &provider)?;
+    let worker = bench.spawn("parley-worker", &provider)?;
+    let worker_pid = worker.0.id();
+    let client = bench.api_ready().await?;
+    let base = format!("http://{API_ADDR}");
+    let template: Value = client
+        .post(format!("{base}/api/v1/templates"))
+        .bearer_auth(key)
+        .json(&json!({"name": "Bench", "channel": "email", "body": "Hello {{contact.name}}"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let template = template["data"]["id"]
+        .as_str()
+        .context("template id")?
+        .to_owned();
+
+    // The create request, alone: a draft of min(N, 10,000) contacts, best of five.
+    let sample: Vec<Uuid> = contacts.iter().take(10_000).copied().collect();
+    let mut create_ms = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let r = client
+            .post(format!("{base}/api/v1/broadcasts"))
+            .bearer_auth(key)
+            .json(&json!({"broadcastName": "draft", "templateId": template, "contactIds": sample, "isDraft": true}))
+            .send()
+            .await?;
+        let took = t.elapsed().as_secs_f64() * 1000.0;
+        if !r.status().is_success() {
+            bail!("create answered {}", r.status());
+        }
+        create_ms = create_ms.min(took);
+    }
+
+    let before = sink_count.load(Ordering::Relaxed);
+    let started = Instant::now();
+    let created: Value = client
+        .post(format!("{base}/api/v1/broadcasts"))
+        .bearer_auth(key)
+        .json(&json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let id = created["data"]["id"]
+        .as_str()
+        .context("broadcast id")?
+        .to_owned();
+    let mut peak_kib = 0;
+    loop {
+        if let Some((_, hwm)) = rss(worker_pid) {
+            peak_kib = peak_kib.max(hwm);
+        }
+        let b: Value = client
+            .get(format!("{base}/api/v1/broadcasts/{id}"))
+            .bearer_auth(key)
+            .send()
+            .await?
+            .json()
+            .await?;
+        match b["data"]["status"].as_str() {
+            Some("completed") => {
+                if b["data"]["sentCount"].as_u64() != Some(n as u64) {
+                    bail!("completed with {} sent of {n}", b["data"]["sentCount"]);
+                }
+                break;
+            }
+            Some("failed" | "paused" | "cancelled") => bail!("broadcast ended {}", b["data"]),
+            _ => {}
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            bail!("no end after 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let total = started.elapsed().as_secs_f64();
+    if let Some((_, hwm)) = rss(worker_pid) {
+        peak_kib = peak_kib.max(hwm);
+    }
+    let sent = sink_count.load(Ordering::Relaxed) - before;
+    if sent != n as u64 {
+        bail!("the sink got {sent} messages for {n} recipients");
+    }
+    drop(worker);
+    bench.finish().await?;
+    Ok(Figures {
+        n,
+        create_ms,
+        total_s: total,
+        per_second: n as f64 / total,
+        worker_peak_mib: peak_kib as f64 / 1024.0,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().context("sizes are numbers"))
+        .collect::<anyhow::Result<_>>()?;
+    let (sink_url, sink_count) = sink().await?;
+    println!(
+        "| N | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | worker peak RSS (MiB) |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for n in sizes {
+        let f = run(n, &sink_url, &sink_count).await?;
+        println!(
+            "| {} | {:.1} | {:.2} | {:.0} | {:.1} |",
+            f.n, f.create_ms, f.total_s, f.per_second, f.worker_peak_mib
+        );
+    }
+    Ok(())
+}

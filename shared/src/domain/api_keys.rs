@@ -1,0 +1,115 @@
+//! API keys as a resource: `/api/v1/api-keys` and the CLI.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth;
+use crate::error::{AppError, FieldError};
+use crate::fields::Name;
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, Serialize, sqlx::FromRow, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub name: String,
+    /// The first characters of the key, to tell keys apart.
+    pub prefix: String,
+    pub scopes: Vec<String>,
+    /// Requests allowed per UTC day; absent for no limit.
+    #[sqlx(rename = "daily_limit")]
+    pub limit: Option<i64>,
+    pub revoked_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+crate::keyed!(ApiKey);
+
+/// A new key: the only time `key` is shown.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedApiKey {
+    #[serde(flatten)]
+    pub api_key: ApiKey,
+    /// The secret to send as `Authorization: Bearer <key>`. Not retrievable later.
+    pub key: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({"name": "CRM sync", "scopes": ["contacts:read", "contacts:write"], "limit": 10000}))]
+pub struct CreateApiKey {
+    pub name: Name,
+    /// `<resource>:read`, `<resource>:write`, `webhooks:manage`, `api-keys:manage` or `*`.
+    #[schema(min_items = 1)]
+    pub scopes: Vec<String>,
+    /// Requests allowed per UTC day.
+    #[schema(minimum = 1)]
+    pub limit: Option<i64>,
+}
+
+/// A key being made, whatever asked for it (the HTTP API or the CLI).
+#[derive(Debug, Clone)]
+pub struct NewApiKey {
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub limit: Option<i64>,
+}
+
+impl NewApiKey {
+    pub fn parse(name: String, scopes: Vec<String>, limit: Option<i64>) -> Result<Self, AppError> {
+        let mut errors = Vec::new();
+        if scopes.is_empty() {
+            errors.push(FieldError::new(
+                "scopes",
+                "required",
+                "at least one scope is required",
+            ));
+        }
+        for (i, s) in scopes.iter().enumerate() {
+            if !auth::is_valid_scope(s) {
+                errors.push(FieldError::new(
+                    format!("scopes[{i}]"),
+                    "invalid_value",
+                    format!("{s:?} is not a scope"),
+                ));
+            }
+        }
+        if limit.is_some_and(|l| l < 1) {
+            errors.push(FieldError::new(
+                "limit",
+                "out_of_range",
+                "must be 1 or more",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(AppError::Validation(errors));
+        }
+        let mut scopes = scopes;
+        scopes.sort();
+        scopes.dedup();
+        Ok(NewApiKey {
+            name,
+            scopes,
+            limit,
+        })
+    }
+}
+
+impl TryFrom<CreateApiKey> for NewApiKey {
+    type Error = AppError;
+    fn try_from(r: CreateApiKey) -> Result<Self, AppError> {
+        NewApiKey::parse(r.name.into_inner(), r.scopes, r.limit)
+    }
+}
+
+/// What authentication knows about the calling key.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct KeyIdentity {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub daily_limit: Option<i64>,
+}

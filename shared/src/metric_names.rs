@@ -1,0 +1,42 @@
+//! Every metric name the service exports, in one place: the dashboard and the alert rules
+//! (and a test) rely on them.
+
+/// HTTP requests by route template, method and status (API).
+pub const HTTP_REQUESTS: &str = "parley_http_requests_total";
+/// HTTP request latency by route template, method and status (API).
+pub const HTTP_DURATION: &str = "parley_http_request_duration_seconds";
+/// Jobs waiting per queue and state (`ready`, `scheduled`), read from Redis (worker).
+pub const QUEUE_DEPTH: &str = "parley_queue_depth";
+/// Jobs run, by queue and outcome (worker).
+pub const JOBS: &str = "parley_jobs_total";
+/// Job duration by queue (worker).
+pub const JOB_DURATION: &str = "parley_job_duration_seconds";
+/// Provider calls by channel and outcome (worker).
+pub const PROVIDER_CALLS: &str = "parley_provider_calls_total";
+/// Provider call latency by channel (worker).
+pub const PROVIDER_DURATION: &str = "parley_provider_call_duration_seconds";
+/// Recipients reaching a status, by channel: sends (worker) and receipts (API).
+pub const RECIPIENTS: &str = "parley_broadcast_recipients_total";
+/// Work found again by the reconciler, by kind (worker).
+pub const RECONCILED: &str = "parley_reconciled_total";
+/// Webhook delivery attempts by outcome (`succeeded`, `failed`, `deferred`) and HTTP status
+/// class (`2xx` ... `5xx`, `none`) (worker).
+pub const WEBHOOK_ATTEMPTS: &str = "parley_webhook_attempts_total";
+/// From an event's commit to the 2xx of its delivery (worker).
+pub const WEBHOOK_LATENCY: &str = "parley_webhook_delivery_latency_seconds";
+/// Events not yet turned into deliveries (worker).
+pub const OUTBOX_BACKLOG: &str = "parley_webhook_outbox_backlog";
+/// Webhooks disabled after failing for too long (worker).
+pub const WEBHOOKS_DISABLED: &str = "parley_webhooks_disabled_total";
+/// SLA targets breached, by target (`first_response`, `next_response`, `resolution`): by the
+/// worker's checks and by late achievements alike (worker).
+pub const SLA_BREACHES: &str = "parley_sla_breaches_total";
+/// SLA warnings given, by target (worker).
+pub const SLA_WARNINGS: &str = "parley_sla_warnings_total";
+/// SLA checks run, by kind (`warning`, `deadline`) and outcome (`recorded`, `nothing`)
+/// (worker).
+pub const SLA_CHECKS: &str = "parley_sla_checks_total";
+/// From an SLA deadline to the breach record the worker wrote (worker).
+pub const SLA_BREACH_LAG: &str = "parley_sla_breach_lag_seconds";
+/// SLA checks due and not yet moved into the queue (worker).
+pub const SLA_BACKLOG: &str = "parley_sla_checks_backlog";

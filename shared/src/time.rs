@@ -1,0 +1,84 @@
+//! Timestamps as CONTRACT.md fixes them: RFC 3339, UTC, milliseconds (`2026-11-22T14:27:27.123Z`).
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct Timestamp(pub DateTime<Utc>);
+
+impl Timestamp {
+    /// Now, to the microsecond: what Postgres keeps, so a value read back equals the one written.
+    pub fn now() -> Self {
+        Timestamp(Utc::now().trunc_subsecs(6))
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| Timestamp(t.with_timezone(&Utc)))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+}
+
+impl From<DateTime<Utc>> for Timestamp {
+    fn from(t: DateTime<Utc>) -> Self {
+        Timestamp(t)
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Timestamp::parse(&s).ok_or_else(|| {
+            crate::fields::invalid::<D::Error>(
+                "invalid_format",
+                "must be an RFC 3339 date-time such as 2026-11-22T14:27:27.123Z",
+            )
+        })
+    }
+}
+
+impl PartialSchema for Timestamp {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .examples(["2026-11-22T14:27:27.123Z"])
+            .into()
+    }
+}
+
+impl ToSchema for Timestamp {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_with_milliseconds_and_z() {
+        let t = Timestamp::parse("2026-11-22T15:27:27.123456+01:00").unwrap();
+        assert_eq!(t.to_string(), "2026-11-22T14:27:27.123Z");
+    }
+
+    #[test]
+    fn rejects_a_date_without_time() {
+        assert!(Timestamp::parse("2026-11-22").is_none());
+    }
+}

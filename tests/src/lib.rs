@@ -1,0 +1,533 @@
+//! Test harness: `spawn_app()` starts the real API on 127.0.0.1:0 against the real Postgres
+//! and Redis, with a fresh organization and Redis prefix per test, so tests run in parallel
+//! without sharing state.
+
+pub mod fixture;
+pub mod loopback;
+pub mod openapi;
+pub mod provider;
+pub mod receiver;
+pub mod seed;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use parley_shared::config::Config;
+use parley_shared::db;
+use parley_shared::domain::api_keys::NewApiKey;
+use reqwest::Method;
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The test database; created and migrated on first use. Its name carries a digest of the
+/// embedded migrations, so a checkout with other migrations (another branch, a CI run on a
+/// shared server) never meets a database it cannot migrate.
+pub fn database_url() -> String {
+    let base = std::env::var("PARLEY_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres:postgres@127.0.0.1:5432/parley_test".to_owned());
+    format!("{base}_{}", migrations_digest())
+}
+
+fn migrations_digest() -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for migration in db::MIGRATOR.iter() {
+        hasher.update(migration.version.to_be_bytes());
+        hasher.update(&*migration.checksum);
+    }
+    hex::encode(&hasher.finalize()[..4])
+}
+
+pub fn redis_url() -> String {
+    std::env::var("PARLEY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+static MIGRATED: OnceCell<()> = OnceCell::const_new();
+
+fn server_and_name(url: &str) -> (&str, &str) {
+    url.rsplit_once('/').expect("database URL has a name")
+}
+
+async fn admin() -> PgPool {
+    let url = database_url();
+    let (server, _) = server_and_name(&url);
+    sqlx::PgPool::connect(&format!("{server}/postgres"))
+        .await
+        .expect("Postgres answers (start it with ops/test)")
+}
+
+/// The shared test database, and a template that tests needing a database of their own
+/// (because a worker reconciles every broadcast it can see) are cloned from.
+fn template_url() -> String {
+    format!("{}_template", database_url())
+}
+
+async fn create_and_migrate(admin: &PgPool, url: &str) {
+    let (_, name) = server_and_name(url);
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(admin)
+            .await
+            .expect("query pg_database");
+    if !exists {
+        // Another test process may win the race; that is fine.
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(admin)
+            .await;
+    }
+    let pool = db::pool(url, 2).expect("pool");
+    db::migrate(&pool).await.expect("migrations apply");
+    pool.close().await;
+}
+
+/// Creates and migrates the test databases once per process.
+pub async fn prepare_database() {
+    MIGRATED
+        .get_or_init(|| async {
+            let admin = admin().await;
+            create_and_migrate(&admin, &database_url()).await;
+            create_and_migrate(&admin, &template_url()).await;
+            admin.close().await;
+        })
+        .await;
+}
+
+/// A fresh database cloned from the migrated template; dropped with its [`TestApp`].
+async fn isolated_database() -> String {
+    prepare_database().await;
+    let name = format!(
+        "{}_{}",
+        server_and_name(&template_url()).1,
+        Uuid::now_v7().simple()
+    );
+    let admin = admin().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{name}\" TEMPLATE \"{}\"",
+        server_and_name(&template_url()).1
+    )))
+    .execute(&admin)
+    .await
+    .expect("clone the template database");
+    admin.close().await;
+    format!("{}/{name}", server_and_name(&database_url()).0)
+}
+
+fn drop_database(url: String) {
+    // Drop cannot await; a short-lived runtime on its own thread does the work.
+    let done = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let admin = admin().await;
+            let name = server_and_name(&url).1.to_owned();
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+            )))
+            .execute(&admin)
+            .await;
+            admin.close().await;
+        });
+    });
+    let _ = done.join();
+}
+
+/// Settings of an app or worker under test: the test database, a fresh Redis prefix, and
+/// short timers so that waiting on the worker takes seconds, not minutes.
+/// Polls `check` every 50 ms until it holds (true) or `secs` pass (false).
+pub async fn wait_until<F, Fut>(secs: u64, check: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if check().await {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
+    let mut vars: HashMap<String, String> = HashMap::from([
+        ("DATABASE_URL".to_owned(), database_url()),
+        ("REDIS_URL".to_owned(), redis_url()),
+        ("PARLEY_REDIS_PREFIX".to_owned(), redis_prefix.to_owned()),
+        ("PARLEY_AUTO_MIGRATE".to_owned(), "false".to_owned()),
+        ("PARLEY_DB_MAX_CONNECTIONS".to_owned(), "4".to_owned()),
+        ("PARLEY_WORKER_POLL_MS".to_owned(), "50".to_owned()),
+        ("PARLEY_TICK_MS".to_owned(), "100".to_owned()),
+        ("PARLEY_RECONCILE_AFTER_SECS".to_owned(), "2".to_owned()),
+        ("PARLEY_RECIPIENT_LEASE_SECS".to_owned(), "3".to_owned()),
+        ("PARLEY_PROVIDER_RETRY_BASE_MS".to_owned(), "50".to_owned()),
+        ("PARLEY_WORKER_DRAIN_SECS".to_owned(), "5".to_owned()),
+    ]);
+    for (k, v) in extra {
+        vars.insert((*k).to_owned(), (*v).to_owned());
+    }
+    Config::from_lookup(|k| vars.get(k).cloned()).expect("test config is valid")
+}
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub database_url: String,
+    own_database: bool,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub pool: PgPool,
+    pub org_id: Uuid,
+    /// A key with scope `*` in `org_id`.
+    pub key: String,
+    pub redis_prefix: String,
+    shutdown: CancellationToken,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if self.own_database {
+            drop_database(self.database_url.clone());
+        }
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// Starts the API with extra settings (e.g. `PARLEY_MAX_BODY_BYTES`).
+pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
+    prepare_database().await;
+    start(database_url(), false, extra).await
+}
+
+/// Starts the API on a database of its own: for tests that run a worker, whose ticker
+/// reconciles every broadcast in its database.
+pub async fn spawn_isolated_app(extra: &[(&str, &str)]) -> TestApp {
+    let url = isolated_database().await;
+    start(url, true, extra).await
+}
+
+async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)]) -> TestApp {
+    let redis_prefix = format!("parley-test-{}", Uuid::now_v7().simple());
+    let mut settings: Vec<(&str, &str)> = vec![("DATABASE_URL", &database_url)];
+    settings.extend_from_slice(extra);
+    let config = test_config(&redis_prefix, &settings);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let app = parley_api::Application::build(config, Some(listener))
+        .await
+        .expect("the app builds");
+    let addr = app.local_addr().expect("addr");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(app.run_until(shutdown.clone()));
+    let pool = db::pool(&database_url, 2).expect("pool");
+    let mut test = TestApp {
+        addr,
+        database_url,
+        own_database,
+        base: format!("http://{addr}"),
+        client: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client"),
+        pool,
+        org_id: Uuid::nil(),
+        key: String::new(),
+        redis_prefix,
+        shutdown,
+    };
+    let (org, key) = test.new_org("Test organization").await;
+    test.org_id = org;
+    test.key = key;
+    test
+}
+
+/// A response, with the body parsed as JSON (`Value::Null` when it is not JSON).
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Resp {
+    pub fn data(&self) -> &Value {
+        &self.body["data"]
+    }
+
+    pub fn id(&self) -> String {
+        self.body["data"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no data.id in {}", self.body))
+            .to_owned()
+    }
+
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    /// The `field` of the first validation detail.
+    pub fn field(&self) -> &str {
+        self.body["error"]["details"][0]["field"]
+            .as_str()
+            .unwrap_or("")
+    }
+
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Self {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) -> &Self {
+        self.expect(status);
+        assert_eq!(self.code(), code, "body: {}", self.body);
+        assert_eq!(self.body["success"], false);
+        self
+    }
+}
+
+/// A worker running in this test's process, against the test's Redis prefix.
+pub struct TestWorker {
+    pub metrics_addr: SocketAddr,
+    stop: CancellationToken,
+    done: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestWorker {
+    /// Stops the worker and waits for it to drain.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(done) = self.done.take() {
+            done.await.expect("worker task").expect("worker drained");
+        }
+    }
+}
+
+impl Drop for TestWorker {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl TestApp {
+    /// Deletes everything this test has in Redis (queues, in-flight sets, claims, worker
+    /// registrations), as a lost Redis would; returns how many keys went.
+    pub async fn flush_redis(&self) -> usize {
+        let client = redis::Client::open(redis_url()).expect("redis url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("redis");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}:*", self.redis_prefix))
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS");
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .expect("DEL");
+        }
+        keys.len()
+    }
+
+    pub async fn spawn_worker(&self, extra: &[(&str, &str)]) -> TestWorker {
+        let mut settings: Vec<(&str, &str)> = vec![("DATABASE_URL", &self.database_url)];
+        settings.extend_from_slice(extra);
+        let config = test_config(&self.redis_prefix, &settings);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let worker = parley_worker::Worker::build(config, Some(listener))
+            .await
+            .expect("the worker builds");
+        let metrics_addr = worker.metrics_addr().expect("addr");
+        let stop = CancellationToken::new();
+        let done = tokio::spawn(worker.run_until(stop.clone()));
+        TestWorker {
+            metrics_addr,
+            stop,
+            done: Some(done),
+        }
+    }
+
+    /// Polls `GET path` until `until` holds for its body, for at most `secs` seconds.
+    pub async fn wait_for(&self, path: &str, secs: u64, until: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let resp = self.get(path).await;
+            if until(&resp.body) {
+                return resp.body;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "timed out after {secs}s waiting on {path}; last body: {}",
+                    resp.body
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A new organization (through the same code as `parley-api org create`) and its `*` key.
+    pub async fn new_org(&self, name: &str) -> (Uuid, String) {
+        let mut conn = self.pool.acquire().await.expect("connection");
+        let org = db::orgs::create(&mut conn, name).await.expect("org");
+        let key = self.key_for(org.id, &["*"], None).await;
+        (org.id, key)
+    }
+
+    pub async fn key_for(&self, org: Uuid, scopes: &[&str], limit: Option<i64>) -> String {
+        let new = NewApiKey::parse(
+            "test".into(),
+            scopes.iter().map(|s| (*s).to_owned()).collect(),
+            limit,
+        )
+        .expect("valid scopes");
+        db::api_keys::create(&self.pool, org, new)
+            .await
+            .expect("key")
+            .key
+    }
+
+    /// A key of this test's organization with exactly `scopes`.
+    pub async fn key_with(&self, scopes: &[&str]) -> String {
+        self.key_for(self.org_id, scopes, None).await
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<&Value>,
+    ) -> Resp {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(key) = key {
+            req = req.bearer_auth(key);
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        Self::read(req.send().await.expect("request is sent")).await
+    }
+
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Resp {
+        let req = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+            .header("content-type", content_type)
+            .body(body);
+        Self::read(req.send().await.expect("request is sent")).await
+    }
+
+    async fn read(resp: reqwest::Response) -> Resp {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.expect("body");
+        Resp {
+            status,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send(Method::GET, path, Some(&self.key), None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.send(Method::POST, path, Some(&self.key), Some(&body))
+            .await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> Resp {
+        self.send(Method::PATCH, path, Some(&self.key), Some(&body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.send(Method::DELETE, path, Some(&self.key), None).await
+    }
+
+    /// The organization's webhook events in the order they were written: (name, data).
+    pub async fn events(&self) -> Vec<(String, Value)> {
+        sqlx::query_as::<_, (String, sqlx::types::Json<Value>)>(
+            "SELECT event, data FROM webhook_events WHERE organization_id = $1 ORDER BY id",
+        )
+        .bind(self.org_id)
+        .fetch_all(&self.pool)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|(e, d)| (e, d.0))
+        .collect()
+    }
+
+    /// How many events named `name` the organization has.
+    pub async fn count_events(&self, name: &str) -> usize {
+        self.events()
+            .await
+            .iter()
+            .filter(|(e, _)| e == name)
+            .count()
+    }
+
+    /// Everything an organization has: rows and the latest change of each tenant table.
+    /// Equal fingerprints before and after a request mean the request wrote nothing.
+    pub async fn fingerprint(&self, org: Uuid) -> Vec<(String, i64, Option<String>)> {
+        let tables: Vec<(String, bool)> = sqlx::query_as(
+            "SELECT c.table_name::text, EXISTS (
+                    SELECT 1 FROM information_schema.columns u
+                    WHERE u.table_schema = 'public' AND u.table_name = c.table_name
+                      AND u.column_name = 'updated_at')
+             FROM information_schema.columns c
+             WHERE c.table_schema = 'public' AND c.column_name = 'organization_id'
+             ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .expect("tables");
+        let mut out = Vec::new();
+        for (t, has_updated_at) in tables {
+            // Without `updated_at`, a digest of the rows themselves.
+            let latest = if has_updated_at {
+                "max(updated_at)::text"
+            } else {
+                "md5(string_agg(x::text, ',' ORDER BY x::text))"
+            };
+            let (count, latest): (i64, Option<String>) = sqlx::query_as(sqlx::AssertSqlSafe(
+                format!("SELECT count(*), {latest} FROM {t} x WHERE organization_id = $1"),
+            ))
+            .bind(org)
+            .fetch_one(&self.pool)
+            .await
+            .expect("fingerprint");
+            out.push((t, count, latest));
+        }
+        out
+    }
+}

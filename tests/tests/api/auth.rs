@@ -1,0 +1,176 @@
+use parley_tests::spawn_app;
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn requests_without_a_valid_key_are_401() {
+    let app = spawn_app().await;
+    let garbage = "prl_".to_owned() + &"x".repeat(32);
+    for key in [
+        None,
+        Some("nope"),
+        Some("Basic abc"),
+        Some(garbage.as_str()),
+    ] {
+        let resp = app.send(Method::GET, "/api/v1/contacts", key, None).await;
+        resp.expect_error(401, "unauthorized");
+        assert_eq!(resp.headers["www-authenticate"], "Bearer");
+    }
+    let resp = app
+        .client
+        .get(format!("{}/api/v1/contacts", app.base))
+        .header("authorization", format!("Token {}", app.key))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401, "only the Bearer scheme is accepted");
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_at_once() {
+    let app = spawn_app().await;
+    let created = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "temp", "scopes": ["contacts:read"]}),
+        )
+        .await;
+    created.expect(201);
+    let secret = created.data()["key"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("prl_") && secret.len() == 36, "{secret}");
+    app.send(Method::GET, "/api/v1/contacts", Some(&secret), None)
+        .await
+        .expect(200);
+    app.delete(&format!("/api/v1/api-keys/{}", created.id()))
+        .await
+        .expect(200);
+    app.send(Method::GET, "/api/v1/contacts", Some(&secret), None)
+        .await
+        .expect_error(401, "unauthorized");
+    let listed = app.get("/api/v1/api-keys").await;
+    let revoked = listed
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == created.id())
+        .unwrap();
+    assert!(revoked["revokedAt"].is_string());
+    assert!(
+        revoked.get("key").is_none(),
+        "a listing never shows a secret"
+    );
+}
+
+#[tokio::test]
+async fn keys_are_stored_hashed() {
+    let app = spawn_app().await;
+    let stored: Vec<Vec<u8>> =
+        sqlx::query_scalar("SELECT key_hash FROM api_keys WHERE organization_id = $1")
+            .bind(app.org_id)
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, vec![parley_shared::auth::hash_key(&app.key)]);
+    let clear: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM api_keys WHERE organization_id = $1 AND (prefix = $2 OR name = $2)",
+    )
+    .bind(app.org_id)
+    .bind(&app.key)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(clear, 0);
+}
+
+#[tokio::test]
+async fn a_key_cannot_grant_scopes_it_does_not_hold() {
+    let app = spawn_app().await;
+    let manager = app.key_with(&["api-keys:manage", "contacts:read"]).await;
+    let ok = app
+        .send(
+            Method::POST,
+            "/api/v1/api-keys",
+            Some(&manager),
+            Some(&json!({"name": "reader", "scopes": ["contacts:read"]})),
+        )
+        .await;
+    ok.expect(201);
+    for scopes in [
+        json!(["*"]),
+        json!(["contacts:write"]),
+        json!(["webhooks:manage"]),
+    ] {
+        let resp = app
+            .send(
+                Method::POST,
+                "/api/v1/api-keys",
+                Some(&manager),
+                Some(&json!({"name": "escalate", "scopes": scopes})),
+            )
+            .await;
+        resp.expect_error(403, "forbidden");
+    }
+}
+
+#[tokio::test]
+async fn meta_reports_daily_usage_and_the_limit_is_a_429() {
+    let app = spawn_app().await;
+    let key = app.key_for(app.org_id, &["contacts:read"], Some(3)).await;
+    for used in 1..=3 {
+        let resp = app
+            .send(Method::GET, "/api/v1/contacts", Some(&key), None)
+            .await;
+        resp.expect(200);
+        assert_eq!(
+            resp.body["meta"]["apiKeyUsage"],
+            json!({"used": used, "limit": 3, "unlimited": false})
+        );
+    }
+    let resp = app
+        .send(Method::GET, "/api/v1/contacts", Some(&key), None)
+        .await;
+    resp.expect_error(429, "rate_limited");
+    let retry_after: u64 = resp.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=86_400).contains(&retry_after));
+    assert_eq!(resp.body["meta"]["apiKeyUsage"]["used"], 3);
+    // Unlimited keys say so; errors after authentication carry the usage too.
+    let resp = app
+        .get(&format!("/api/v1/contacts/{}", uuid::Uuid::now_v7()))
+        .await;
+    resp.expect_error(404, "not_found");
+    assert_eq!(resp.body["meta"]["apiKeyUsage"]["unlimited"], true);
+}
+
+#[tokio::test]
+async fn concurrent_requests_never_exceed_the_limit() {
+    let app = spawn_app().await;
+    let key = app.key_for(app.org_id, &["contacts:read"], Some(10)).await;
+    let mut handles = Vec::new();
+    for _ in 0..30 {
+        let client = app.client.clone();
+        let url = format!("{}/api/v1/contacts", app.base);
+        let key = key.clone();
+        handles.push(tokio::spawn(async move {
+            client
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }));
+    }
+    let mut ok = 0;
+    for h in handles {
+        if h.await.unwrap() == 200 {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 10);
+}

@@ -1,0 +1,926 @@
+//! Broadcasts end to end: the API, a worker in this process, and a provider on 127.0.0.1.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use parley_tests::provider::{FakeProvider, Reply};
+use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+async fn template(app: &TestApp, channel: &str, body: &str) -> String {
+    app.post(
+        "/api/v1/templates",
+        json!({"name": "T", "channel": channel, "body": body, "subject": "Hello", "status": "active"}),
+    )
+    .await
+    .expect(201)
+    .id()
+}
+
+async fn send_now(app: &TestApp, template: &str, contacts: &[Uuid]) -> String {
+    app.post(
+        "/api/v1/broadcasts",
+        json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true,
+               "templateVariables": {"body": [{"type": "text", "value": "A-1"}]}}),
+    )
+    .await
+    .expect(201)
+    .id()
+}
+
+/// An isolated app, a worker whose email provider is a [`FakeProvider`], ready to send.
+struct Rig {
+    app: TestApp,
+    provider: FakeProvider,
+    _worker: TestWorker,
+}
+
+impl Rig {
+    async fn new(app_env: &[(&str, &str)], worker_env: &[(&str, &str)]) -> Rig {
+        let provider = FakeProvider::start().await;
+        let app = spawn_isolated_app(app_env).await;
+        let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
+        env.extend_from_slice(worker_env);
+        let worker = app.spawn_worker(&env).await;
+        Rig {
+            app,
+            provider,
+            _worker: worker,
+        }
+    }
+
+    /// Sends "Hello" by email to `n` new contacts now; returns the broadcast's id.
+    async fn send(&self, n: usize) -> String {
+        let contacts = seed::contacts(&self.app, n).await;
+        let t = template(&self.app, "email", "Hello").await;
+        send_now(&self.app, &t, &contacts).await
+    }
+}
+
+fn ended(b: &Value) -> bool {
+    matches!(b["data"]["status"].as_str(), Some("completed" | "failed"))
+}
+
+/// Every recipient of `broadcast`, walking the list by cursor.
+async fn recipients(app: &TestApp, broadcast: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = app
+            .get(&format!(
+                "/api/v1/broadcasts/{broadcast}/recipients?pageSize=100{cursor}"
+            ))
+            .await;
+        page.expect(200);
+        out.extend(page.data().as_array().unwrap().iter().cloned());
+        if page.body["meta"]["hasNext"] != true {
+            return out;
+        }
+        cursor = format!(
+            "&cursor={}",
+            page.body["meta"]["endCursor"].as_str().unwrap()
+        );
+    }
+}
+
+/// The counters equal the recipients' statuses (as a funnel).
+fn assert_counters_match(b: &Value, recipients: &[Value]) {
+    let mut by: HashMap<&str, i64> = HashMap::new();
+    for r in recipients {
+        *by.entry(r["status"].as_str().unwrap()).or_default() += 1;
+    }
+    let n = |s: &str| by.get(s).copied().unwrap_or(0);
+    let d = &b["data"];
+    assert_eq!(d["totalRecipients"], recipients.len() as i64);
+    assert_eq!(
+        d["sentCount"],
+        n("sent") + n("delivered") + n("read") + n("replied")
+    );
+    assert_eq!(
+        d["deliveredCount"],
+        n("delivered") + n("read") + n("replied")
+    );
+    assert_eq!(d["readCount"], n("read") + n("replied"));
+    assert_eq!(d["repliedCount"], n("replied"));
+    assert_eq!(d["failedCount"], n("failed"));
+    assert_eq!(d["skippedCount"], n("skipped"));
+    assert_eq!(d["pendingCount"], n("pending"));
+}
+
+#[tokio::test]
+async fn a_send_now_broadcast_reaches_every_recipient_once() {
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    let contacts = seed::contacts(&app, 450).await;
+    let t = template(&app, "email", "Hi {{contact.name}}, order {{1}}").await;
+    let mut audience = contacts.clone();
+    audience.extend_from_slice(&contacts[..10]); // repeats count once
+    let id = send_now(&app, &t, &audience).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(b["data"]["audienceSize"], 450);
+    assert_eq!(b["data"]["sentCount"], 450);
+    assert!(b["data"]["startedAt"].is_string() && b["data"]["completedAt"].is_string());
+    let rs = recipients(&app, &id).await;
+    assert_counters_match(&b, &rs);
+    let contacts_seen: HashSet<&str> = rs
+        .iter()
+        .map(|r| r["contactId"].as_str().unwrap())
+        .collect();
+    assert_eq!(contacts_seen.len(), 450);
+    for r in &rs {
+        assert_eq!(r["status"], "sent");
+        assert_eq!(
+            r["externalMessageId"],
+            format!("sandbox-{}", r["id"].as_str().unwrap())
+        );
+        assert!(r["sentAt"].is_string());
+        assert!(
+            r["contact"]["email"].is_string(),
+            "recipients embed their contact"
+        );
+    }
+}
+
+#[tokio::test]
+async fn provider_500_500_200_is_one_send_under_one_key() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
+        .await;
+    let contacts = seed::contacts(&app, 1).await;
+    let t = template(&app, "email", "Hi {{contact.name}}, order {{1}}").await;
+    provider.script(vec![Reply::status(500), Reply::status(503), Reply::Accept]);
+    let id = send_now(&app, &t, &contacts).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    let rs = recipients(&app, &id).await;
+    assert_eq!(rs[0]["status"], "sent");
+    assert_eq!(
+        rs[0]["externalMessageId"],
+        provider.accepted()[rs[0]["id"].as_str().unwrap()]
+    );
+    let calls = provider.calls();
+    assert_eq!(
+        calls.iter().map(|c| c.status).collect::<Vec<_>>(),
+        vec![500, 503, 200]
+    );
+    let keys: HashSet<&str> = calls.iter().map(|c| c.idempotency_key.as_str()).collect();
+    assert_eq!(keys, HashSet::from([rs[0]["id"].as_str().unwrap()]));
+    let body = &calls[2].body;
+    assert_eq!(body["recipientId"], rs[0]["id"]);
+    assert_eq!(body["channel"], "email");
+    assert_eq!(body["templateId"], t);
+    assert_eq!(body["to"], rs[0]["contact"]["email"]);
+    assert_eq!(
+        body["content"],
+        format!(
+            "Hi {}, order A-1",
+            rs[0]["contact"]["name"].as_str().unwrap()
+        )
+    );
+    assert_eq!(body["subject"], "Hello");
+}
+
+#[tokio::test]
+async fn a_provider_400_fails_the_recipient_with_its_code() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
+        .await;
+    let contacts = seed::contacts(&app, 2).await;
+    let t = template(&app, "social_a", "Hello").await;
+    provider.script(vec![Reply::Status {
+        status: 400,
+        retry_after: None,
+        code: Some("invalid_recipient"),
+    }]);
+    let id = send_now(&app, &t, &contacts).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed", "one of two was sent");
+    let rs = recipients(&app, &id).await;
+    let failed: Vec<&Value> = rs.iter().filter(|r| r["status"] == "failed").collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["errorCode"], "invalid_recipient");
+    assert_eq!(failed[0]["errorMessage"], "scripted 400");
+    assert!(failed[0]["failedAt"].is_string());
+    assert_eq!(provider.calls().len(), 2, "a 400 is not retried");
+    assert_counters_match(&b, &rs);
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_waited_out() {
+    let rig = Rig::new(&[], &[]).await;
+    let (app, provider) = (&rig.app, &rig.provider);
+    provider.script(vec![Reply::Status {
+        status: 429,
+        retry_after: Some(2),
+        code: None,
+    }]);
+    let id = rig.send(1).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    let calls = provider.calls();
+    assert_eq!(
+        calls.iter().map(|c| c.status).collect::<Vec<_>>(),
+        vec![429, 200]
+    );
+    let waited = calls[1].at - calls[0].at;
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "retried after {waited:?}, before Retry-After"
+    );
+}
+
+#[tokio::test]
+async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_MESSAGING_A_URL", &provider.url)])
+        .await;
+    let ok = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "phone": "+14155550101"}),
+        )
+        .await
+        .id();
+    let dnc = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "phone": "+14155550102", "doNotContact": true}),
+        )
+        .await
+        .id();
+    let out = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "phone": "+14155550103"}),
+        )
+        .await
+        .id();
+    app.patch(
+        &format!("/api/v1/contacts/{out}"),
+        json!({"messagingAOptedOut": true}),
+    )
+    .await
+    .expect(200);
+    let no_phone = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "name": "No phone"}),
+        )
+        .await
+        .id();
+    let t = template(&app, "messaging_a", "Hi").await;
+    let ids: Vec<Uuid> = [&ok, &dnc, &out, &no_phone]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let id = send_now(&app, &t, &ids).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    let rs = recipients(&app, &id).await;
+    let status_of = |c: &str| {
+        rs.iter()
+            .find(|r| r["contactId"] == c)
+            .map(|r| (r["status"].clone(), r["errorCode"].clone()))
+            .unwrap()
+    };
+    assert_eq!(status_of(&ok), (json!("sent"), Value::Null));
+    assert_eq!(status_of(&dnc), (json!("skipped"), json!("do_not_contact")));
+    assert_eq!(status_of(&out), (json!("skipped"), json!("opted_out")));
+    assert_eq!(status_of(&no_phone), (json!("failed"), json!("no_address")));
+    let calls = provider.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].body["to"], "+14155550101");
+    assert_counters_match(&b, &rs);
+}
+
+#[tokio::test]
+async fn receipts_move_recipients_forward_only() {
+    let secret = "receipt-secret";
+    let rig = Rig::new(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)], &[]).await;
+    let app = &rig.app;
+    let id = rig.send(3).await;
+    let done = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    let t = done["data"]["templateId"].as_str().unwrap().to_owned();
+    let rs = recipients(app, &id).await;
+    let message = |i: usize| rs[i]["externalMessageId"].as_str().unwrap().to_owned();
+
+    let receipts = json!([
+        {"messageId": message(0), "status": "read", "at": "2026-11-20T10:00:00.000Z"},
+        {"messageId": message(0), "status": "delivered", "at": "2026-11-20T09:00:00.000Z"},
+        {"messageId": message(1), "status": "delivered"},
+        {"messageId": message(2), "status": "failed", "errorCode": "bounced"},
+        {"messageId": "unknown-id", "status": "read"},
+    ]);
+    let body = receipts.to_string();
+    let post = |body: String, signature: String| {
+        let client = app.client.clone();
+        let url = format!("{}/api/v1/channels/email/receipts", app.base);
+        async move {
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("x-parley-signature", signature)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let bad = post(body.clone(), "sha256=00".into()).await;
+    assert_eq!(bad.status(), 401);
+    let ok = post(
+        body.clone(),
+        parley_shared::signature::sign(secret, body.as_bytes()),
+    )
+    .await;
+    assert_eq!(ok.status(), 200);
+    let applied: Value = ok.json().await.unwrap();
+    assert_eq!(applied["data"], json!({"received": 5, "applied": 4}));
+    // A late `delivered` after `read` changes nothing.
+    let late = json!([{"messageId": message(0), "status": "delivered"}]).to_string();
+    post(
+        late.clone(),
+        parley_shared::signature::sign(secret, late.as_bytes()),
+    )
+    .await;
+
+    let rs = recipients(app, &id).await;
+    let by_message = |m: &str| {
+        rs.iter()
+            .find(|r| r["externalMessageId"] == m)
+            .unwrap()
+            .clone()
+    };
+    let first = by_message(&message(0));
+    assert_eq!(first["status"], "read");
+    assert_eq!(first["deliveredAt"], "2026-11-20T09:00:00.000Z");
+    assert_eq!(first["readAt"], "2026-11-20T10:00:00.000Z");
+    assert_eq!(by_message(&message(1))["status"], "delivered");
+    let bounced = by_message(&message(2));
+    assert_eq!(
+        (bounced["status"].clone(), bounced["errorCode"].clone()),
+        (json!("failed"), json!("bounced"))
+    );
+    let b = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert_counters_match(&b.body, &rs);
+    assert_eq!(b.data()["sentCount"], 2);
+    assert_eq!(b.data()["deliveredCount"], 2);
+    assert_eq!(b.data()["readCount"], 1);
+
+    let analytics = app.get(&format!("/api/v1/templates/{t}/analytics")).await;
+    analytics.expect(200);
+    let a = analytics.data();
+    assert_eq!(
+        (
+            a["broadcastCount"].clone(),
+            a["sentCount"].clone(),
+            a["failedCount"].clone()
+        ),
+        (json!(1), json!(2), json!(1))
+    );
+    assert_eq!(a["deliveryRate"], 1.0);
+    assert_eq!(a["readRate"], 0.5);
+    let days: Vec<&str> = a["daily"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["date"].as_str().unwrap())
+        .collect();
+    assert!(days.contains(&"2026-11-20"), "receipt days count: {days:?}");
+    let other = app
+        .get(&format!("/api/v1/templates/{t}/analytics?channel=social_b"))
+        .await;
+    assert_eq!(other.data()["broadcastCount"], 0);
+    assert_eq!(other.data()["deliveryRate"], 0.0);
+
+    // Unsigned channels refuse receipts; unknown channels are 404.
+    let unsigned = json!([]).to_string();
+    let resp = app
+        .client
+        .post(format!("{}/api/v1/channels/social_b/receipts", app.base))
+        .header("content-type", "application/json")
+        .header(
+            "x-parley-signature",
+            parley_shared::signature::sign("x", unsigned.as_bytes()),
+        )
+        .body(unsigned)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = app
+        .client
+        .post(format!("{}/api/v1/channels/fax/receipts", app.base))
+        .header("content-type", "application/json")
+        .body("[]")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}
+
+#[tokio::test]
+async fn the_state_machine_allows_and_refuses_transitions() {
+    let app = spawn_isolated_app(&[]).await;
+    let contacts = seed::contacts(&app, 2).await;
+    let t = template(&app, "email", "Hello").await;
+    let create = |extra: Value| {
+        let mut body = json!({"broadcastName": "B", "templateId": t, "contactIds": contacts});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let future = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let past = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
+    // Creation.
+    let draft = app.post("/api/v1/broadcasts", create(json!({}))).await;
+    assert_eq!(draft.data()["status"], "draft");
+    assert_eq!(draft.data()["channel"], "email");
+    assert_eq!(draft.data()["templateChannel"], "email");
+    let explicit = app
+        .post("/api/v1/broadcasts", create(json!({"isDraft": true})))
+        .await;
+    assert_eq!(explicit.data()["status"], "draft");
+    let scheduled = app
+        .post("/api/v1/broadcasts", create(json!({"scheduledAt": future})))
+        .await;
+    assert_eq!(scheduled.data()["status"], "scheduled");
+    for bad in [
+        json!({"sendNow": true, "scheduledAt": future}),
+        json!({"scheduledAt": past}),
+        json!({"isDraft": true, "sendNow": true}),
+    ] {
+        app.post("/api/v1/broadcasts", create(bad))
+            .await
+            .expect_error(422, "validation_error");
+    }
+    let d = draft.id();
+    let path = |id: &str, action: &str| format!("/api/v1/broadcasts/{id}/{action}");
+    // A draft: no pause, resume or cancel; it can be scheduled, unscheduled and deleted.
+    for action in ["pause", "resume", "cancel"] {
+        app.post(&path(&d, action), json!({}))
+            .await
+            .expect_error(409, "invalid_state");
+    }
+    let s = app
+        .patch(
+            &format!("/api/v1/broadcasts/{d}"),
+            json!({"scheduledAt": future}),
+        )
+        .await;
+    assert_eq!(s.data()["status"], "scheduled");
+    let back = app
+        .patch(
+            &format!("/api/v1/broadcasts/{d}"),
+            json!({"scheduledAt": null}),
+        )
+        .await;
+    assert_eq!(back.data()["status"], "draft");
+    let again = app
+        .patch(
+            &format!("/api/v1/broadcasts/{d}"),
+            json!({"scheduledAt": future}),
+        )
+        .await;
+    assert_eq!(again.data()["status"], "scheduled");
+    let to_draft = app
+        .patch(&format!("/api/v1/broadcasts/{d}"), json!({"isDraft": true}))
+        .await;
+    assert_eq!(to_draft.data()["status"], "draft");
+    assert!(to_draft.data()["scheduledAt"].is_null());
+    // Scheduled: cancel allowed, delete and pause refused.
+    let sc = scheduled.id();
+    app.delete(&format!("/api/v1/broadcasts/{sc}"))
+        .await
+        .expect_error(409, "invalid_state");
+    app.post(&path(&sc, "pause"), json!({}))
+        .await
+        .expect_error(409, "invalid_state");
+    let cancelled = app.post(&path(&sc, "cancel"), json!({})).await;
+    assert_eq!(cancelled.data()["status"], "cancelled");
+    assert!(cancelled.data()["cancelledAt"].is_string());
+    // Cancelled is final.
+    for action in ["pause", "resume", "cancel"] {
+        app.post(&path(&sc, action), json!({}))
+            .await
+            .expect_error(409, "invalid_state");
+    }
+    app.patch(
+        &format!("/api/v1/broadcasts/{sc}"),
+        json!({"description": "x"}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    app.delete(&format!("/api/v1/broadcasts/{sc}"))
+        .await
+        .expect_error(409, "invalid_state");
+    // Queued (no worker runs here): pause, resume back to queued, cancel.
+    let q = app
+        .patch(&format!("/api/v1/broadcasts/{d}"), json!({"sendNow": true}))
+        .await;
+    assert_eq!(q.data()["status"], "queued");
+    app.patch(
+        &format!("/api/v1/broadcasts/{d}"),
+        json!({"description": "late"}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    app.post(&path(&d, "resume"), json!({}))
+        .await
+        .expect_error(409, "invalid_state");
+    assert_eq!(
+        app.post(&path(&d, "pause"), json!({})).await.data()["status"],
+        "paused"
+    );
+    app.post(&path(&d, "pause"), json!({}))
+        .await
+        .expect_error(409, "invalid_state");
+    assert_eq!(
+        app.post(&path(&d, "resume"), json!({})).await.data()["status"],
+        "queued"
+    );
+    assert_eq!(
+        app.post(&path(&d, "cancel"), json!({})).await.data()["status"],
+        "cancelled"
+    );
+    // Deleting a draft.
+    let e = explicit.id();
+    app.delete(&format!("/api/v1/broadcasts/{e}"))
+        .await
+        .expect(200);
+    app.get(&format!("/api/v1/broadcasts/{e}"))
+        .await
+        .expect_error(404, "not_found");
+    // Lists filter by status.
+    assert_eq!(
+        app.get("/api/v1/broadcasts?status=cancelled").await.body["meta"]["total"],
+        2
+    );
+    app.get("/api/v1/broadcasts?status=gone")
+        .await
+        .expect_error(422, "validation_error");
+    // A template in use cannot be deleted.
+    app.delete(&format!("/api/v1/templates/{t}"))
+        .await
+        .expect_error(409, "conflict");
+}
+
+#[tokio::test]
+async fn bad_broadcast_input_is_refused_and_writes_nothing() {
+    let app = spawn_isolated_app(&[]).await;
+    let contacts = seed::contacts(&app, 1).await;
+    let t = template(&app, "email", "Order {{1}} and {{2}}").await;
+    let before = app.fingerprint(app.org_id).await;
+    let nobody = Uuid::now_v7();
+    let cases = [
+        (
+            json!({"broadcastName": "B", "templateId": t, "contactIds": [contacts[0], nobody]}),
+            "contactIds[1]",
+        ),
+        (
+            json!({"broadcastName": "B", "templateId": nobody, "contactIds": contacts}),
+            "templateId",
+        ),
+        (
+            json!({"broadcastName": "B", "templateId": t, "contactIds": [],
+                   "templateVariables": {"body": [{"type": "t", "value": "1"}, {"type": "t", "value": "2"}]}}),
+            "contactIds",
+        ),
+        (
+            json!({"broadcastName": "B", "templateId": t, "contactIds": contacts,
+                   "templateVariables": {"body": [{"type": "text", "value": "only one"}]}}),
+            "templateVariables.body",
+        ),
+        (
+            json!({"broadcastName": "B", "templateId": t, "contactIds": contacts, "scheduledAt": "tomorrow"}),
+            "scheduledAt",
+        ),
+    ];
+    for (body, field) in cases {
+        let resp = app.post("/api/v1/broadcasts", body).await;
+        resp.expect_error(422, "validation_error");
+        assert_eq!(resp.field(), field);
+    }
+    assert_eq!(app.fingerprint(app.org_id).await, before);
+}
+
+#[tokio::test]
+async fn a_scheduled_broadcast_fires_on_time() {
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    let contacts = seed::contacts(&app, 5).await;
+    let t = template(&app, "email", "Hello").await;
+    let at = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let id = app
+        .post(
+            "/api/v1/broadcasts",
+            json!({"broadcastName": "Later", "templateId": t, "contactIds": contacts,
+                   "scheduledAt": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)}),
+        )
+        .await
+        .id();
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    let started =
+        chrono::DateTime::parse_from_rfc3339(b["data"]["startedAt"].as_str().unwrap()).unwrap();
+    let late = started.with_timezone(&chrono::Utc) - at;
+    assert!(late >= chrono::Duration::zero(), "started before its time");
+    assert!(
+        late < chrono::Duration::milliseconds(1000),
+        "started {late} after its time"
+    );
+}
+
+#[tokio::test]
+async fn pause_stops_sends_and_resume_sends_exactly_the_pending_ones() {
+    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "100")]).await;
+    let (app, provider) = (&rig.app, &rig.provider);
+    let id = rig.send(300).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+        b["data"]["sentCount"].as_i64() >= Some(50)
+    })
+    .await;
+    let paused = app
+        .post(&format!("/api/v1/broadcasts/{id}/pause"), json!({}))
+        .await;
+    paused.expect(200);
+    assert_eq!(paused.data()["status"], "paused");
+    let paused_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let late: Vec<_> = provider
+        .calls()
+        .into_iter()
+        .filter(|c| c.at > paused_at + Duration::from_secs(1))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} sends more than a second after the pause, the last {:?} after",
+        late.len(),
+        late.iter().map(|c| c.at - paused_at).max()
+    );
+    let b = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert!(
+        b.data()["pendingCount"].as_i64().unwrap() > 0,
+        "the pause came before the end"
+    );
+    let sent_before = b.data()["sentCount"].as_i64().unwrap();
+
+    app.post(&format!("/api/v1/broadcasts/{id}/resume"), json!({}))
+        .await
+        .expect(200);
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(b["data"]["sentCount"], 300);
+    let rs = recipients(app, &id).await;
+    assert_counters_match(&b, &rs);
+    // Exactly one accepted message per recipient, and never a second key per contact.
+    let accepted = provider.accepted();
+    assert_eq!(accepted.len(), 300);
+    let ids: HashSet<&str> = rs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert!(accepted.keys().all(|k| ids.contains(k.as_str())));
+    assert!(sent_before < 300);
+}
+
+#[tokio::test]
+async fn cancel_stops_a_large_send() {
+    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "100")]).await;
+    let (app, provider) = (&rig.app, &rig.provider);
+    let id = rig.send(300).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+        b["data"]["sentCount"].as_i64() >= Some(30)
+    })
+    .await;
+    app.post(&format!("/api/v1/broadcasts/{id}/cancel"), json!({}))
+        .await
+        .expect(200);
+    let cancelled_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let late = provider
+        .calls()
+        .iter()
+        .map(|c| c.at.saturating_duration_since(cancelled_at))
+        .max();
+    assert!(
+        late <= Some(Duration::from_secs(1)),
+        "a send {late:?} after the cancel"
+    );
+    let b = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert_eq!(b.data()["status"], "cancelled");
+    assert!(b.data()["pendingCount"].as_i64().unwrap() > 0);
+    let rs = recipients(app, &id).await;
+    assert_counters_match(&b.body, &rs);
+}
+
+#[tokio::test]
+async fn the_rate_limit_spaces_sends() {
+    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "20")]).await;
+    let (app, provider) = (&rig.app, &rig.provider);
+    let id = rig.send(60).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    let mut at: Vec<Instant> = provider.calls().iter().map(|c| c.at).collect();
+    at.sort();
+    // No window of one second holds more than the rate (and one for the window's edge).
+    let most = at
+        .iter()
+        .map(|start| {
+            at.iter()
+                .filter(|t| **t >= *start && **t < *start + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        most <= 21,
+        "{most} sends within one second at 20 per second"
+    );
+}
+
+#[tokio::test]
+async fn consecutive_provider_failures_pause_the_broadcast() {
+    let rig = Rig::new(
+        &[],
+        &[
+            ("PARLEY_BROADCAST_AUTO_PAUSE_FAILURES", "5"),
+            ("PARLEY_CHANNEL_EMAIL_RATE", "50"),
+        ],
+    )
+    .await;
+    let (app, provider) = (&rig.app, &rig.provider);
+    provider.always(Reply::Status {
+        status: 401,
+        retry_after: None,
+        code: Some("bad_credentials"),
+    });
+    let id = rig.send(300).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+            b["data"]["status"] == "paused"
+        })
+        .await;
+    let message = b["data"]["errorMessage"].as_str().unwrap();
+    assert!(
+        message.contains("consecutive provider failures") && message.contains("bad_credentials"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let b = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert!(
+        b.data()["pendingCount"].as_i64().unwrap() > 200,
+        "sending stopped: {}",
+        b.body
+    );
+}
+
+#[tokio::test]
+async fn two_workers_never_send_a_recipient_twice() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let env = [("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
+    let _a = app.spawn_worker(&env).await;
+    let _b = app.spawn_worker(&env).await;
+    let contacts = seed::contacts(&app, 800).await;
+    let t = template(&app, "email", "Hello").await;
+    let id = send_now(&app, &t, &contacts).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
+        .await;
+    assert_eq!(b["data"]["sentCount"], 800);
+    let calls = provider.calls();
+    let mut per_key: HashMap<&str, usize> = HashMap::new();
+    for c in &calls {
+        *per_key.entry(c.idempotency_key.as_str()).or_default() += 1;
+    }
+    assert_eq!(per_key.len(), 800);
+    assert!(
+        per_key.values().all(|n| *n == 1),
+        "a recipient was sent twice"
+    );
+}
+
+#[tokio::test]
+async fn a_flushed_redis_loses_no_recipient() {
+    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "150")]).await;
+    let (app, provider) = (&rig.app, &rig.provider);
+    let id = rig.send(400).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+        b["data"]["sentCount"].as_i64() >= Some(40)
+    })
+    .await;
+    assert!(app.flush_redis().await > 0);
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 90, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(b["data"]["sentCount"], 400);
+    let rs = recipients(app, &id).await;
+    assert!(rs.iter().all(|r| r["status"] == "sent"));
+    let keys: HashSet<String> = provider
+        .calls()
+        .into_iter()
+        .map(|c| c.idempotency_key)
+        .collect();
+    assert_eq!(keys.len(), 400, "one idempotency key per recipient");
+}
+
+#[tokio::test]
+async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
+    let app = spawn_isolated_app(&[]).await;
+    let worker = app.spawn_worker(&[]).await;
+    let contacts = seed::contacts(&app, 3).await;
+    let t = template(&app, "email", "Hello").await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // the worker has been idle a while
+    let id = send_now(&app, &t, &contacts).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    let time =
+        |f: &str| chrono::DateTime::parse_from_rfc3339(b["data"][f].as_str().unwrap()).unwrap();
+    let pickup = time("startedAt") - time("createdAt");
+    assert!(
+        pickup < chrono::Duration::milliseconds(1000),
+        "picked up after {pickup}"
+    );
+
+    // The worker's metrics show the queues and what went through them.
+    let text = reqwest::get(format!("http://{}/metrics", worker.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        "parley_queue_depth{queue=\"recipient-delivery\",state=\"ready\"}",
+        "parley_queue_depth{queue=\"broadcast-dispatch\",state=\"scheduled\"}",
+        "parley_jobs_total{queue=\"broadcast-dispatch\",outcome=\"ok\"}",
+        "parley_jobs_total{queue=\"recipient-delivery\",outcome=\"ok\"}",
+        "parley_job_duration_seconds_bucket{queue=\"recipient-delivery\"",
+        "parley_provider_calls_total{channel=\"email\",outcome=\"sandbox\"}",
+        "parley_broadcast_recipients_total{channel=\"email\",status=\"sent\"}",
+    ] {
+        assert!(text.contains(needle), "{needle} is not exported:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn receipts_with_bad_bodies_are_refused() {
+    let secret = "receipt-secret";
+    let app = spawn_isolated_app(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)]).await;
+    let send = |body: &'static str, content_type: &'static str| {
+        let client = app.client.clone();
+        let url = format!("{}/api/v1/channels/email/receipts", app.base);
+        async move {
+            let resp = client
+                .post(url)
+                .header("content-type", content_type)
+                .header(
+                    "x-parley-signature",
+                    parley_shared::signature::sign(secret, body.as_bytes()),
+                )
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body: Value = resp.json().await.unwrap();
+            (
+                status,
+                body["error"]["code"].as_str().unwrap_or("").to_owned(),
+                body,
+            )
+        }
+    };
+    assert_eq!(send("[{", "application/json").await.0, 400);
+    assert_eq!(send("[]", "text/plain").await.0, 415);
+    let (status, code, body) = send(
+        r#"[{"messageId": "m", "status": "sent"}]"#,
+        "application/json",
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (422, "validation_error"), "{body}");
+    assert_eq!(body["error"]["details"][0]["field"], "[0].status");
+    let (status, _, _) = send(r#"{"messageId": "m"}"#, "application/json").await;
+    assert_eq!(status, 422, "the body is a list");
+}

@@ -1,0 +1,178 @@
+use parley_tests::spawn_app;
+use serde_json::{Value, json};
+
+fn activity_types(contact: &Value) -> Vec<String> {
+    contact["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_new_contact_has_its_company_tags_and_a_created_activity() {
+    let app = spawn_app().await;
+    let tag = app
+        .post("/api/v1/tags", json!({"name": "vip", "color": "#FFAA00"}))
+        .await;
+    tag.expect(201);
+    assert_eq!(tag.data()["color"], "#ffaa00");
+    let company = app
+        .post(
+            "/api/v1/companies",
+            json!({"name": "Acme", "domain": "acme.example"}),
+        )
+        .await
+        .id();
+    let created = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "website", "name": "Ada", "email": "ada@example.com",
+                   "phone": "+44 20 7123 4567", "companyId": company, "tagIds": [tag.id(), tag.id()]}),
+        )
+        .await;
+    created.expect(201);
+    let c = created.data();
+    assert_eq!(c["phone"], "+442071234567");
+    assert_eq!(c["companyName"], "Acme");
+    assert_eq!(
+        c["company"],
+        json!({"id": company, "name": "Acme", "domain": "acme.example"})
+    );
+    assert_eq!(
+        c["tags"].as_array().unwrap().len(),
+        1,
+        "repeated tag ids count once"
+    );
+    assert_eq!(activity_types(c), vec!["created"]);
+    assert_eq!(c["activities"][0]["actorType"], "api_key");
+}
+
+#[tokio::test]
+async fn every_change_is_an_activity() {
+    let app = spawn_app().await;
+    let vip = app.post("/api/v1/tags", json!({"name": "vip"})).await.id();
+    let id = app
+        .post("/api/v1/contacts", json!({"source": "web", "name": "Ada"}))
+        .await
+        .id();
+    let updated = app
+        .patch(
+            &format!("/api/v1/contacts/{id}"),
+            json!({"name": "Ada L.", "position": "CTO", "tagIds": [vip]}),
+        )
+        .await;
+    updated.expect(200);
+    let c = updated.data();
+    assert_eq!(c["name"], "Ada L.");
+    let types = activity_types(c);
+    assert_eq!(
+        types.iter().filter(|t| *t == "updated").count(),
+        2,
+        "{types:?}"
+    );
+    assert!(types.contains(&"tag_added".to_owned()));
+    let name_change = c["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["metadata"] == "name")
+        .unwrap();
+    assert_eq!(
+        (
+            name_change["oldValue"].clone(),
+            name_change["newValue"].clone()
+        ),
+        (json!("Ada"), json!("Ada L."))
+    );
+
+    // Nothing changed: no activity, updatedAt kept.
+    let same = app
+        .patch(&format!("/api/v1/contacts/{id}"), json!({"name": "Ada L."}))
+        .await;
+    assert_eq!(activity_types(same.data()).len(), types.len());
+    assert_eq!(same.data()["updatedAt"], c["updatedAt"]);
+
+    let untagged = app
+        .patch(
+            &format!("/api/v1/contacts/{id}"),
+            json!({"tagIds": [], "position": null}),
+        )
+        .await;
+    let c = untagged.data();
+    assert!(c["position"].is_null());
+    assert_eq!(c["tags"], json!([]));
+    assert!(activity_types(c).contains(&"tag_removed".to_owned()));
+}
+
+#[tokio::test]
+async fn opting_out_records_when() {
+    let app = spawn_app().await;
+    let id = app
+        .post("/api/v1/contacts", json!({"source": "web"}))
+        .await
+        .id();
+    let out = app
+        .patch(
+            &format!("/api/v1/contacts/{id}"),
+            json!({"messagingAOptedOut": true}),
+        )
+        .await;
+    assert!(out.data()["messagingAOptedOutAt"].is_string());
+    let back = app
+        .patch(
+            &format!("/api/v1/contacts/{id}"),
+            json!({"messagingAOptedOut": false}),
+        )
+        .await;
+    assert!(back.data()["messagingAOptedOutAt"].is_null());
+}
+
+#[tokio::test]
+async fn a_deleted_contact_is_gone() {
+    let app = spawn_app().await;
+    let id = app
+        .post("/api/v1/contacts", json!({"source": "web"}))
+        .await
+        .id();
+    let deleted = app.delete(&format!("/api/v1/contacts/{id}")).await;
+    deleted.expect(200);
+    assert_eq!(deleted.data(), &json!({"id": id}));
+    app.get(&format!("/api/v1/contacts/{id}"))
+        .await
+        .expect_error(404, "not_found");
+    app.delete(&format!("/api/v1/contacts/{id}"))
+        .await
+        .expect_error(404, "not_found");
+}
+
+#[tokio::test]
+async fn a_changed_email_that_clashes_is_409() {
+    let app = spawn_app().await;
+    app.post(
+        "/api/v1/contacts",
+        json!({"source": "web", "email": "a@example.com"}),
+    )
+    .await
+    .expect(201);
+    let b = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "email": "b@example.com"}),
+        )
+        .await
+        .id();
+    let before = app.get(&format!("/api/v1/contacts/{b}")).await;
+    app.patch(
+        &format!("/api/v1/contacts/{b}"),
+        json!({"email": "A@example.com", "name": "B"}),
+    )
+    .await
+    .expect_error(409, "conflict");
+    let after = app.get(&format!("/api/v1/contacts/{b}")).await;
+    assert_eq!(
+        before.body["data"], after.body["data"],
+        "the failed update changed nothing"
+    );
+}

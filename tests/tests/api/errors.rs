@@ -1,0 +1,148 @@
+//! Every row of CONTRACT.md's error table, reached over HTTP (500 is covered by a unit test
+//! of the error type: no input reaches it).
+
+use parley_tests::{spawn_app, test_config};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn every_error_uses_the_envelope() {
+    let app = spawn_app().await;
+    let cases = [
+        (
+            app.send_raw(Method::POST, "/api/v1/contacts", "application/json", "{")
+                .await,
+            400,
+            "invalid_json",
+        ),
+        (
+            app.send(Method::GET, "/api/v1/contacts", None, None).await,
+            401,
+            "unauthorized",
+        ),
+        (
+            app.get(&format!("/api/v1/contacts/{}", uuid::Uuid::now_v7()))
+                .await,
+            404,
+            "not_found",
+        ),
+        (
+            app.get("/api/v1/contacts/not-a-uuid").await,
+            404,
+            "not_found",
+        ),
+        (app.get("/api/v1/planets").await, 404, "route_not_found"),
+        (
+            app.send(Method::PUT, "/api/v1/contacts", Some(&app.key), None)
+                .await,
+            405,
+            "method_not_allowed",
+        ),
+        (
+            app.send_raw(Method::POST, "/api/v1/contacts", "text/plain", "{}")
+                .await,
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            app.post("/api/v1/contacts", json!({})).await,
+            422,
+            "validation_error",
+        ),
+    ];
+    for (resp, status, code) in cases {
+        resp.expect_error(status, code);
+        assert!(resp.body["message"].is_string());
+        assert!(resp.body["meta"].is_object());
+        assert!(resp.body["data"].is_null());
+        assert!(resp.headers.contains_key("x-request-id"));
+    }
+}
+
+#[tokio::test]
+async fn a_duplicate_email_is_a_conflict_naming_the_field() {
+    let app = spawn_app().await;
+    app.post(
+        "/api/v1/contacts",
+        json!({"source": "web", "email": "ada@example.com"}),
+    )
+    .await
+    .expect(201);
+    let before = app.fingerprint(app.org_id).await;
+    let resp = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "email": "ADA@example.com"}),
+        )
+        .await;
+    resp.expect_error(409, "conflict");
+    assert_eq!(resp.field(), "email");
+    assert_eq!(app.fingerprint(app.org_id).await, before);
+}
+
+#[tokio::test]
+async fn an_action_the_state_forbids_is_invalid_state() {
+    let app = spawn_app().await;
+    let lead = app
+        .post("/api/v1/leads", json!({"email": "c@example.com"}))
+        .await
+        .id();
+    app.post(&format!("/api/v1/leads/{lead}/convert"), json!({}))
+        .await
+        .expect(200);
+    let before = app.fingerprint(app.org_id).await;
+    app.post(&format!("/api/v1/leads/{lead}/convert"), json!({}))
+        .await
+        .expect_error(409, "invalid_state");
+    assert_eq!(app.fingerprint(app.org_id).await, before);
+}
+
+#[tokio::test]
+async fn the_callers_request_id_is_returned() {
+    let app = spawn_app().await;
+    let resp = app
+        .client
+        .get(format!("{}/api/v1/contacts", app.base))
+        .header("x-request-id", "trace-me-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-request-id"], "trace-me-42");
+}
+
+/// Postgres down: every request that needs it is 503 `service_unavailable`, not a 500.
+#[tokio::test]
+async fn a_dead_database_is_503() {
+    let app = spawn_app().await;
+    // A second app whose Postgres is a closed port (migrations off, pool connects lazily).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("postgres://postgres@127.0.0.1:{port}/none");
+    let config = test_config(&app.redis_prefix, &[("DATABASE_URL", &url)]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = parley_api::Application::build(config, Some(listener))
+        .await
+        .unwrap();
+    let addr = dead.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(dead.run_until(stop.clone()));
+    let resp = app
+        .client
+        .get(format!("http://{addr}/api/v1/contacts"))
+        .bearer_auth(&app.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "service_unavailable");
+    let ready = app
+        .client
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    stop.cancel();
+}

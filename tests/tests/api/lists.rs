@@ -1,0 +1,189 @@
+use std::collections::HashSet;
+
+use parley_tests::spawn_app;
+use serde_json::{Value, json};
+
+fn ids(body: &Value) -> Vec<String> {
+    body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn pages_and_cursors_walk_the_whole_list_once() {
+    let app = spawn_app().await;
+    let mut created = Vec::new();
+    for i in 0..7 {
+        created.push(
+            app.post("/api/v1/tags", json!({"name": format!("tag-{i}")}))
+                .await
+                .id(),
+        );
+    }
+    let first = app.get("/api/v1/tags?pageSize=3").await;
+    first.expect(200);
+    let meta = &first.body["meta"];
+    assert_eq!(
+        (
+            meta["page"].clone(),
+            meta["pageSize"].clone(),
+            meta["limit"].clone(),
+            meta["total"].clone()
+        ),
+        (json!(1), json!(3), json!(3), json!(7))
+    );
+    assert_eq!(
+        (meta["totalPages"].clone(), meta["count"].clone()),
+        (json!(3), json!(3))
+    );
+    assert_eq!(
+        (meta["hasNext"].clone(), meta["hasPrevious"].clone()),
+        (json!(true), json!(false))
+    );
+    // Newest first by default.
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+    assert_eq!(ids(&first.body), newest_first[..3]);
+
+    let third = app.get("/api/v1/tags?pageSize=3&page=3").await;
+    assert_eq!(ids(&third.body), newest_first[6..]);
+    assert_eq!(third.body["meta"]["hasNext"], false);
+    assert_eq!(third.body["meta"]["hasPrevious"], true);
+
+    // Cursor: stable while rows are added in between.
+    let mut seen = Vec::new();
+    let mut cursor = first.body["meta"]["endCursor"].as_str().unwrap().to_owned();
+    seen.extend(ids(&first.body));
+    app.post("/api/v1/tags", json!({"name": "added-meanwhile"}))
+        .await
+        .expect(201);
+    loop {
+        let page = app
+            .get(&format!("/api/v1/tags?pageSize=3&cursor={cursor}"))
+            .await;
+        page.expect(200);
+        assert!(page.body["meta"]["page"].is_null());
+        assert_eq!(page.body["meta"]["hasPrevious"], true);
+        seen.extend(ids(&page.body));
+        if page.body["meta"]["hasNext"] == false {
+            break;
+        }
+        cursor = page.body["meta"]["endCursor"].as_str().unwrap().to_owned();
+    }
+    assert_eq!(seen, newest_first);
+}
+
+#[tokio::test]
+async fn sort_created_at_ascending() {
+    let app = spawn_app().await;
+    let mut created = Vec::new();
+    for i in 0..3 {
+        created.push(
+            app.post("/api/v1/categories", json!({"name": format!("c{i}")}))
+                .await
+                .id(),
+        );
+    }
+    let asc = app.get("/api/v1/categories?sort=createdAt").await;
+    assert_eq!(ids(&asc.body), created);
+    let desc = app.get("/api/v1/categories?sort=-createdAt").await;
+    assert_eq!(
+        ids(&desc.body),
+        created.into_iter().rev().collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn filters_narrow_lists_and_unknown_values_are_422() {
+    let app = spawn_app().await;
+    let vip = app.post("/api/v1/tags", json!({"name": "VIP"})).await.id();
+    let company = app
+        .post("/api/v1/companies", json!({"name": "Acme"}))
+        .await
+        .id();
+    let a = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "import", "tagIds": [vip], "companyId": company}),
+        )
+        .await
+        .id();
+    let b = app
+        .post("/api/v1/contacts", json!({"source": "website"}))
+        .await
+        .id();
+    let set = |v: &Value| ids(v).into_iter().collect::<HashSet<_>>();
+    assert_eq!(
+        set(&app.get(&format!("/api/v1/contacts?tag={vip}")).await.body),
+        HashSet::from([a.clone()])
+    );
+    assert_eq!(
+        set(&app.get("/api/v1/contacts?tag=vip").await.body),
+        HashSet::from([a.clone()])
+    );
+    assert_eq!(
+        set(&app.get("/api/v1/contacts?tag=nosuchtag").await.body),
+        HashSet::new()
+    );
+    assert_eq!(
+        set(&app
+            .get(&format!("/api/v1/contacts?companyId={company}"))
+            .await
+            .body),
+        HashSet::from([a.clone()])
+    );
+    assert_eq!(
+        set(&app.get("/api/v1/contacts?source=website").await.body),
+        HashSet::from([b.clone()])
+    );
+    assert_eq!(
+        set(&app.get("/api/v1/contacts?type=contact").await.body),
+        HashSet::from([a, b])
+    );
+
+    app.post(
+        "/api/v1/templates",
+        json!({"name": "e", "channel": "email", "body": "x"}),
+    )
+    .await
+    .expect(201);
+    app.post(
+        "/api/v1/templates",
+        json!({"name": "s", "channel": "social_a", "body": "x", "status": "active"}),
+    )
+    .await
+    .expect(201);
+    assert_eq!(
+        app.get("/api/v1/templates?channel=email").await.body["meta"]["total"],
+        1
+    );
+    assert_eq!(
+        app.get("/api/v1/templates?status=active&channel=social_a")
+            .await
+            .body["meta"]["total"],
+        1
+    );
+    assert_eq!(
+        app.get("/api/v1/templates?status=draft&channel=social_a")
+            .await
+            .body["meta"]["total"],
+        0
+    );
+
+    for bad in [
+        "/api/v1/templates?channel=fax",
+        "/api/v1/templates?status=gone",
+        "/api/v1/leads?status=won",
+        "/api/v1/contacts?type=robot",
+        "/api/v1/contacts?companyId=nope",
+        "/api/v1/teams?isActive=maybe",
+        "/api/v1/message-attributes?attributeType=alien",
+    ] {
+        let resp = app.get(bad).await;
+        resp.expect_error(422, "validation_error");
+        let param = bad.split('?').nth(1).unwrap().split('=').next().unwrap();
+        assert_eq!(resp.field(), param, "{bad}");
+    }
+}

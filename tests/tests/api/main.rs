@@ -1,0 +1,20 @@
+//! Integration tests over HTTP against the real Postgres and Redis. Each test makes its own
+//! organization (and Redis prefix), so they run in parallel.
+
+mod auth;
+mod broadcasts;
+mod contacts;
+mod conversations;
+mod errors;
+mod faq;
+mod leads;
+mod lists;
+mod openapi;
+mod resources;
+mod scopes;
+mod sla;
+mod tenancy;
+mod tickets;
+mod validation;
+mod webhooks;
+mod worker;

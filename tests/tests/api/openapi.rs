@@ -1,0 +1,91 @@
+use parley_tests::spawn_app;
+
+#[tokio::test]
+async fn the_document_is_openapi_3_1_with_every_route() {
+    let app = spawn_app().await;
+    let resp = app
+        .client
+        .get(format!("{}/api/v1/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let doc: serde_json::Value = resp.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    for path in [
+        "/api/v1/faq-collections",
+        "/api/v1/contacts",
+        "/api/v1/templates/{id}/duplicate",
+        "/api/v1/leads/{id}/convert",
+        "/api/v1/teams/{id}",
+        "/api/v1/leads",
+        "/api/v1/categories",
+        "/api/v1/message-attributes/{id}",
+        "/api/v1/api-keys",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} is missing");
+    }
+    let post = &doc["paths"]["/api/v1/contacts"]["post"];
+    for status in [
+        "201", "400", "401", "403", "409", "413", "415", "422", "429", "500", "503",
+    ] {
+        assert!(
+            post["responses"][status].is_object(),
+            "POST /contacts lacks {status}"
+        );
+    }
+    assert_eq!(post["security"][0]["bearer"][0], "contacts:write");
+}
+
+#[tokio::test]
+async fn the_docs_page_is_served_from_the_binary() {
+    let app = spawn_app().await;
+    let page = app
+        .client
+        .get(format!("{}/docs/", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("swagger-ui"), "{html}");
+    assert!(
+        !html.contains("https://"),
+        "the page loads nothing from the internet"
+    );
+    let js = app
+        .client
+        .get(format!("{}/docs/swagger-ui-bundle.js", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.status(), 200);
+}
+
+#[tokio::test]
+async fn http_metrics_count_requests_by_route_template() {
+    let app = spawn_app().await;
+    app.get(&format!("/api/v1/contacts/{}", uuid::Uuid::now_v7()))
+        .await
+        .expect(404);
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // Other tests in this process share the recorder, so look for our line among theirs.
+    assert!(
+        text.lines().any(|l| {
+            l.starts_with("parley_http_requests_total")
+                && l.contains("route=\"/api/v1/contacts/{id}\"")
+                && l.contains("status=\"404\"")
+                && l.contains("method=\"GET\"")
+        }),
+        "no request counter in\n{text}"
+    );
+    assert!(text.contains("parley_http_request_duration_seconds_bucket"));
+}

@@ -1,0 +1,562 @@
+//! Webhooks end to end: the API, a worker in this process, and receivers on 127.0.0.1.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use hmac::{Hmac, KeyInit, Mac};
+use parley_tests::receiver::{Answer, Received, Receiver};
+use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+/// Private addresses allowed (the receivers are on 127.0.0.1), fast retries.
+const LOCAL: &[(&str, &str)] = &[
+    ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
+    ("PARLEY_WEBHOOK_RETRY_BASE_MS", "100"),
+    ("PARLEY_WEBHOOK_TIMEOUT_MS", "1000"),
+];
+
+async fn setup(extra: &[(&str, &str)]) -> (TestApp, TestWorker, Receiver) {
+    let mut env = LOCAL.to_vec();
+    env.extend_from_slice(extra);
+    let app = spawn_isolated_app(&env).await;
+    let worker = app.spawn_worker(&env).await;
+    (app, worker, Receiver::start().await)
+}
+
+/// Creates a webhook for `events` to `url`; returns (id, secret).
+async fn subscribe(app: &TestApp, url: &str, events: &[&str]) -> (String, String) {
+    let created = app
+        .post("/api/v1/webhooks", json!({"url": url, "events": events}))
+        .await;
+    created.expect(201);
+    (
+        created.id(),
+        created.data()["secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+async fn create_lead(app: &TestApp, name: &str) -> Value {
+    app.post("/api/v1/leads", json!({"name": name}))
+        .await
+        .expect(201)
+        .data()
+        .clone()
+}
+
+/// Hex HMAC-SHA256 of `body` under `secret`, computed here, not by the service's code.
+fn hmac_hex(secret: &str, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+fn signatures(r: &Received) -> Vec<String> {
+    r.header("x-parley-signature")
+        .split(',')
+        .map(|s| s.trim().strip_prefix("sha256=").unwrap_or("").to_owned())
+        .collect()
+}
+
+async fn logs(app: &TestApp, webhook: &str, query: &str) -> Vec<Value> {
+    app.get(&format!(
+        "/api/v1/webhooks/{webhook}/logs?pageSize=100{query}"
+    ))
+    .await
+    .data()
+    .as_array()
+    .unwrap()
+    .clone()
+}
+
+/// Waits until the webhook's log holds `n` attempts.
+async fn wait_logs(app: &TestApp, webhook: &str, n: usize) -> Vec<Value> {
+    let body = app
+        .wait_for(
+            &format!("/api/v1/webhooks/{webhook}/logs?pageSize=100"),
+            30,
+            |b| b["data"].as_array().is_some_and(|a| a.len() >= n),
+        )
+        .await;
+    body["data"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_delivery_carries_the_payload_headers_and_a_signature_over_the_raw_body() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    let (webhook, secret) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    assert!(secret.starts_with("whsec_"));
+    let lead = create_lead(&app, "Charles").await;
+    let got = receiver.wait_for(1, 10).await;
+    let r = &got[0];
+    assert_eq!(signatures(r), vec![hmac_hex(&secret, &r.body)]);
+    assert_eq!(r.header("content-type"), "application/json");
+    let body = r.json();
+    assert_eq!(body["event"], "lead.created");
+    assert_eq!(body["organization_id"], app.org_id.to_string());
+    assert_eq!(
+        body["data"], lead,
+        "data is the lead as the API returned it"
+    );
+    assert_eq!(body["metadata"]["attempt"], 1);
+    assert_eq!(body["metadata"]["version"], "1");
+    assert_eq!(r.header("x-parley-event"), "lead.created");
+    assert_eq!(
+        r.header("x-parley-delivery"),
+        body["metadata"]["delivery_id"].as_str().unwrap()
+    );
+    let sent_at: i64 = r.header("x-parley-timestamp").parse().unwrap();
+    assert!((sent_at - chrono::Utc::now().timestamp()).abs() < 60);
+    assert!(parley_shared::time::Timestamp::parse(body["timestamp"].as_str().unwrap()).is_some());
+    let log = wait_logs(&app, &webhook, 1).await;
+    assert_eq!(log[0]["status"], "succeeded");
+    assert_eq!(log[0]["responseStatus"], 200);
+    assert_eq!(log[0]["responseBody"], "ok");
+    assert_eq!(log[0]["deliveryId"], body["metadata"]["delivery_id"]);
+    // Secrets are shown once.
+    let listed = app.get(&format!("/api/v1/webhooks/{webhook}")).await;
+    assert!(listed.data().get("secret").is_none());
+}
+
+#[tokio::test]
+async fn a_rotated_secret_signs_beside_the_new_one() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    let (webhook, old) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    let rotated = app
+        .post(
+            &format!("/api/v1/webhooks/{webhook}/rotate-secret"),
+            json!({}),
+        )
+        .await;
+    rotated.expect(200);
+    let new = rotated.data()["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    assert!(rotated.data()["previousSecretExpiresAt"].is_string());
+    create_lead(&app, "Ada").await;
+    let r = &receiver.wait_for(1, 10).await[0];
+    assert_eq!(
+        signatures(r),
+        vec![hmac_hex(&new, &r.body), hmac_hex(&old, &r.body)]
+    );
+}
+
+#[tokio::test]
+async fn failures_are_retried_under_one_delivery_id_until_one_succeeds() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    receiver.script(vec![Answer::Status(500), Answer::Status(502)]);
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    let got = receiver.wait_for(3, 20).await;
+    let ids: HashSet<String> = got
+        .iter()
+        .map(|r| r.header("x-parley-delivery").to_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "one delivery id for every attempt");
+    let attempts: Vec<i64> = got
+        .iter()
+        .map(|r| r.json()["metadata"]["attempt"].as_i64().unwrap())
+        .collect();
+    assert_eq!(attempts, vec![1, 2, 3]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(receiver.received().len(), 3, "no attempt after the success");
+    let log = wait_logs(&app, &webhook, 3).await;
+    // Newest first.
+    let summary: Vec<(i64, &str, i64)> = log
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_i64().unwrap(),
+                a["status"].as_str().unwrap(),
+                a["responseStatus"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (3, "succeeded", 200),
+            (2, "failed", 502),
+            (1, "failed", 500)
+        ]
+    );
+    assert!(
+        log[1]["nextAttemptAt"].is_string(),
+        "a failure says when the next attempt is"
+    );
+    assert_eq!(logs(&app, &webhook, "&status=failed").await.len(), 2);
+    assert_eq!(logs(&app, &webhook, "&event=lead.created").await.len(), 3);
+    assert_eq!(logs(&app, &webhook, "&event=user.created").await.len(), 0);
+    app.get(&format!("/api/v1/webhooks/{webhook}/logs?status=maybe"))
+        .await
+        .expect_error(422, "validation_error");
+}
+
+#[tokio::test]
+async fn a_receiver_that_sleeps_past_the_timeout_is_retried() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    receiver.script(vec![Answer::Sleep(Duration::from_millis(2500))]);
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    receiver.wait_for(2, 20).await;
+    let log = wait_logs(&app, &webhook, 2).await;
+    assert_eq!(log[1]["status"], "failed");
+    assert!(
+        log[1]["error"].as_str().unwrap().contains("timed out"),
+        "{}",
+        log[1]
+    );
+    assert!(log[1]["responseStatus"].is_null());
+    assert_eq!(log[0]["status"], "succeeded");
+}
+
+#[tokio::test]
+async fn a_redirect_is_a_failure_and_is_not_followed() {
+    let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_MAX_ATTEMPTS", "1")]).await;
+    let elsewhere = receiver.url.replace("/hook", "/elsewhere");
+    receiver.script(vec![Answer::Redirect(elsewhere.clone())]);
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    let log = wait_logs(&app, &webhook, 1).await;
+    assert_eq!(
+        (log[0]["status"].clone(), log[0]["responseStatus"].clone()),
+        (json!("failed"), json!(302))
+    );
+    assert!(log[0]["error"].as_str().unwrap().contains("not followed"));
+    assert!(
+        log[0]["nextAttemptAt"].is_null(),
+        "one attempt allowed: given up"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "the redirect target was never called"
+    );
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    receiver.script(vec![Answer::StatusRetryAfter(429, 2)]);
+    subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    let got = receiver.wait_for(2, 20).await;
+    let waited = got[1].at - got[0].at;
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "retried after {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_unless_allowed() {
+    let app = spawn_isolated_app(&[]).await;
+    let worker = app
+        .spawn_worker(&[("PARLEY_WEBHOOK_RETRY_BASE_MS", "100")])
+        .await;
+    let receiver = Receiver::start().await;
+    for url in [
+        "https://127.0.0.1/hook",
+        "https://10.0.0.1/hook",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/hook",
+        "http://hooks.example.com/plain-http",
+    ] {
+        let resp = app
+            .post(
+                "/api/v1/webhooks",
+                json!({"url": url, "events": ["lead.created"]}),
+            )
+            .await;
+        resp.expect_error(422, "validation_error");
+        assert_eq!(resp.field(), "url", "{url}");
+    }
+    // A name that resolves to loopback passes creation and is refused at connect time.
+    let port = receiver
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (webhook, _) = subscribe(
+        &app,
+        &format!("https://localhost:{port}/hook"),
+        &["lead.created"],
+    )
+    .await;
+    create_lead(&app, "Ada").await;
+    let log = wait_logs(&app, &webhook, 1).await;
+    assert_eq!(log[0]["status"], "failed");
+    let error = log[0]["error"].as_str().unwrap();
+    assert!(error.contains("no public address"), "{error}");
+    assert!(receiver.received().is_empty());
+    drop(worker);
+}
+
+#[tokio::test]
+async fn events_of_one_organization_never_reach_anothers_webhooks() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    let other = Receiver::start().await;
+    let (_, b_key) = app.new_org("Organization B").await;
+    let b_webhook = app
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/webhooks",
+            Some(&b_key),
+            Some(&json!({"url": other.url, "events": ["lead.created"]})),
+        )
+        .await;
+    b_webhook.expect(201);
+    subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    receiver.wait_for(1, 10).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(other.received().is_empty(), "B's webhook got A's event");
+    // A user.created webhook does not get lead events.
+    let third = Receiver::start().await;
+    subscribe(&app, &third.url, &["user.created"]).await;
+    create_lead(&app, "Bob").await;
+    receiver.wait_for(2, 10).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(third.received().is_empty());
+}
+
+#[tokio::test]
+async fn subscriptions_are_checked() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    let events = app.get("/api/v1/webhooks/events").await;
+    let names: Vec<&str> = events
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        14,
+        "the 12 events of SPEC.md and sla.warning, sla.breached"
+    );
+    for name in [
+        "conversation.started",
+        "message.received",
+        "ticket.closed",
+        "broadcast.sent",
+        "user.created",
+        "lead.created",
+    ] {
+        assert!(names.contains(&name), "{name}");
+    }
+    for events in [json!(["lead.exploded"]), json!([]), json!(["webhook.test"])] {
+        app.post(
+            "/api/v1/webhooks",
+            json!({"url": receiver.url, "events": events}),
+        )
+        .await
+        .expect_error(422, "validation_error");
+    }
+    let key = app.key_with(&["contacts:read", "leads:write"]).await;
+    app.send(
+        reqwest::Method::GET,
+        "/api/v1/webhooks/events",
+        Some(&key),
+        None,
+    )
+    .await
+    .expect_error(403, "forbidden");
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created", "lead.created"]).await;
+    let w = app.get(&format!("/api/v1/webhooks/{webhook}")).await;
+    assert_eq!(w.data()["events"], json!(["lead.created"]));
+    let updated = app
+        .patch(
+            &format!("/api/v1/webhooks/{webhook}"),
+            json!({"events": ["user.created"], "description": "users"}),
+        )
+        .await;
+    assert_eq!(updated.data()["events"], json!(["user.created"]));
+    app.delete(&format!("/api/v1/webhooks/{webhook}"))
+        .await
+        .expect(200);
+    app.get(&format!("/api/v1/webhooks/{webhook}"))
+        .await
+        .expect_error(404, "not_found");
+}
+
+#[tokio::test]
+async fn test_and_redeliver_send_signed_deliveries() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    let (webhook, secret) = subscribe(&app, &receiver.url, &["user.created"]).await;
+    let test = app
+        .post(&format!("/api/v1/webhooks/{webhook}/test"), json!({}))
+        .await;
+    test.expect(200);
+    let delivery = test.data()["deliveryId"].as_str().unwrap().to_owned();
+    let r = receiver.wait_for(1, 10).await[0].clone();
+    assert_eq!(r.json()["event"], "webhook.test");
+    assert_eq!(signatures(&r), vec![hmac_hex(&secret, &r.body)]);
+    wait_logs(&app, &webhook, 1).await;
+    let again = app
+        .post(
+            &format!("/api/v1/webhooks/{webhook}/deliveries/{delivery}/redeliver"),
+            json!({}),
+        )
+        .await;
+    again.expect(200);
+    let got = receiver.wait_for(2, 10).await;
+    assert_eq!(got[1].header("x-parley-delivery"), delivery);
+    assert_eq!(got[1].json()["metadata"]["attempt"], 2);
+    app.post(
+        &format!(
+            "/api/v1/webhooks/{webhook}/deliveries/{}/redeliver",
+            uuid::Uuid::now_v7()
+        ),
+        json!({}),
+    )
+    .await
+    .expect_error(404, "not_found");
+    // A user.created event carries the user as the API returns it.
+    let user = app
+        .post(
+            "/api/v1/users",
+            json!({"firstName": "Grace", "lastName": "Hopper", "email": "g@example.com"}),
+        )
+        .await;
+    let got = receiver.wait_for(3, 10).await;
+    assert_eq!(got[2].json()["event"], "user.created");
+    assert_eq!(&got[2].json()["data"], user.data());
+}
+
+#[tokio::test]
+async fn a_webhook_failing_for_too_long_is_disabled() {
+    let (app, worker, receiver) = setup(&[
+        ("PARLEY_WEBHOOK_DISABLE_AFTER_SECS", "1"),
+        ("PARLEY_WEBHOOK_MAX_ATTEMPTS", "50"),
+    ])
+    .await;
+    receiver.always(Answer::Status(500));
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    let w = app
+        .wait_for(&format!("/api/v1/webhooks/{webhook}"), 30, |b| {
+            b["data"]["isActive"] == false
+        })
+        .await;
+    assert!(w["data"]["disabledAt"].is_string());
+    assert!(w["data"]["failingSince"].is_string());
+    app.post(&format!("/api/v1/webhooks/{webhook}/test"), json!({}))
+        .await
+        .expect_error(409, "invalid_state");
+    let text = reqwest::get(format!("http://{}/metrics", worker.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("parley_webhooks_disabled_total"), "{text}");
+    assert!(
+        text.contains("parley_webhook_attempts_total{outcome=\"failed\",status_class=\"5xx\"}"),
+        "{text}"
+    );
+    // Enabling it again forgets the failures.
+    receiver.always(Answer::Status(200));
+    let on = app
+        .patch(
+            &format!("/api/v1/webhooks/{webhook}"),
+            json!({"isActive": true}),
+        )
+        .await;
+    assert_eq!(on.data()["isActive"], true);
+    assert!(on.data()["failingSince"].is_null());
+}
+
+#[tokio::test]
+async fn a_dead_endpoint_does_not_hold_up_the_others() {
+    let (app, worker, fast) = setup(&[
+        ("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", "2"),
+        ("PARLEY_WEBHOOK_TIMEOUT_MS", "5000"),
+    ])
+    .await;
+    let dead = Receiver::start().await;
+    dead.always(Answer::Sleep(Duration::from_secs(30)));
+    subscribe(&app, &dead.url, &["lead.created"]).await;
+    subscribe(&app, &fast.url, &["lead.created"]).await;
+    for i in 0..40 {
+        create_lead(&app, &format!("Lead {i}")).await;
+    }
+    // Every event reaches the live endpoint while the dead one holds its two slots.
+    fast.wait_for(40, 10).await;
+    assert!(
+        dead.received().len() <= 2,
+        "{} requests in flight to the dead endpoint",
+        dead.received().len()
+    );
+    let text = reqwest::get(format!("http://{}/metrics", worker.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "parley_webhook_delivery_latency_seconds_bucket",
+        "parley_webhook_outbox_backlog",
+        "parley_queue_depth{queue=\"webhook-delivery\"",
+    ] {
+        assert!(text.contains(name), "{name} is not exported");
+    }
+}
+
+#[tokio::test]
+async fn a_slow_endpoint_gets_every_delivery_once_within_its_concurrency() {
+    let (app, _worker, slow) = setup(&[("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", "2")]).await;
+    slow.always(Answer::Sleep(Duration::from_millis(400)));
+    let (webhook, _) = subscribe(&app, &slow.url, &["lead.created"]).await;
+    for i in 0..12 {
+        create_lead(&app, &format!("Lead {i}")).await;
+    }
+    // Deliveries that find both slots taken go back without using an attempt, and the webhook
+    // is fed from Postgres while it is stalled: each arrives once, as attempt 1.
+    let got = slow.wait_for(12, 30).await;
+    let ids: HashSet<&str> = got.iter().map(|r| r.header("x-parley-delivery")).collect();
+    assert_eq!(ids.len(), 12);
+    assert!(got.iter().all(|r| r.json()["metadata"]["attempt"] == 1));
+    assert!(
+        slow.peak_in_flight() <= 2,
+        "{} requests at once",
+        slow.peak_in_flight()
+    );
+    let log = wait_logs(&app, &webhook, 12).await;
+    assert!(log.iter().all(|a| a["status"] == "succeeded"), "{log:?}");
+}
+
+#[tokio::test]
+async fn a_finished_broadcast_emits_its_event() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    subscribe(&app, &receiver.url, &["broadcast.sent", "broadcast.failed"]).await;
+    let contacts = seed::contacts(&app, 3).await;
+    let template = app
+        .post(
+            "/api/v1/templates",
+            json!({"name": "T", "channel": "email", "body": "Hi"}),
+        )
+        .await
+        .id();
+    let id = app
+        .post("/api/v1/broadcasts", json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true}))
+        .await
+        .id();
+    let got = receiver.wait_for(1, 30).await;
+    let body = got[0].json();
+    assert_eq!(body["event"], "broadcast.sent");
+    assert_eq!(body["data"]["id"], id);
+    assert_eq!(body["data"]["status"], "completed");
+    assert_eq!(body["data"]["sentCount"], 3);
+    let b = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert_eq!(
+        &body["data"],
+        b.data(),
+        "data is the broadcast as the API returns it"
+    );
+}

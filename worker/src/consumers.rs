@@ -1,0 +1,99 @@
+//! One apalis consumer per queue this process runs, supervised: if a consumer dies (say Redis
+//! was flushed and forgot this worker), it starts again under a new name.
+
+use std::time::Duration;
+
+use apalis::layers::WorkerBuilderExt;
+use apalis::prelude::*;
+use apalis_redis::RedisStorage;
+use parley_shared::jobs::{
+    CheckSla, DeliverRecipients, DeliverWebhooks, DispatchBroadcast, QueueName, queue_config,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+
+/// A worker name unique to this process and attempt: two processes sharing a name would take
+/// each other's in-flight jobs (../shared/JOBS.md).
+fn worker_name(queue: QueueName) -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_owned());
+    let tail = uuid::Uuid::now_v7().simple().to_string();
+    format!(
+        "{host}-{}-{}-{}",
+        std::process::id(),
+        queue.as_str(),
+        &tail[24..]
+    )
+}
+
+/// Runs each job on its own task, so jobs of one queue use every core.
+fn spawn_job<F>(job: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(job)
+}
+
+macro_rules! consume {
+    ($ctx:expr, $shutdown:expr, $queue:expr, $payload:ty, $handler:path) => {{
+        let ctx: Ctx = $ctx;
+        let shutdown: CancellationToken = $shutdown;
+        let queue: QueueName = $queue;
+        async move {
+            loop {
+                let settings = ctx.settings().clone();
+                let backend = RedisStorage::<$payload>::new(ctx.redis.conn.clone())
+                    .with_config(queue_config(ctx.redis.prefix(), queue))
+                    .poll_with_interval(settings.poll_interval);
+                let name = worker_name(queue);
+                tracing::info!(queue = queue.as_str(), worker = %name, "consumer started");
+                let worker = WorkerBuilder::new(name)
+                    .backend(backend)
+                    .concurrency(if queue == QueueName::WebhookDelivery {
+                        settings.webhook_concurrency
+                    } else {
+                        settings.concurrency
+                    })
+                    .parallelize(spawn_job)
+                    .data(ctx.clone())
+                    .build($handler);
+                let stop = shutdown.clone();
+                let running: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), WorkerError>> + Send>> =
+                    Box::pin(worker.run_until(async move {
+                        stop.cancelled().await;
+                        Ok::<(), std::io::Error>(())
+                    }));
+                let result = running.await;
+                if shutdown.is_cancelled() {
+                    tracing::info!(queue = queue.as_str(), "consumer drained");
+                    return;
+                }
+                tracing::warn!(queue = queue.as_str(), ?result, "consumer stopped; restarting");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }};
+}
+
+/// Runs the consumer of `queue` until `shutdown`, then lets its in-flight jobs finish.
+pub async fn run(ctx: Ctx, shutdown: CancellationToken, queue: QueueName) {
+    use crate::{delivery, dispatch, sla_checks, webhooks};
+    match queue {
+        QueueName::BroadcastDispatch => {
+            consume!(ctx, shutdown, queue, DispatchBroadcast, dispatch::handle).await
+        }
+        QueueName::RecipientDelivery => {
+            consume!(ctx, shutdown, queue, DeliverRecipients, delivery::handle).await
+        }
+        QueueName::WebhookDelivery => {
+            consume!(ctx, shutdown, queue, DeliverWebhooks, webhooks::handle).await
+        }
+        QueueName::SlaCheck => consume!(ctx, shutdown, queue, CheckSla, sla_checks::handle).await,
+    }
+}

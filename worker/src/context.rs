@@ -1,0 +1,32 @@
+//! What every job handler can reach.
+
+use std::sync::Arc;
+
+use parley_shared::config::{Config, WorkerSettings};
+use parley_shared::jobs::Jobs;
+use parley_shared::redis_conn::Redis;
+use sqlx::PgPool;
+
+use crate::claims::Claims;
+use crate::endpoint_slots::EndpointSlots;
+use crate::provider::Provider;
+use crate::rate_limit::RateLimiter;
+
+#[derive(Clone)]
+pub struct Ctx {
+    pub pool: PgPool,
+    pub redis: Redis,
+    pub jobs: Jobs,
+    pub config: Arc<Config>,
+    pub provider: Arc<Provider>,
+    pub limiter: RateLimiter,
+    pub claims: Claims,
+    pub endpoint_slots: EndpointSlots,
+    pub webhook_client: reqwest::Client,
+}
+
+impl Ctx {
+    pub fn settings(&self) -> &WorkerSettings {
+        &self.config.worker
+    }
+}

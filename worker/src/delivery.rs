@@ -1,0 +1,332 @@
+//! The recipient-delivery job: sends a batch of a broadcast's recipients, each at most once.
+//!
+//! Recipients are claimed in Postgres first (one worker at a time per recipient), skipped when
+//! their contact must not be contacted, rendered, rate-limited per channel and organization,
+//! and sent with the recipient id as idempotency key. Outcomes are written in chunks, and the
+//! counters follow by trigger in the same statement.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use apalis::prelude::{BoxDynError, Data};
+use futures::StreamExt;
+use parley_shared::db;
+use parley_shared::db::delivery::{Claimed, DeliveryContext, Outcome};
+use parley_shared::domain::Channel;
+use parley_shared::domain::broadcasts::BroadcastStatus;
+use parley_shared::domain::templates::render;
+use parley_shared::jobs::{DeliverRecipients, PAYLOAD_VERSION, QueueName};
+use uuid::Uuid;
+
+use crate::context::Ctx;
+use crate::provider::{Message, Sent};
+use crate::status_watch::StatusWatch;
+use parley_shared::metric_names::RECIPIENTS;
+
+/// Messages in flight at once within one job.
+const IN_FLIGHT: usize = 32;
+/// Outcomes written per statement.
+const CHUNK: usize = 100;
+
+pub async fn handle(job: DeliverRecipients, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
+    let started = Instant::now();
+    let result = run(&ctx, &job).await;
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    crate::metrics::job(
+        QueueName::RecipientDelivery.as_str(),
+        outcome,
+        started.elapsed(),
+    );
+    if let Err(err) = result {
+        // Never fail the apalis job: its retries are not ours. The recipients stay pending
+        // in Postgres and the reconciler enqueues them again.
+        tracing::warn!(broadcast_id = %job.broadcast_id, error = %format!("{err:#}"), "delivery job failed");
+    }
+    Ok(())
+}
+
+async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
+    if job.version != PAYLOAD_VERSION {
+        tracing::error!(
+            version = job.version,
+            "delivery payload of an unknown version dropped"
+        );
+        return Ok(());
+    }
+    let Some(broadcast) = db::delivery::delivery_context(&ctx.pool, job.broadcast_id).await? else {
+        return Ok(());
+    };
+    if broadcast.status != BroadcastStatus::Sending {
+        return Ok(());
+    }
+    let lease = ctx.settings().recipient_lease;
+    let token = Uuid::now_v7();
+    let held = ctx.claims.take(&job.recipient_ids, token, lease).await?;
+    if held.is_empty() {
+        return Ok(());
+    }
+    let renewal = Renewal::spawn(ctx, held.clone(), lease, token);
+    let result = send_all(ctx, job, &broadcast, &held).await;
+    drop(renewal);
+    if let Err(err) = ctx.claims.release(&held, token).await {
+        tracing::warn!(%err, "claims not released; they expire");
+    }
+    result
+}
+
+async fn send_all(
+    ctx: &Ctx,
+    job: &DeliverRecipients,
+    broadcast: &DeliveryContext,
+    held: &[Uuid],
+) -> anyhow::Result<()> {
+    let claimed = db::delivery::pending_for_send(
+        &ctx.pool,
+        broadcast.organization_id,
+        job.broadcast_id,
+        held,
+    )
+    .await?;
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let watch = StatusWatch::spawn(ctx.pool.clone(), job.broadcast_id, broadcast.status);
+    let message = Prepared::new(broadcast);
+    let saw_failure = AtomicBool::new(false);
+    let mut outcomes = futures::stream::iter(claimed)
+        .map(|r| send_one(ctx, broadcast, &message, r, &watch, &saw_failure))
+        .buffer_unordered(IN_FLIGHT)
+        .chunks(CHUNK);
+    while let Some(chunk) = outcomes.next().await {
+        db::delivery::record(&ctx.pool, &chunk).await?;
+        count(broadcast.channel, &chunk);
+    }
+    if let Some(status) = db::delivery::finish_if_done(&ctx.pool, job.broadcast_id).await? {
+        tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
+    }
+    Ok(())
+}
+
+/// Keeps this job's claims alive while it works through a batch that outlasts one lease (a
+/// rate-limited send can), so no other worker takes its recipients over.
+struct Renewal(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Renewal {
+    fn spawn(ctx: &Ctx, ids: Vec<Uuid>, lease: std::time::Duration, token: Uuid) -> Self {
+        let claims = ctx.claims.clone();
+        Renewal(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(lease / 3).await;
+                match claims.renew(&ids, token, lease).await {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(err) => tracing::warn!(%err, "claims not renewed"),
+                }
+            }
+        }))
+    }
+}
+
+fn count(channel: Channel, chunk: &[(Uuid, Outcome)]) {
+    for (_, outcome) in chunk {
+        let status = match outcome {
+            Outcome::Sent { .. } => "sent",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Skipped { .. } => "skipped",
+            Outcome::Released => continue,
+        };
+        metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status)
+            .increment(1);
+    }
+}
+
+/// The parts of the message shared by every recipient of the broadcast.
+struct Prepared {
+    body: String,
+    values: Vec<String>,
+    variables: serde_json::Value,
+}
+
+impl Prepared {
+    fn new(b: &DeliveryContext) -> Self {
+        let vars = b
+            .template_variables
+            .as_ref()
+            .map(|v| v.0.clone())
+            .unwrap_or_default();
+        let values = vars
+            .body
+            .iter()
+            .map(|v| v.value.as_str().to_owned())
+            .collect();
+        let mut variables = serde_json::to_value(&vars).unwrap_or_default();
+        if let (Some(email), Some(obj)) = (&b.email_variables, variables.as_object_mut()) {
+            obj.insert("email".to_owned(), email.0.clone());
+        }
+        Prepared {
+            body: b.message_body.clone().unwrap_or_default(),
+            values,
+            variables,
+        }
+    }
+}
+
+fn skip(code: &str, message: &str) -> Outcome {
+    Outcome::Skipped {
+        code: code.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// The address a channel sends to.
+fn address(channel: Channel, r: &Claimed) -> Option<&str> {
+    match channel {
+        Channel::Email => r.email.as_deref(),
+        Channel::MessagingA => r.phone.as_deref(),
+        Channel::SocialA | Channel::SocialB => r.external_id.as_deref().or(r.phone.as_deref()),
+    }
+}
+
+async fn send_one(
+    ctx: &Ctx,
+    b: &DeliveryContext,
+    prepared: &Prepared,
+    r: Claimed,
+    watch: &StatusWatch,
+    saw_failure: &AtomicBool,
+) -> (Uuid, Outcome) {
+    let id = r.id;
+    if r.contact_id.is_none() {
+        return (id, skip("contact_deleted", "the contact was deleted"));
+    }
+    if r.do_not_contact == Some(true) {
+        return (
+            id,
+            skip("do_not_contact", "the contact is marked do-not-contact"),
+        );
+    }
+    if b.channel == Channel::MessagingA && r.messaging_a_opted_out == Some(true) {
+        return (
+            id,
+            skip("opted_out", "the contact opted out of this channel"),
+        );
+    }
+    let Some(to) = address(b.channel, &r) else {
+        return (
+            id,
+            Outcome::Failed {
+                code: "no_address".to_owned(),
+                message: format!("the contact has no address for {}", b.channel),
+            },
+        );
+    };
+    if !watch.is_sending() {
+        return (id, Outcome::Released);
+    }
+    match ctx
+        .limiter
+        .acquire(b.channel, b.organization_id, watch.receiver())
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return (id, Outcome::Released),
+        Err(err) => {
+            tracing::warn!(%err, "rate limiter unavailable; recipient left for later");
+            return (id, Outcome::Released);
+        }
+    }
+    let values: Vec<&str> = prepared.values.iter().map(String::as_str).collect();
+    let content = render(&prepared.body, &values, |field| match field {
+        "name" => r.name.as_deref(),
+        "email" => r.email.as_deref(),
+        "phone" => r.phone.as_deref(),
+        "country" => r.country.as_deref(),
+        "language" => r.language.as_deref(),
+        "position" => r.position.as_deref(),
+        "companyName" => r.company_name.as_deref(),
+        "externalId" => r.external_id.as_deref(),
+        _ => None,
+    });
+    let message = Message {
+        recipient_id: id,
+        channel: b.channel,
+        to,
+        content: &content,
+        template_id: b.template_id,
+        variables: &prepared.variables,
+        subject: if b.channel == Channel::Email {
+            b.message_subject.as_deref()
+        } else {
+            None
+        },
+    };
+    let outcome = match ctx.provider.send(&message, watch.receiver()).await {
+        Sent::Sent { message_id } => {
+            if saw_failure.swap(false, Ordering::Relaxed) {
+                reset_failures(ctx, b).await;
+            }
+            Outcome::Sent { message_id }
+        }
+        Sent::Rejected { code, message } | Sent::GaveUp { code, message } => {
+            saw_failure.store(true, Ordering::Relaxed);
+            note_failure(ctx, b, &code, &message).await;
+            Outcome::Failed { code, message }
+        }
+        Sent::Stopped => Outcome::Released,
+    };
+    (id, outcome)
+}
+
+fn failures_key(ctx: &Ctx, broadcast: Uuid) -> String {
+    ctx.redis.key(&format!("broadcast:{broadcast}:failures"))
+}
+
+/// Counts a provider failure; pauses the broadcast when they run past the limit in a row.
+async fn note_failure(ctx: &Ctx, b: &DeliveryContext, code: &str, message: &str) {
+    let broadcast = b.id;
+    let key = failures_key(ctx, broadcast);
+    let mut conn = ctx.redis.conn.clone();
+    let in_a_row: Result<u32, _> = redis::pipe()
+        .incr(&key, 1)
+        .expire(&key, 86_400)
+        .ignore()
+        .query_async::<(u32,)>(&mut conn)
+        .await
+        .map(|(n,)| n);
+    let limit = ctx.settings().auto_pause_after;
+    match in_a_row {
+        Ok(n) if n >= limit => {
+            let reason = format!(
+                "paused after {n} consecutive provider failures; the last: {code}: {message}"
+            );
+            match db::delivery::auto_pause(&ctx.pool, broadcast, &reason).await {
+                Ok(true) => {
+                    tracing::warn!(broadcast_id = %broadcast, failures = n, "broadcast paused");
+                    let _: Result<(), _> = redis::cmd("DEL").arg(&key).query_async(&mut conn).await;
+                }
+                Ok(false) => {}
+                Err(err) => tracing::warn!(%err, "could not pause the broadcast"),
+            }
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(%err, "could not count a provider failure"),
+    }
+}
+
+async fn reset_failures(ctx: &Ctx, b: &DeliveryContext) {
+    let key = failures_key(ctx, b.id);
+    let mut conn = ctx.redis.conn.clone();
+    let _: Result<(), _> = redis::cmd("SET")
+        .arg(&key)
+        .arg(0)
+        .arg("EX")
+        .arg(86_400)
+        .query_async(&mut conn)
+        .await;
+}

@@ -1,0 +1,77 @@
+//! The broadcast-dispatch job: claims a broadcast (one dispatcher at a time, by lease), writes
+//! its recipients in slices of the audience and enqueues them in delivery batches, without ever
+//! holding the whole audience in memory. After a resume it enqueues every pending recipient.
+
+use std::time::{Duration, Instant};
+
+use apalis::prelude::{BoxDynError, Data};
+use parley_shared::db;
+use parley_shared::domain::broadcasts::BroadcastStatus;
+use parley_shared::jobs::{DispatchBroadcast, PAYLOAD_VERSION, QueueName};
+
+use crate::context::Ctx;
+
+/// Contacts turned into recipients per transaction.
+const SLICE: i32 = 2_000;
+/// A dispatcher's hold on a broadcast, renewed at every slice.
+const LEASE: Duration = Duration::from_secs(60);
+
+pub async fn handle(job: DispatchBroadcast, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
+    let started = Instant::now();
+    let result = run(&ctx, &job).await;
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    crate::metrics::job(
+        QueueName::BroadcastDispatch.as_str(),
+        outcome,
+        started.elapsed(),
+    );
+    if let Err(err) = result {
+        tracing::warn!(broadcast_id = %job.broadcast_id, error = %format!("{err:#}"), "dispatch failed; the reconciler retries");
+    }
+    Ok(())
+}
+
+async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
+    if job.version != PAYLOAD_VERSION {
+        tracing::error!(
+            version = job.version,
+            "dispatch payload of an unknown version dropped"
+        );
+        return Ok(());
+    }
+    let id = job.broadcast_id;
+    let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE).await? else {
+        return Ok(());
+    };
+    let result = async {
+        let mut done = state.fanout_done;
+        while !done {
+            if db::delivery::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
+                return Ok(());
+            }
+            let (recipients, finished) =
+                db::delivery::fan_out(&ctx.pool, id, state.organization_id, SLICE, LEASE).await?;
+            ctx.jobs.deliver(id, &recipients).await?;
+            done = finished;
+        }
+        if job.requeue {
+            let mut after = None;
+            loop {
+                let ids =
+                    db::delivery::take_pending(&ctx.pool, id, after, i64::from(SLICE)).await?;
+                let Some(last) = ids.iter().max().copied() else {
+                    break;
+                };
+                ctx.jobs.deliver(id, &ids).await?;
+                after = Some(last);
+            }
+        }
+        if let Some(status) = db::delivery::finish_if_done(&ctx.pool, id).await? {
+            tracing::info!(broadcast_id = %id, %status, "broadcast ended");
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    db::delivery::release_dispatch(&ctx.pool, id).await?;
+    result
+}

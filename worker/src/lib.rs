@@ -1,0 +1,143 @@
+//! The Parley worker: consumes the job queues it is given (`PARLEY_WORKER_QUEUES`), runs the
+//! ticker that moves due and lost work from Postgres into the queues, and serves `/healthz`,
+//! `/readyz` and `/metrics` on its metrics address. Any number of workers may run at once.
+
+pub mod claims;
+pub mod consumers;
+pub mod context;
+pub mod delivery;
+pub mod dispatch;
+pub mod endpoint_slots;
+pub mod metrics;
+pub mod provider;
+pub mod rate_limit;
+pub mod relay;
+pub mod sla_checks;
+pub mod sla_scheduler;
+pub mod ssrf;
+pub mod status_watch;
+pub mod ticker;
+pub mod webhooks;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use parley_shared::config::Config;
+use parley_shared::db;
+use parley_shared::health::{self, Probes};
+use parley_shared::jobs::Jobs;
+use parley_shared::observability::metrics_handle;
+use parley_shared::redis_conn::Redis;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+use crate::provider::Provider;
+use crate::rate_limit::RateLimiter;
+
+pub struct Worker {
+    ctx: Ctx,
+    probes: Probes,
+    listener: TcpListener,
+}
+
+impl Worker {
+    /// Connects to Postgres and Redis and binds the metrics address (or `listener`).
+    pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
+        let pool = db::worker_pool(&config.database_url, config.db_max_connections)?;
+        let redis = Redis::connect(&config.redis_url, &config.redis_prefix)
+            .await
+            .context("connecting to Redis")?;
+        let listener = match listener {
+            Some(l) => l,
+            None => TcpListener::bind(config.worker_metrics_addr)
+                .await
+                .with_context(|| format!("binding {}", config.worker_metrics_addr))?,
+        };
+        let urls: HashMap<_, _> = config
+            .channels
+            .iter()
+            .filter_map(|(c, s)| s.url.clone().map(|u| (*c, u)))
+            .collect();
+        let rates: HashMap<_, _> = config
+            .channels
+            .iter()
+            .filter_map(|(c, s)| s.rate.map(|r| (*c, r)))
+            .collect();
+        let provider = Provider::new(
+            urls,
+            config.worker.provider_retry_base,
+            config.worker.provider_max_attempts,
+        );
+        let ctx = Ctx {
+            pool: pool.clone(),
+            jobs: Jobs::new(&redis),
+            limiter: RateLimiter::new(redis.clone(), rates),
+            claims: claims::Claims::new(redis.clone()),
+            endpoint_slots: endpoint_slots::EndpointSlots::new(
+                redis.clone(),
+                config.webhooks.per_endpoint,
+                config.webhooks.timeout + std::time::Duration::from_secs(5),
+            ),
+            webhook_client: webhooks::client(&config.webhooks),
+            redis: redis.clone(),
+            provider: Arc::new(provider),
+            config: Arc::new(config),
+        };
+        Ok(Worker {
+            ctx,
+            probes: Probes {
+                pool,
+                redis,
+                metrics: metrics_handle(),
+            },
+            listener,
+        })
+    }
+
+    pub fn metrics_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Runs until `shutdown` is cancelled; then stops fetching jobs and gives in-flight ones
+    /// up to the drain timeout before returning. Jobs cut short are found again from Postgres.
+    pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let drain = self.ctx.settings().drain_timeout;
+        let mut tasks = tokio::task::JoinSet::new();
+        for queue in self.ctx.settings().queues.clone() {
+            tasks.spawn(consumers::run(self.ctx.clone(), shutdown.clone(), queue));
+        }
+        tasks.spawn(ticker::run(self.ctx.clone(), shutdown.clone()));
+        if self
+            .ctx
+            .settings()
+            .queues
+            .contains(&parley_shared::jobs::QueueName::WebhookDelivery)
+        {
+            tasks.spawn(relay::run(self.ctx.clone(), shutdown.clone()));
+        }
+        if self
+            .ctx
+            .settings()
+            .queues
+            .contains(&parley_shared::jobs::QueueName::SlaCheck)
+        {
+            tasks.spawn(sla_scheduler::run(self.ctx.clone(), shutdown.clone()));
+        }
+        let server = axum::serve(self.listener, health::router(self.probes))
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let serving = tokio::spawn(async move { server.await });
+
+        shutdown.cancelled().await;
+        tracing::info!(?drain, "draining");
+        let drained =
+            tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!("drain timed out; unfinished jobs will be picked up again");
+            tasks.abort_all();
+        }
+        serving.await?.context("serving the metrics address")
+    }
+}

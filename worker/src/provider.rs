@@ -1,0 +1,235 @@
+//! Channel providers over CONTRACT.md's one HTTP contract: `POST {recipientId, channel, to,
+//! content, templateId, variables}` with `Idempotency-Key: <recipientId>`; a 2xx with
+//! `{"messageId"}` is sent, 429 and 5xx are retried with exponential backoff and jitter
+//! (honouring `Retry-After`), other 4xx fail the recipient. A channel without a URL uses the
+//! built-in sandbox provider, which accepts every message.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use parley_shared::domain::Channel;
+use parley_shared::domain::broadcasts::BroadcastStatus;
+use serde::Serialize;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::status_watch::stopped;
+use parley_shared::metric_names::{PROVIDER_CALLS, PROVIDER_DURATION};
+
+/// The longest `Retry-After` honoured in place; longer ones wait this long.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message<'a> {
+    pub recipient_id: Uuid,
+    pub channel: Channel,
+    pub to: &'a str,
+    pub content: &'a str,
+    pub template_id: Uuid,
+    pub variables: &'a serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<&'a str>,
+}
+
+/// How a send ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    Sent {
+        message_id: Option<String>,
+    },
+    /// The provider refused the message (a 4xx other than 429).
+    Rejected {
+        code: String,
+        message: String,
+    },
+    /// Retries ran out on 429, 5xx or network errors.
+    GaveUp {
+        code: String,
+        message: String,
+    },
+    /// The broadcast stopped before the message went out.
+    Stopped,
+}
+
+#[derive(Debug)]
+enum CallError {
+    Rejected {
+        code: String,
+        message: String,
+    },
+    Retryable {
+        code: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    Stopped,
+}
+
+pub struct Provider {
+    client: reqwest::Client,
+    urls: HashMap<Channel, String>,
+    retry: ExponentialBuilder,
+}
+
+impl Provider {
+    pub fn new(urls: HashMap<Channel, String>, retry_base: Duration, max_attempts: usize) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("the HTTP client builds");
+        let retry = ExponentialBuilder::default()
+            .with_min_delay(retry_base)
+            .with_factor(2.0)
+            .with_max_delay(Duration::from_secs(60))
+            .with_jitter()
+            .with_max_times(max_attempts.saturating_sub(1));
+        Provider {
+            client,
+            urls,
+            retry,
+        }
+    }
+
+    /// Sends one message, retrying as the contract says, until sent, refused, out of
+    /// attempts, or the broadcast stops.
+    pub async fn send(&self, msg: &Message<'_>, status: watch::Receiver<BroadcastStatus>) -> Sent {
+        let Some(url) = self.urls.get(&msg.channel) else {
+            metrics::counter!(PROVIDER_CALLS, "channel" => msg.channel.as_str(), "outcome" => "sandbox")
+                .increment(1);
+            return Sent::Sent {
+                message_id: Some(format!("sandbox-{}", msg.recipient_id)),
+            };
+        };
+        let body = match serde_json::to_vec(msg) {
+            Ok(b) => b,
+            Err(err) => {
+                return Sent::Rejected {
+                    code: "unencodable".into(),
+                    message: err.to_string(),
+                };
+            }
+        };
+        let sleep_status = status.clone();
+        let result = (|| self.call(url, msg, &body, &status))
+            .retry(self.retry)
+            .when(|e| matches!(e, CallError::Retryable { .. }))
+            .adjust(|e, backoff| match e {
+                CallError::Retryable {
+                    retry_after: Some(ra),
+                    ..
+                } => Some((*ra).min(MAX_RETRY_AFTER)),
+                _ => backoff,
+            })
+            .sleep(move |d| {
+                let status = sleep_status.clone();
+                async move {
+                    // A pause cuts the wait short; the next attempt then sees it and stops.
+                    tokio::select! {
+                        _ = tokio::time::sleep(d) => {}
+                        _ = stopped(status) => {}
+                    }
+                }
+            })
+            .await;
+        match result {
+            Ok(message_id) => Sent::Sent { message_id },
+            Err(CallError::Rejected { code, message }) => Sent::Rejected { code, message },
+            Err(CallError::Retryable { code, message, .. }) => Sent::GaveUp { code, message },
+            Err(CallError::Stopped) => Sent::Stopped,
+        }
+    }
+
+    async fn call(
+        &self,
+        url: &str,
+        msg: &Message<'_>,
+        body: &[u8],
+        status: &watch::Receiver<BroadcastStatus>,
+    ) -> Result<Option<String>, CallError> {
+        if *status.borrow() != BroadcastStatus::Sending {
+            return Err(CallError::Stopped);
+        }
+        let channel = msg.channel.as_str();
+        let started = Instant::now();
+        let response = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("idempotency-key", msg.recipient_id.to_string())
+            .body(body.to_vec())
+            .send()
+            .await;
+        metrics::histogram!(PROVIDER_DURATION, "channel" => channel)
+            .record(started.elapsed().as_secs_f64());
+        let outcome = classify(response).await;
+        let label = match &outcome {
+            Ok(_) => "sent",
+            Err(CallError::Rejected { .. }) => "rejected",
+            Err(CallError::Retryable { .. }) => "retryable",
+            Err(CallError::Stopped) => "stopped",
+        };
+        metrics::counter!(PROVIDER_CALLS, "channel" => channel, "outcome" => label).increment(1);
+        outcome
+    }
+}
+
+async fn classify(
+    response: reqwest::Result<reqwest::Response>,
+) -> Result<Option<String>, CallError> {
+    let response = match response {
+        Ok(r) => r,
+        Err(err) => {
+            let code = if err.is_timeout() {
+                "timeout"
+            } else {
+                "network_error"
+            };
+            return Err(CallError::Retryable {
+                code: code.to_owned(),
+                message: err.to_string(),
+                retry_after: None,
+            });
+        }
+    };
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let text = response.text().await.unwrap_or_default();
+    let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    if status.is_success() {
+        let id = json
+            .as_ref()
+            .and_then(|j| j.get("messageId"))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        return Ok(id);
+    }
+    let field = |name: &str| {
+        json.as_ref()
+            .and_then(|j| j.get(name))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let code = field("code")
+        .or_else(|| field("error"))
+        .unwrap_or_else(|| format!("http_{}", status.as_u16()));
+    let message = field("message").unwrap_or_else(|| text.chars().take(500).collect());
+    if status.as_u16() == 429 || status.is_server_error() {
+        Err(CallError::Retryable {
+            code,
+            message,
+            retry_after,
+        })
+    } else {
+        Err(CallError::Rejected { code, message })
+    }
+}

@@ -1,0 +1,99 @@
+//! The outbox relay: turns committed events into deliveries and enqueues them, woken at once by
+//! the events' `NOTIFY` (and every tick besides, in case a notification was missed), and moves
+//! due retries from Postgres into the queue in bounded batches. Any number of workers may run
+//! it; they share the rows through `FOR UPDATE SKIP LOCKED`.
+
+use std::time::Duration;
+
+use parley_shared::db::outbox;
+use parley_shared::jobs::QueueName;
+use parley_shared::metric_names::OUTBOX_BACKLOG;
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+
+/// Events relayed, and due deliveries enqueued, per statement.
+const BATCH: i64 = 1_000;
+
+pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+    let tick = ctx.settings().tick_interval;
+    let mut listener = listen(&ctx).await;
+    let mut last_gauge: Option<std::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            woke = recv(&mut listener) => {
+                if !woke {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    listener = listen(&ctx).await;
+                }
+            }
+            _ = tokio::time::sleep(tick) => {}
+        }
+        // Notifications that arrived meanwhile are served by this pass.
+        if let Some(l) = listener.as_mut() {
+            while let Ok(Ok(_)) = tokio::time::timeout(Duration::ZERO, l.recv()).await {}
+        }
+        if let Err(err) = relay(&ctx).await {
+            tracing::warn!(error = %format!("{err:#}"), "outbox relay failed this pass");
+        }
+        if let Err(err) = enqueue_due(&ctx).await {
+            tracing::warn!(error = %format!("{err:#}"), "due deliveries not enqueued this pass");
+        }
+        if last_gauge.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+            last_gauge = Some(std::time::Instant::now());
+            if let Ok(n) = outbox::backlog(&ctx.pool).await {
+                metrics::gauge!(OUTBOX_BACKLOG).set(n as f64);
+            }
+        }
+    }
+}
+
+async fn listen(ctx: &Ctx) -> Option<PgListener> {
+    let mut listener = match PgListener::connect_with(&ctx.pool).await {
+        Ok(l) => l,
+        Err(err) => {
+            tracing::warn!(%err, "outbox notifications unavailable; relaying on the tick");
+            return None;
+        }
+    };
+    match listener.listen(outbox::CHANNEL).await {
+        Ok(()) => Some(listener),
+        Err(err) => {
+            tracing::warn!(%err, "outbox notifications unavailable; relaying on the tick");
+            None
+        }
+    }
+}
+
+/// Waits for a notification; `false` when the listener is gone (and should be made again).
+async fn recv(listener: &mut Option<PgListener>) -> bool {
+    match listener {
+        Some(l) => l.recv().await.is_ok(),
+        None => {
+            std::future::pending::<()>().await;
+            true
+        }
+    }
+}
+
+async fn relay(ctx: &Ctx) -> anyhow::Result<()> {
+    loop {
+        let (deliveries, relayed) = outbox::relay(&ctx.pool, BATCH).await?;
+        ctx.jobs.deliver_webhooks(&deliveries).await?;
+        if relayed < BATCH as usize {
+            return Ok(());
+        }
+    }
+}
+
+/// Retries whose time has come; and, when the queue is empty, deliveries whose job was lost.
+async fn enqueue_due(ctx: &Ctx) -> anyhow::Result<()> {
+    let lost_after = (ctx.jobs.depth(QueueName::WebhookDelivery).await?.0 == 0)
+        .then_some(ctx.settings().reconcile_after);
+    let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
+    let due = outbox::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;
+    ctx.jobs.deliver_webhooks(&due).await?;
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! The SLA check job: runs a batch of checks whose time has come. A warning is given or a
+//! breach recorded in the state, with its `sla.warning` or `sla.breached` event and, for a
+//! ticket, an activity, all in one transaction. Checks of targets met meanwhile, or of
+//! deadlines moved later, find nothing.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use apalis::prelude::{BoxDynError, Data};
+use parley_shared::db;
+use parley_shared::domain::Actor;
+use parley_shared::domain::sla::{CheckKind, SubjectType};
+use parley_shared::domain::tickets::TicketActivity;
+use parley_shared::domain::webhooks::EventName;
+use parley_shared::jobs::{CheckSla, QueueName};
+use parley_shared::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
+use parley_shared::time::Timestamp;
+use uuid::Uuid;
+
+use crate::context::Ctx;
+
+pub async fn handle(job: CheckSla, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
+    let started = Instant::now();
+    let result = if job.version == parley_shared::jobs::PAYLOAD_VERSION {
+        run(&ctx, &job.check_ids).await
+    } else {
+        tracing::error!(
+            version = job.version,
+            "SLA check payload of an unknown version dropped"
+        );
+        Ok(())
+    };
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    crate::metrics::job(QueueName::SlaCheck.as_str(), outcome, started.elapsed());
+    if let Err(err) = result {
+        // The checks stay in Postgres, marked enqueued; the scheduler enqueues them again.
+        tracing::warn!(error = %format!("{err:#}"), "SLA check job failed");
+    }
+    Ok(())
+}
+
+async fn run(ctx: &Ctx, ids: &[Uuid]) -> anyhow::Result<()> {
+    let now = Timestamp::now();
+    let mut tx = ctx.pool.begin().await?;
+    let checked = db::sla::run_checks(&mut tx, ids, now).await?;
+    let mut events = Vec::new();
+    let mut activities: HashMap<Uuid, Vec<TicketActivity>> = HashMap::new();
+    let mut found = 0;
+    for c in &checked {
+        let mut data = serde_json::to_value(&c.state)?;
+        for f in &c.findings {
+            found += 1;
+            let (event, name, kind) = match f.kind {
+                CheckKind::Warning => (EventName::SlaWarning, SLA_WARNINGS, "sla_warning"),
+                CheckKind::Deadline => (EventName::SlaBreached, SLA_BREACHES, "sla_breached"),
+            };
+            metrics::counter!(name, "target" => f.target.as_str()).increment(1);
+            if f.kind == CheckKind::Deadline {
+                let lag = (now.0 - f.deadline.0).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                metrics::histogram!(SLA_BREACH_LAG).record(lag.max(0.0));
+            }
+            data["target"] = serde_json::json!(f.target);
+            events.push((c.state.organization_id, event, data.clone()));
+            if c.state.subject_type == SubjectType::Ticket {
+                let what = match f.kind {
+                    CheckKind::Warning => "is near its deadline",
+                    CheckKind::Deadline => "was breached",
+                };
+                let activity = TicketActivity::new(
+                    c.state.subject_id,
+                    &Actor::system(),
+                    kind,
+                    format!(
+                        "the {} SLA target {what}",
+                        f.target.as_str().replace('_', " ")
+                    ),
+                )
+                .values(None, Some(f.target.to_string()));
+                activities
+                    .entry(c.state.organization_id)
+                    .or_default()
+                    .push(activity);
+            }
+        }
+    }
+    db::outbox::emit_many(&mut tx, &events).await?;
+    for (org, list) in activities {
+        db::tickets::add_activities(&mut tx, org, &list).await?;
+    }
+    tx.commit().await?;
+    metrics::counter!(SLA_CHECKS, "outcome" => "recorded").increment(found as u64);
+    metrics::counter!(SLA_CHECKS, "outcome" => "nothing")
+        .increment(ids.len().saturating_sub(found) as u64);
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! Moves SLA checks from Postgres into the `sla-check` queue when their time comes: every
+//! tick, in batches, and only while the queue is short, so a hundred thousand deadlines
+//! falling due at once (or after an outage) reach the queue at the pace the workers take
+//! them. Checks enqueued long ago and not run (their job was lost with Redis or a worker) are
+//! enqueued again once the queue has drained. Any number of workers may run it: rows are
+//! taken with `FOR UPDATE SKIP LOCKED`.
+
+use parley_shared::db;
+use parley_shared::jobs::{QueueName, SLA_BATCH};
+use parley_shared::metric_names::{RECONCILED, SLA_BACKLOG};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+
+/// Checks taken from Postgres per statement.
+const BATCH: i64 = 1_000;
+/// Jobs waiting in the queue above which the scheduler waits for the workers.
+const MAX_READY_JOBS: u64 = 32;
+/// Lost checks are looked for every this many ticks.
+const RECONCILE_EVERY: u64 = 8;
+
+pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(ctx.settings().tick_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if let Err(err) = pass(&ctx, n.is_multiple_of(RECONCILE_EVERY)).await {
+            tracing::warn!(error = %format!("{err:#}"), "SLA checks not enqueued this tick");
+        }
+        n += 1;
+    }
+}
+
+async fn pass(ctx: &Ctx, reconcile: bool) -> anyhow::Result<()> {
+    let queue = QueueName::SlaCheck;
+    let mut ready = ctx.jobs.depth(queue).await?.0;
+    while ready < MAX_READY_JOBS {
+        let due = db::sla::take_due_checks(&ctx.pool, BATCH, None).await?;
+        ctx.jobs.check_sla(&due).await?;
+        ready += due.len().div_ceil(SLA_BATCH) as u64;
+        if due.len() < BATCH as usize {
+            break;
+        }
+    }
+    if reconcile {
+        if ready == 0 {
+            let lost =
+                db::sla::take_due_checks(&ctx.pool, BATCH, Some(ctx.settings().reconcile_after))
+                    .await?;
+            if !lost.is_empty() {
+                metrics::counter!(RECONCILED, "kind" => "sla_check").increment(lost.len() as u64);
+                ctx.jobs.check_sla(&lost).await?;
+            }
+        }
+        metrics::gauge!(SLA_BACKLOG).set(db::sla::checks_backlog(&ctx.pool).await? as f64);
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! The ticker every worker runs (any number may run it at once): it queues scheduled
+//! broadcasts when their time comes, wakes snoozed conversations, finds work whose job Redis lost and enqueues it again, ends
+//! broadcasts whose last recipient was missed, exports queue depths, and vacuums the queues.
+//! All timers live in Postgres; work moves into Redis in bounded batches.
+
+use apalis_core::backend::Vacuum;
+use parley_shared::db;
+use parley_shared::jobs::{QueueName, queue_config};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+use parley_shared::metric_names::{QUEUE_DEPTH, RECONCILED};
+
+/// Rows moved into Redis per pass, so a backlog never floods a queue at once.
+const BATCH: i64 = 1_000;
+/// Reconciliation runs every this many ticks.
+const RECONCILE_EVERY: u64 = 4;
+/// Maintenance runs every this many ticks.
+const VACUUM_EVERY: u64 = 240;
+
+pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(ctx.settings().tick_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if let Err(err) = queue_due(&ctx).await {
+            tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
+        }
+        if n.is_multiple_of(RECONCILE_EVERY) {
+            if let Err(err) = reconcile(&ctx).await {
+                tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
+            }
+            export_depths(&ctx).await;
+        }
+        if n % VACUUM_EVERY == VACUUM_EVERY - 1 {
+            vacuum(&ctx).await;
+        }
+        n += 1;
+    }
+}
+
+async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
+    let woken = db::conversations::wake_snoozed(&ctx.pool, BATCH).await?;
+    if woken > 0 {
+        tracing::info!(woken, "snoozed conversations woken");
+    }
+    for id in db::delivery::queue_due(&ctx.pool, BATCH).await? {
+        tracing::info!(broadcast_id = %id, "scheduled broadcast queued");
+        ctx.jobs.dispatch(id, false).await?;
+    }
+    Ok(())
+}
+
+/// Work whose job is lost is enqueued again, but only once its queue has drained: a job still
+/// waiting in a long queue is late, not lost.
+async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
+    let after = ctx.settings().reconcile_after;
+    if ctx.jobs.depth(QueueName::BroadcastDispatch).await?.0 == 0 {
+        for id in db::delivery::stale_dispatches(&ctx.pool, after, BATCH).await? {
+            metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
+            ctx.jobs.dispatch(id, false).await?;
+        }
+    }
+    let stale = if ctx.jobs.depth(QueueName::RecipientDelivery).await?.0 == 0 {
+        db::delivery::stale_recipients(&ctx.pool, after, BATCH).await?
+    } else {
+        Vec::new()
+    };
+    if !stale.is_empty() {
+        metrics::counter!(RECONCILED, "kind" => "recipient").increment(stale.len() as u64);
+        let mut by_broadcast: std::collections::HashMap<uuid::Uuid, Vec<uuid::Uuid>> =
+            Default::default();
+        for (broadcast, recipient) in stale {
+            by_broadcast.entry(broadcast).or_default().push(recipient);
+        }
+        for (broadcast, recipients) in by_broadcast {
+            ctx.jobs.deliver(broadcast, &recipients).await?;
+        }
+    }
+    for id in db::delivery::done_but_sending(&ctx.pool, BATCH).await? {
+        if let Some(status) = db::delivery::finish_if_done(&ctx.pool, id).await? {
+            tracing::info!(broadcast_id = %id, %status, "broadcast ended by the reconciler");
+        }
+    }
+    Ok(())
+}
+
+async fn export_depths(ctx: &Ctx) {
+    for queue in QueueName::ALL {
+        match ctx.jobs.depth(*queue).await {
+            Ok((ready, scheduled)) => {
+                metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "ready")
+                    .set(ready as f64);
+                metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
+                    .set(scheduled as f64);
+            }
+            Err(err) => tracing::warn!(%err, queue = queue.as_str(), "queue depth not read"),
+        }
+    }
+}
+
+/// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
+/// the set of done job ids, which nothing here reads.
+async fn vacuum(ctx: &Ctx) {
+    for queue in QueueName::ALL {
+        let mut storage = ctx.jobs.storage::<serde_json::Value>(*queue);
+        if let Err(err) = storage.vacuum().await {
+            tracing::warn!(%err, queue = queue.as_str(), "vacuum failed");
+        }
+        let config = queue_config(ctx.redis.prefix(), *queue);
+        let mut conn = ctx.redis.conn.clone();
+        let _: Result<(), _> = redis::cmd("DEL")
+            .arg(config.done_jobs_set())
+            .query_async(&mut conn)
+            .await;
+    }
+}

@@ -1,0 +1,377 @@
+//! The webhook-delivery job: attempts a batch of deliveries of one webhook. Each attempt is
+//! `POST`ed with SPEC.md's payload and CONTRACT.md's headers and signature, within the
+//! timeout, without following redirects; it is logged with its status, duration and the first
+//! 4 KiB of the answer. A failure is retried with exponential backoff and jitter (a
+//! `Retry-After` honoured within bounds): the next attempt's time is a row in Postgres that
+//! the relay's ticker enqueues when due.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apalis::prelude::{BoxDynError, Data};
+use backon::{BackoffBuilder, ExponentialBuilder};
+use futures::StreamExt;
+use parley_shared::config::WebhookSettings;
+use parley_shared::db;
+use parley_shared::db::webhooks::{AttemptRecord, Due, JobOutcome};
+use parley_shared::domain::webhooks::{PAYLOAD_VERSION, Payload, PayloadMetadata};
+use parley_shared::jobs::{DeliverWebhooks, QueueName};
+use parley_shared::metric_names::{WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED};
+use parley_shared::signature;
+use parley_shared::time::Timestamp;
+use uuid::Uuid;
+
+use crate::context::Ctx;
+use crate::ssrf;
+
+/// Bytes of the receiver's answer kept in the log.
+const BODY_KEPT: usize = 4 * 1024;
+/// The longest wait between two attempts, whatever the backoff or the receiver says.
+const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
+/// How soon a delivery that found its webhook busy is tried again.
+const BUSY_DELAY: Duration = Duration::from_millis(500);
+/// How long a webhook found with every slot stuck gets no new deliveries from the relay
+/// (they are fed to it from Postgres a few at a time meanwhile).
+const STALL: Duration = Duration::from_secs(2);
+/// How long a job keeps starting attempts to one webhook.
+const SEND_WINDOW: Duration = Duration::from_secs(1);
+
+/// The HTTP client webhooks are sent with: no redirects, the timeout, and (unless private
+/// addresses are allowed) the public-only resolver.
+pub fn client(settings: &WebhookSettings) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .timeout(settings.timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(64)
+        .user_agent("Parley-Webhooks/1");
+    if !settings.allow_private {
+        builder = builder.dns_resolver(Arc::new(ssrf::PublicOnly));
+    }
+    builder.build().expect("the webhook client builds")
+}
+
+/// The delay before attempt `attempt + 1`: the base doubling per attempt, with jitter; at
+/// least the receiver's `Retry-After`; at most a day.
+pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) -> Duration {
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(base)
+        .with_factor(2.0)
+        .with_max_delay(MAX_DELAY)
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .nth(usize::try_from(attempt.max(1) - 1).unwrap_or(0))
+        .unwrap_or(MAX_DELAY);
+    backoff.max(retry_after.unwrap_or_default()).min(MAX_DELAY)
+}
+
+pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
+    let started = Instant::now();
+    let result = run(&ctx, &job).await;
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    crate::metrics::job(
+        QueueName::WebhookDelivery.as_str(),
+        outcome,
+        started.elapsed(),
+    );
+    if let Err(err) = result {
+        // The deliveries stay due in Postgres; the relay's ticker enqueues them again.
+        tracing::warn!(error = %format!("{err:#}"), "webhook job failed");
+    }
+    Ok(())
+}
+
+async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
+    if job.version != parley_shared::jobs::PAYLOAD_VERSION {
+        tracing::error!(
+            version = job.version,
+            "webhook payload of an unknown version dropped"
+        );
+        return Ok(());
+    }
+    let settings = &ctx.config.webhooks;
+    let lease = settings.timeout * 2 + Duration::from_secs(5);
+    let token = Uuid::now_v7();
+    let held = ctx.claims.take(&job.delivery_ids, token, lease).await?;
+    if held.is_empty() {
+        return Ok(());
+    }
+    let result = async {
+        let due: Vec<Due> = db::webhooks::load_due(&ctx.pool, &held)
+            .await?
+            .into_iter()
+            .filter(|d| d.pending && d.due)
+            .collect();
+        // Each webhook's deliveries go out over the slots it can spare, all webhooks at once,
+        // so a slow endpoint holds its own slots and delays nobody else's deliveries.
+        let mut by_webhook: std::collections::BTreeMap<Uuid, Vec<Due>> = Default::default();
+        for d in due {
+            by_webhook.entry(d.webhook_id).or_default().push(d);
+        }
+        let sent = futures::future::join_all(
+            by_webhook
+                .into_iter()
+                .map(|(webhook, group)| send_group(ctx, webhook, group)),
+        )
+        .await;
+        let mut outcome = JobOutcome {
+            attempts: Vec::new(),
+            busy: Vec::new(),
+            busy_for: BUSY_DELAY,
+            stalled: Vec::new(),
+            stall_for: STALL,
+        };
+        for result in sent {
+            let sent = result?;
+            outcome.attempts.extend(sent.attempted);
+            outcome.busy.extend(sent.busy);
+            outcome.stalled.extend(sent.stalled);
+        }
+        let disabled =
+            db::webhooks::record_outcome(&ctx.pool, &outcome, settings.disable_after).await?;
+        for id in &disabled {
+            tracing::warn!(webhook_id = %id, "webhook disabled after failing for too long");
+            metrics::counter!(WEBHOOKS_DISABLED).increment(1);
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(err) = ctx.claims.release(&held, token).await {
+        tracing::warn!(%err, "claims not released; they expire");
+    }
+    result
+}
+
+/// One webhook's share of a job: the attempts made, the deliveries put back, and the
+/// webhook when it had no slot to spare at all.
+#[derive(Default)]
+struct Sent {
+    attempted: Vec<AttemptRecord>,
+    busy: Vec<Uuid>,
+    stalled: Option<Uuid>,
+}
+
+/// One webhook's share of a job, sent over the endpoint's free slots. New attempts start only
+/// within [`SEND_WINDOW`]: behind a slow endpoint the rest go back rather than wait in line,
+/// so a job lasts at most the window plus one timeout.
+async fn send_group(ctx: &Ctx, webhook: Uuid, group: Vec<Due>) -> Result<Sent, redis::RedisError> {
+    let slots = ctx.endpoint_slots.acquire(webhook, group.len()).await?;
+    let deadline = Instant::now() + SEND_WINDOW;
+    let mut waiting = group.into_iter();
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    let mut sent = Sent {
+        stalled: (slots.count() == 0).then_some(webhook),
+        ..Sent::default()
+    };
+    loop {
+        while in_flight.len() < slots.count() && Instant::now() < deadline {
+            match waiting.next() {
+                Some(d) => in_flight.push(attempt(ctx, d)),
+                None => break,
+            }
+        }
+        match in_flight.next().await {
+            Some(record) => sent.attempted.push(record),
+            None => break,
+        }
+    }
+    ctx.endpoint_slots.release(slots).await;
+    sent.busy = waiting.map(|d| d.delivery_id).collect();
+    metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => "deferred", "status_class" => "none")
+        .increment(sent.busy.len() as u64);
+    Ok(sent)
+}
+
+fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        _ => "none",
+    }
+}
+
+async fn attempt(ctx: &Ctx, d: Due) -> AttemptRecord {
+    let settings = &ctx.config.webhooks;
+    let attempt = d.attempts + 1;
+    let record = |succeeded: bool,
+                  status: Option<u16>,
+                  body: Option<String>,
+                  took: Duration,
+                  error: Option<String>,
+                  retry_after: Option<Duration>| {
+        let next_attempt_at =
+            (!succeeded && attempt < settings.max_attempts && d.is_active).then(|| {
+                let delay = retry_delay(settings.retry_base, attempt, retry_after);
+                Timestamp(
+                    chrono::Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
+                )
+            });
+        AttemptRecord {
+            delivery_id: d.delivery_id,
+            organization_id: d.organization_id,
+            webhook_id: d.webhook_id,
+            event: d.event.clone(),
+            attempt,
+            succeeded,
+            response_status: status.map(i32::from),
+            response_body: body,
+            duration_ms: took.as_millis().min(i32::MAX as u128) as i32,
+            error,
+            next_attempt_at,
+        }
+    };
+    if !d.is_active {
+        return record(
+            false,
+            None,
+            None,
+            Duration::ZERO,
+            Some("the webhook is disabled".into()),
+            None,
+        );
+    }
+    if !settings.allow_private
+        && let Some(why) = ssrf::refuse_literal(&d.url)
+    {
+        metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => "failed", "status_class" => "none")
+            .increment(1);
+        return record(false, None, None, Duration::ZERO, Some(why), None);
+    }
+    let started = Instant::now();
+    let result = send(ctx, &d, attempt).await;
+    let took = started.elapsed();
+    match result {
+        Ok((status, body, retry_after, location)) => {
+            let ok = (200..300).contains(&status);
+            let error = match (ok, location) {
+                (true, _) => None,
+                (false, Some(to)) => Some(format!("redirect to {to} not followed")),
+                (false, None) => Some(format!("the receiver answered {status}")),
+            };
+            if ok {
+                let latency = chrono::Utc::now() - d.occurred_at.0;
+                metrics::histogram!(WEBHOOK_LATENCY)
+                    .record(latency.num_microseconds().unwrap_or(0) as f64 / 1e6);
+            }
+            metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => if ok { "succeeded" } else { "failed" },
+                "status_class" => status_class(Some(status)))
+            .increment(1);
+            record(ok, Some(status), Some(body), took, error, retry_after)
+        }
+        Err(err) => {
+            metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => "failed", "status_class" => "none")
+                .increment(1);
+            record(false, None, None, took, Some(err), None)
+        }
+    }
+}
+
+/// One `POST`: (status, the answer's first 4 KiB, `Retry-After`, a redirect's `Location`).
+async fn send(
+    ctx: &Ctx,
+    d: &Due,
+    attempt: i32,
+) -> Result<(u16, String, Option<Duration>, Option<String>), String> {
+    let data =
+        serde_json::value::RawValue::from_string(d.data.clone()).map_err(|e| e.to_string())?;
+    let payload = Payload {
+        event: &d.event,
+        timestamp: d.occurred_at,
+        organization_id: d.organization_id,
+        data: &data,
+        metadata: PayloadMetadata {
+            delivery_id: d.delivery_id,
+            attempt,
+            version: PAYLOAD_VERSION,
+        },
+    };
+    let body = serde_json::to_vec(&payload).map_err(|e| e.to_string())?;
+    let mut sig = signature::sign(&d.secret, &body);
+    if let Some(previous) = &d.previous_secret {
+        sig = format!("{sig}, {}", signature::sign(previous, &body));
+    }
+    let response = ctx
+        .webhook_client
+        .post(&d.url)
+        .header("content-type", "application/json")
+        .header("x-parley-event", &d.event)
+        .header("x-parley-delivery", d.delivery_id.to_string())
+        .header(
+            "x-parley-timestamp",
+            chrono::Utc::now().timestamp().to_string(),
+        )
+        .header(signature::HEADER, sig)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                "timed out".to_owned()
+            } else {
+                chain(&e)
+            }
+        })?;
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after = header("retry-after")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let location = header("location").filter(|_| (300..400).contains(&status));
+    let body = read_prefix(response, BODY_KEPT).await;
+    Ok((status, body, retry_after, location))
+}
+
+/// An error with its causes, for the log: reqwest's own message omits why a connect failed.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+/// The first `limit` bytes of an answer (as text), without reading the rest.
+async fn read_prefix(mut response: reqwest::Response, limit: usize) -> String {
+    let mut kept = Vec::new();
+    while kept.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                kept.extend_from_slice(&chunk[..chunk.len().min(limit - kept.len())])
+            }
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_with_jitter_and_honour_retry_after_within_a_day() {
+        let base = Duration::from_secs(10);
+        for attempt in 1..=5 {
+            let d = retry_delay(base, attempt, None);
+            let floor = base * 2u32.pow(attempt as u32 - 1);
+            assert!(d >= floor && d <= floor * 2, "attempt {attempt}: {d:?}");
+        }
+        assert!(retry_delay(base, 1, Some(Duration::from_secs(300))) >= Duration::from_secs(300));
+        assert_eq!(
+            retry_delay(base, 1, Some(Duration::from_secs(10 * 86_400))),
+            MAX_DELAY
+        );
+        assert!(retry_delay(base, 40, None) <= MAX_DELAY);
+    }
+}
