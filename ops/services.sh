@@ -4,6 +4,12 @@
 PG_HOST=127.0.0.1
 PG_PORT=5432
 REDIS_PORT=6379
+# The S3-compatible store for development and tests: s3s-fs, a directory served over the S3
+# API (it checks signatures, so presigned-URL tests mean something).
+S3_PORT=${S3_PORT:-9000}
+S3_ACCESS_KEY=parley-dev
+S3_SECRET_KEY=parley-dev-secret
+S3S_FS_VERSION=0.14.1
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -64,5 +70,21 @@ ensure_redis() {
     as_root redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" \
       --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/parley.log
     wait_for 10 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping || { log "Redis did not start"; return 1; }
+  fi
+}
+
+# s3s-fs runs detached, so it outlives the script that started it, as Postgres and Redis do.
+ensure_s3() {
+  if ! (echo > "/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null; then
+    if ! command -v s3s-fs >/dev/null || [ "$(s3s-fs --version 2>/dev/null)" != "s3s-fs $S3S_FS_VERSION" ]; then
+      log "installing s3s-fs $S3S_FS_VERSION from crates.io (about two minutes, once)"
+      cargo install s3s-fs --version "$S3S_FS_VERSION" --locked --features binary --quiet
+    fi
+    local root=${PARLEY_S3_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/parley/s3}
+    mkdir -p "$root"
+    log "starting s3s-fs on 127.0.0.1:$S3_PORT (objects in $root)"
+    setsid s3s-fs --host 127.0.0.1 --port "$S3_PORT" --access-key "$S3_ACCESS_KEY" \
+      --secret-key "$S3_SECRET_KEY" "$root" >"$root.log" 2>&1 < /dev/null &
+    wait_for 20 bash -c "echo > /dev/tcp/127.0.0.1/$S3_PORT" || { log "s3s-fs did not start (see $root.log)"; return 1; }
   fi
 }

@@ -1,4 +1,4 @@
-//! `parley-api [serve]`, `migrate`, `org create`, `key create`.
+//! `parley-api [serve]`, `migrate`, `org create`, `key create`, `bucket create`, `openapi`.
 
 use clap::{Parser, Subcommand};
 use uuid::Uuid;
@@ -26,8 +26,19 @@ pub enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Object storage.
+    Bucket {
+        #[command(subcommand)]
+        command: BucketCommand,
+    },
     /// Print the OpenAPI document.
     Openapi,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BucketCommand {
+    /// Create the configured bucket (S3_BUCKET) unless it exists: for development stores.
+    Create,
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,9 +3,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use parley_api::Application;
-use parley_api::cli::{Cli, Command, KeyCommand, OrgCommand};
+use parley_api::cli::{BucketCommand, Cli, Command, KeyCommand, OrgCommand};
 use parley_shared::config::Config;
 use parley_shared::domain::api_keys::NewApiKey;
+use parley_shared::storage::Storage;
 use parley_shared::{db, observability};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -82,6 +83,17 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             })?;
             let key = db::api_keys::create(&pool, org, new).await?;
             println!("{}", json!({"organizationId": org, "apiKey": key.key}));
+            Ok(())
+        }
+        Command::Bucket {
+            command: BucketCommand::Create,
+        } => {
+            let settings = config
+                .storage
+                .as_ref()
+                .context("S3_BUCKET is not set: no object storage is configured")?;
+            Storage::new(settings).ensure_bucket().await?;
+            eprintln!("bucket {} is ready", settings.bucket);
             Ok(())
         }
         Command::Openapi => Ok(()),

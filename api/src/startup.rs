@@ -14,6 +14,7 @@ use parley_shared::error::AppError;
 use parley_shared::health::{self, Probes};
 use parley_shared::observability::metrics_handle;
 use parley_shared::redis_conn::Redis;
+use parley_shared::storage::Storage;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_swagger_ui::SwaggerUi;
@@ -49,6 +50,7 @@ impl Application {
             pool,
             jobs: parley_shared::jobs::Jobs::new(&redis),
             redis,
+            storage: config.storage.as_ref().map(Storage::new),
             config: Arc::new(config),
             metrics: metrics_handle(),
         };

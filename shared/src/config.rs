@@ -51,6 +51,70 @@ pub struct Config {
     pub worker: WorkerSettings,
     pub channels: Vec<(Channel, ChannelSettings)>,
     pub webhooks: WebhookSettings,
+    /// Object storage; `None` (no `S3_BUCKET`) turns the file routes into 503s.
+    pub storage: Option<StorageSettings>,
+    pub uploads: UploadSettings,
+}
+
+/// The S3-compatible store (`S3_*` and the AWS credential variables).
+#[derive(Debug, Clone)]
+pub struct StorageSettings {
+    /// The store's URL; none means AWS S3 itself.
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    pub region: String,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+    /// `https://host/bucket/key` rather than `https://bucket.host/key` (MinIO, s3s-fs, Ceph).
+    pub force_path_style: bool,
+}
+
+/// What clients may upload, and how long the URLs Parley signs for them live.
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    pub max_bytes: i64,
+    /// Allowed content types: exact (`image/png`) or a whole family (`image/*`).
+    pub content_types: Vec<String>,
+    pub upload_url_ttl: Duration,
+    pub download_url_ttl: Duration,
+}
+
+/// The content types allowed when `PARLEY_UPLOAD_CONTENT_TYPES` is not set: images, video,
+/// audio and common documents. SVG and HTML stay out: a browser runs their scripts.
+pub const DEFAULT_UPLOAD_CONTENT_TYPES: &[&str] = &[
+    "image/jpeg",
+    "image/png",
+    "image/gif",
+    "image/webp",
+    "image/heic",
+    "video/*",
+    "audio/*",
+    "application/pdf",
+    "text/plain",
+    "text/csv",
+    "application/json",
+    "application/zip",
+    "application/msword",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.ms-excel",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "application/vnd.ms-powerpoint",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+];
+
+impl UploadSettings {
+    pub fn allows(&self, content_type: &str) -> bool {
+        let content_type = content_type.to_ascii_lowercase();
+        self.content_types
+            .iter()
+            .any(|allowed| match allowed.strip_suffix("/*") {
+                Some(family) => content_type
+                    .split_once('/')
+                    .is_some_and(|(f, sub)| f == family && !sub.is_empty()),
+                None => *allowed == content_type,
+            })
+    }
 }
 
 /// How webhooks are delivered (CONTRACT.md, Webhooks).
@@ -233,6 +297,63 @@ impl<F: Fn(&str) -> Option<String>> Vars<F> {
     }
 }
 
+impl<F: Fn(&str) -> Option<String>> Vars<F> {
+    fn storage(&self) -> Result<Option<StorageSettings>, ConfigError> {
+        let Some(bucket) = self.get("S3_BUCKET") else {
+            return Ok(None);
+        };
+        let endpoint = match self.get("S3_ENDPOINT") {
+            None => None,
+            Some(_) => Some(self.url("S3_ENDPOINT", &["http", "https"])?),
+        };
+        Ok(Some(StorageSettings {
+            endpoint,
+            bucket,
+            region: self
+                .get("S3_REGION")
+                .unwrap_or_else(|| "us-east-1".to_owned()),
+            access_key_id: self.required("AWS_ACCESS_KEY_ID")?,
+            secret_access_key: self.required("AWS_SECRET_ACCESS_KEY")?,
+            session_token: self.get("AWS_SESSION_TOKEN"),
+            force_path_style: self.parsed("S3_FORCE_PATH_STYLE", false)?,
+        }))
+    }
+
+    fn uploads(&self) -> Result<UploadSettings, ConfigError> {
+        let content_types = match self.get("PARLEY_UPLOAD_CONTENT_TYPES") {
+            None => DEFAULT_UPLOAD_CONTENT_TYPES
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+            Some(raw) => {
+                let types: Vec<String> = raw
+                    .split(',')
+                    .map(|t| t.trim().to_ascii_lowercase())
+                    .filter(|t| !t.is_empty())
+                    .collect();
+                if let Some(bad) = types.iter().find(|t| {
+                    t.split_once('/')
+                        .is_none_or(|(a, b)| a.is_empty() || b.is_empty() || a == "*")
+                }) {
+                    return Err(ConfigError {
+                        var: "PARLEY_UPLOAD_CONTENT_TYPES".to_owned(),
+                        problem: format!("is malformed: {bad:?} is not a type/subtype or type/*"),
+                    });
+                }
+                types
+            }
+        };
+        Ok(UploadSettings {
+            max_bytes: self.positive("PARLEY_UPLOAD_MAX_BYTES", 100 * 1024 * 1024)?,
+            content_types,
+            upload_url_ttl: Duration::from_secs(self.positive("PARLEY_UPLOAD_URL_TTL_SECS", 900)?),
+            download_url_ttl: Duration::from_secs(
+                self.positive("PARLEY_DOWNLOAD_URL_TTL_SECS", 300)?,
+            ),
+        })
+    }
+}
+
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
         // A missing .env is normal; a broken one is reported as such.
@@ -309,6 +430,8 @@ impl Config {
                 ),
                 per_endpoint: v.positive("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", 8)?,
             },
+            storage: v.storage()?,
+            uploads: v.uploads()?,
         })
     }
 }
@@ -376,6 +499,45 @@ mod tests {
             let mut pairs = BASE.to_vec();
             pairs.push((var, value));
             assert_eq!(load(&pairs).unwrap_err().var, var);
+        }
+    }
+
+    #[test]
+    fn storage_and_upload_settings() {
+        let c = load(&BASE).unwrap();
+        assert!(c.storage.is_none(), "no S3_BUCKET, no storage");
+        assert_eq!(c.uploads.max_bytes, 100 * 1024 * 1024);
+        assert!(c.uploads.allows("image/png") && c.uploads.allows("Video/MP4"));
+        assert!(!c.uploads.allows("image/svg+xml") && !c.uploads.allows("video/"));
+
+        let mut pairs = BASE.to_vec();
+        pairs.extend([
+            ("S3_BUCKET", "parley"),
+            ("S3_ENDPOINT", "http://127.0.0.1:9000"),
+            ("S3_FORCE_PATH_STYLE", "true"),
+            ("AWS_ACCESS_KEY_ID", "ak"),
+            ("AWS_SECRET_ACCESS_KEY", "sk"),
+            ("PARLEY_UPLOAD_CONTENT_TYPES", "image/*, application/pdf"),
+        ]);
+        let c = load(&pairs).unwrap();
+        let s = c.storage.unwrap();
+        assert_eq!(
+            (s.bucket.as_str(), s.region.as_str()),
+            ("parley", "us-east-1")
+        );
+        assert!(s.force_path_style);
+        assert!(c.uploads.allows("image/svg+xml") && !c.uploads.allows("text/plain"));
+
+        for (var, value) in [
+            ("AWS_SECRET_ACCESS_KEY", ""),
+            ("S3_ENDPOINT", "127.0.0.1:9000"),
+            ("S3_FORCE_PATH_STYLE", "yes please"),
+            ("PARLEY_UPLOAD_CONTENT_TYPES", "png"),
+            ("PARLEY_UPLOAD_MAX_BYTES", "0"),
+        ] {
+            let mut broken: Vec<_> = pairs.iter().filter(|(k, _)| *k != var).copied().collect();
+            broken.push((var, value));
+            assert_eq!(load(&broken).unwrap_err().var, var, "{var}={value}");
         }
     }
 

@@ -291,6 +291,13 @@ impl From<redis::RedisError> for AppError {
     }
 }
 
+/// The store is down or refused us: a dependency failure, logged with its cause, 503.
+impl From<crate::storage::StorageError> for AppError {
+    fn from(err: crate::storage::StorageError) -> Self {
+        AppError::ServiceUnavailable(err.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,6 +140,57 @@ fn as_given(raw: String) -> Rule {
     Ok(raw)
 }
 
+fn filename_rule(raw: String) -> Rule {
+    let t = trimmed_non_blank(raw)?;
+    if t.chars().any(char::is_control) || t == "." || t == ".." {
+        return Err(bad_format("must be a file name without control characters"));
+    }
+    Ok(t)
+}
+
+fn content_type_rule(raw: String) -> Rule {
+    let t = raw.trim().to_ascii_lowercase();
+    let token = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-".contains(c))
+    };
+    match t.split_once('/') {
+        Some((kind, sub)) if token(kind) && token(sub) => Ok(t),
+        _ => Err(bad_format(
+            "must be a MIME type such as application/pdf, without parameters",
+        )),
+    }
+}
+
+/// A storage key segment made from a file name: ASCII letters, digits, `.`, `_` and `-`;
+/// runs of anything else become one `_`; no leading dots; at most 100 characters, the
+/// extension kept.
+pub fn safe_key_segment(filename: &str) -> String {
+    let mut out = String::new();
+    for c in filename.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let out = out.trim_start_matches('.');
+    let out = if out.len() > 100 {
+        match out.rfind('.').filter(|dot| out.len() - dot <= 16) {
+            Some(dot) => format!("{}{}", &out[..100 - (out.len() - dot)], &out[dot..]),
+            None => out[..100].to_owned(),
+        }
+    } else {
+        out.to_owned()
+    };
+    if out.trim_matches(['_', '.']).is_empty() {
+        "file".to_owned()
+    } else {
+        out
+    }
+}
+
 fn email_rule(raw: String) -> Rule {
     let t = raw.trim();
     let Some((local, domain)) = t.split_once('@') else {
@@ -309,6 +360,15 @@ string_field!(
 string_field!(
     /// A machine key: a lowercase letter, then lowercase letters, digits and `_`.
     AttributeKey, max = 64, rule = attribute_key_rule, example = "order_number", pattern = "^[a-z][a-z0-9_]*$"
+);
+string_field!(
+    /// A file's name as the client gives it: trimmed, not blank, no control characters, not
+    /// `.` or `..`. The storage key uses a safe form of it ([`safe_key_segment`]).
+    Filename, max = 255, rule = filename_rule, example = "invoice-2026-11.pdf"
+);
+string_field!(
+    /// A MIME type `type/subtype`, lowercased, without parameters.
+    ContentType, max = 127, rule = content_type_rule, example = "application/pdf", pattern = "^[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+-]+$"
 );
 string_field!(
     /// An IANA time zone name.
@@ -487,6 +547,45 @@ fn fold_accent(c: char) -> char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn safe_key_segments() {
+        for (name, want) in [
+            ("invoice 2026.pdf", "invoice_2026.pdf"),
+            ("../../etc/passwd", "_.._etc_passwd"),
+            (".env", "env"),
+            ("Übersicht – März.xlsx", "_bersicht_M_rz.xlsx"),
+            ("???", "file"),
+            ("..", "file"),
+        ] {
+            assert_eq!(safe_key_segment(name), want, "{name}");
+        }
+        let long = format!("{}.jpeg", "a".repeat(300));
+        let seg = safe_key_segment(&long);
+        assert_eq!(seg.len(), 100);
+        assert!(seg.ends_with("a.jpeg"));
+    }
+
+    #[test]
+    fn filenames_and_content_types() {
+        assert!(Filename::parse(" report.pdf ").is_ok());
+        for bad in ["", "  ", "..", "a\nb"] {
+            assert!(Filename::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            ContentType::parse("Image/PNG").unwrap().as_str(),
+            "image/png"
+        );
+        for bad in [
+            "png",
+            "image/",
+            "/png",
+            "text/plain; charset=utf-8",
+            "image/p ng",
+        ] {
+            assert!(ContentType::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn emails() {

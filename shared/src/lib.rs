@@ -19,6 +19,7 @@ pub mod observability;
 pub mod redis_conn;
 pub mod shutdown;
 pub mod signature;
+pub mod storage;
 pub mod time;
 pub mod usage;
 

@@ -33,8 +33,8 @@ pub const WEBHOOKS_DISABLED: &str = "parley_webhooks_disabled_total";
 pub const SLA_BREACHES: &str = "parley_sla_breaches_total";
 /// SLA warnings given, by target (worker).
 pub const SLA_WARNINGS: &str = "parley_sla_warnings_total";
-/// SLA checks run, by kind (`warning`, `deadline`) and outcome (`recorded`, `nothing`)
-/// (worker).
+/// SLA checks run, by outcome (`recorded`: a warning or breach was written; `nothing`: met
+/// or already recorded) (worker).
 pub const SLA_CHECKS: &str = "parley_sla_checks_total";
 /// From an SLA deadline to the breach record the worker wrote (worker).
 pub const SLA_BREACH_LAG: &str = "parley_sla_breach_lag_seconds";

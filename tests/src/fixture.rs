@@ -26,6 +26,8 @@ pub struct Fixture {
     pub sla_policy: String,
     pub conversation: String,
     pub ticket: String,
+    /// An uploaded file (written to Postgres: the fixture's tests run without object storage).
+    pub file: String,
 }
 
 impl Fixture {
@@ -189,7 +191,9 @@ impl Fixture {
             .await
             .expect(201)
             .id();
+        let file = crate::seed::file(app, "image").await.to_string();
         Fixture {
+            file,
             sla_policy,
             conversation,
             ticket,
@@ -234,6 +238,7 @@ impl Fixture {
             "sla-policies" => &self.sla_policy,
             "conversations" => &self.conversation,
             "tickets" => &self.ticket,
+            "files" => &self.file,
             other => panic!("the fixture has no record for /{other}: add one"),
         }
     }

@@ -218,6 +218,39 @@ pub async fn spawn_isolated_app(extra: &[(&str, &str)]) -> TestApp {
     start(url, true, extra).await
 }
 
+/// The S3-compatible store of the tests (s3s-fs, started by `ops/test`), as configuration.
+pub fn storage_vars() -> Vec<(&'static str, String)> {
+    let endpoint = std::env::var("PARLEY_TEST_S3_ENDPOINT")
+        .unwrap_or_else(|_| "http://127.0.0.1:9000".to_owned());
+    vec![
+        ("S3_ENDPOINT", endpoint),
+        ("S3_BUCKET", "parley-test".to_owned()),
+        ("S3_REGION", "us-east-1".to_owned()),
+        ("S3_FORCE_PATH_STYLE", "true".to_owned()),
+        ("AWS_ACCESS_KEY_ID", "parley-dev".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "parley-dev-secret".to_owned()),
+    ]
+}
+
+static BUCKET: OnceCell<()> = OnceCell::const_new();
+
+/// Starts the API with object storage (and extra settings); the bucket is made on first use.
+pub async fn spawn_storage_app(extra: &[(&str, &str)]) -> TestApp {
+    let vars = storage_vars();
+    let mut settings: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    settings.extend_from_slice(extra);
+    let config = test_config("unused", &settings);
+    BUCKET
+        .get_or_init(|| async {
+            parley_shared::storage::Storage::new(config.storage.as_ref().expect("storage set"))
+                .ensure_bucket()
+                .await
+                .expect("the S3-compatible store answers (start it with ops/test)");
+        })
+        .await;
+    spawn_app_with(&settings).await
+}
+
 async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)]) -> TestApp {
     let redis_prefix = format!("parley-test-{}", Uuid::now_v7().simple());
     let mut settings: Vec<(&str, &str)> = vec![("DATABASE_URL", &database_url)];

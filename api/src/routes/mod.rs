@@ -6,6 +6,7 @@ pub mod categories;
 pub mod contacts;
 pub mod conversations;
 pub mod faq;
+pub mod files;
 pub mod leads;
 pub mod message_attributes;
 pub mod receipts;
@@ -41,6 +42,7 @@ pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
         .merge(conversations::router())
         .merge(tickets::router())
         .merge(sla::router())
+        .merge(files::router())
 }
 
 /// Routes that authenticate by signature instead of an API key.

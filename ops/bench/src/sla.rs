@@ -130,7 +130,7 @@ async fn lag(n: i64) -> anyhow::Result<(f64, f64, f64)> {
     }
     let (p50, p99, max): (f64, f64, f64) = sqlx::query_as(
         "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms)
-         FROM (SELECT extract(epoch FROM first_response_breached_at - first_response_deadline) * 1000 AS ms
+         FROM (SELECT (extract(epoch FROM first_response_breached_at - first_response_deadline) * 1000)::float8 AS ms
                FROM sla_states WHERE organization_id = $1) x",
     )
     .bind(bench.org)

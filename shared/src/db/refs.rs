@@ -33,6 +33,25 @@ impl RefTable {
             RefTable::Files => "files",
         }
     }
+
+    /// What else a row must be to count: a file must be uploaded and not deleted.
+    fn condition(self) -> &'static str {
+        match self {
+            RefTable::Files => "AND t.status = 'uploaded' AND t.deleted_at IS NULL",
+            _ => "",
+        }
+    }
+
+    fn missing_message(self, id: Uuid) -> String {
+        match self {
+            RefTable::Files => {
+                format!(
+                    "{id} is not an uploaded file of this organization (complete the upload first)"
+                )
+            }
+            _ => format!("{id} is not a record of this organization"),
+        }
+    }
 }
 
 /// The ids of `ids` that are not records of `table` in organization `org`.
@@ -48,8 +67,9 @@ async fn missing(
     // The table name comes from the enum above, never from input.
     let sql = format!(
         "SELECT x.id FROM unnest($2::uuid[]) AS x(id) \
-         WHERE NOT EXISTS (SELECT 1 FROM {} t WHERE t.organization_id = $1 AND t.id = x.id)",
-        table.table()
+         WHERE NOT EXISTS (SELECT 1 FROM {} t WHERE t.organization_id = $1 AND t.id = x.id {})",
+        table.table(),
+        table.condition()
     );
     sqlx::query_scalar(AssertSqlSafe(sql))
         .bind(org)
@@ -80,7 +100,7 @@ pub async fn check_ids(
             FieldError::new(
                 format!("{field}[{i}]"),
                 "not_found",
-                format!("{id} is not a record of this organization"),
+                table.missing_message(*id),
             )
         })
         .collect();
@@ -102,7 +122,7 @@ pub async fn check_id(
         Err(AppError::validation(
             field,
             "not_found",
-            format!("{id} is not a record of this organization"),
+            table.missing_message(id),
         ))
     }
 }

@@ -1,9 +1,12 @@
 //! Files in object storage, as attachments of messages and tickets refer to them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::config::UploadSettings;
+use crate::error::{AppError, FieldError};
+use crate::fields::{ContentType, Filename, safe_key_segment};
 use crate::time::Timestamp;
 
 crate::text_enum!(
@@ -55,3 +58,121 @@ pub struct File {
     pub deleted_at: Option<Timestamp>,
 }
 crate::keyed!(File);
+
+/// `POST /files/presigned-upload`. Size and content type are checked against the
+/// configured limits by [`PresignUpload::check`].
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({
+    "filename": "invoice-2026-11.pdf", "contentType": "application/pdf",
+    "fileSize": 48213, "fileType": "document", "metadata": {"source": "portal"}
+}))]
+pub struct PresignUpload {
+    pub filename: Filename,
+    pub content_type: ContentType,
+    /// Bytes; the upload must be exactly this long.
+    #[schema(minimum = 1)]
+    pub file_size: i64,
+    pub file_type: FileType,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl PresignUpload {
+    /// Refuses sizes and content types the configuration does not allow, and a `fileType`
+    /// that contradicts the content type (an `image` must be `image/*`, and so on).
+    pub fn check(&self, uploads: &UploadSettings) -> Result<(), AppError> {
+        let mut errors = Vec::new();
+        if self.file_size <= 0 || self.file_size > uploads.max_bytes {
+            errors.push(FieldError::new(
+                "fileSize",
+                "out_of_range",
+                format!("must be between 1 and {} bytes", uploads.max_bytes),
+            ));
+        }
+        let content_type = self.content_type.as_str();
+        if !uploads.allows(content_type) {
+            errors.push(FieldError::new(
+                "contentType",
+                "not_allowed",
+                format!(
+                    "{content_type} is not accepted; allowed: {}",
+                    uploads.content_types.join(", ")
+                ),
+            ));
+        }
+        let family = content_type.split('/').next().unwrap_or_default();
+        let expected = match self.file_type {
+            FileType::Image => Some("image"),
+            FileType::Video => Some("video"),
+            FileType::Audio => Some("audio"),
+            FileType::Document | FileType::Other => None,
+        };
+        if expected.is_some_and(|e| e != family) {
+            errors.push(FieldError::new(
+                "fileType",
+                "mismatch",
+                format!(
+                    "{} does not match contentType {content_type}",
+                    self.file_type
+                ),
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(AppError::Validation(errors))
+        }
+    }
+
+    /// The pending File this upload will fill, at `org/<orgId>/<fileId>/<safe filename>`.
+    pub fn into_file(self, organization_id: Uuid) -> File {
+        let id = crate::ids::new_id();
+        let now = Timestamp::now();
+        let storage_key = format!(
+            "org/{organization_id}/{id}/{}",
+            safe_key_segment(self.filename.as_str())
+        );
+        File {
+            id,
+            organization_id,
+            user_id: None,
+            guest_session_id: None,
+            filename: self.filename.into(),
+            file_type: self.file_type,
+            content_type: self.content_type.into(),
+            file_size: self.file_size,
+            file_hash: None,
+            file_url: None,
+            storage_key,
+            status: FileStatus::Pending,
+            uploaded_at: None,
+            thumbnail_url: None,
+            thumbnail_storage_key: None,
+            thumbnail_status: None,
+            thumbnail_error: None,
+            thumbnail_size: None,
+            metadata: sqlx::types::Json(serde_json::Value::Object(
+                self.metadata.unwrap_or_default(),
+            )),
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+        }
+    }
+}
+
+/// SPEC.md's presigned upload result: the bare object, not the envelope. The client PUTs
+/// the bytes to `uploadUrl` with the same `Content-Type` within `expiresIn` seconds, then
+/// calls `POST /files/{fileId}/complete`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PresignedUpload {
+    pub expires_in: u64,
+    pub file_id: Uuid,
+    /// The object's unsigned URL (readable only where the bucket is public; `GET
+    /// /files/{id}` gives a signed download URL).
+    pub file_url: String,
+    pub storage_key: String,
+    pub upload_url: String,
+}

@@ -7,6 +7,7 @@ mod contacts;
 mod conversations;
 mod errors;
 mod faq;
+mod files;
 mod leads;
 mod lists;
 mod openapi;

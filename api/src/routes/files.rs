@@ -1,0 +1,145 @@
+//! Files (endpoint 6): clients upload straight to object storage with a presigned URL, then
+//! confirm; Parley keeps the records that message and ticket attachments refer to.
+
+use axum::Json as BareJson;
+use axum::extract::State;
+use axum::http::StatusCode;
+use parley_shared::db;
+use parley_shared::domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::error::{AppError, AppResult};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Path, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(presigned_upload))
+        .routes(routes!(complete))
+        .routes(routes!(get, delete))
+}
+
+/// Generate a presigned upload URL (endpoint 6). The answer is SPEC.md's bare object, not
+/// the envelope. PUT the bytes to `uploadUrl` with the same `Content-Type` and exactly
+/// `fileSize` bytes within `expiresIn` seconds (the store refuses anything else), then call
+/// `POST /files/{fileId}/complete`.
+#[utoipa::path(post, path = "/api/v1/files/presigned-upload", tag = "files",
+    request_body = PresignUpload,
+    responses(
+        (status = 201, description = "Where to upload (bare object)", body = PresignedUpload),
+        (status = 503, description = "Object storage is not configured (`storage_unavailable`) or not answering", body = ErrorEnvelope),
+    ))]
+async fn presigned_upload(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<PresignUpload>,
+) -> AppResult<(StatusCode, BareJson<PresignedUpload>)> {
+    let uploads = &s.config.uploads;
+    req.check(uploads)?;
+    let storage = s.storage()?;
+    let file = req.into_file(t.org_id);
+    let upload_url = storage
+        .presign_upload(
+            &file.storage_key,
+            &file.content_type,
+            file.file_size,
+            uploads.upload_url_ttl,
+        )
+        .await?;
+    db::files::insert(&s.pool, &file).await?;
+    Ok((
+        StatusCode::CREATED,
+        BareJson(PresignedUpload {
+            expires_in: uploads.upload_url_ttl.as_secs(),
+            file_id: file.id,
+            file_url: storage.object_url(&file.storage_key),
+            storage_key: file.storage_key,
+            upload_url,
+        }),
+    ))
+}
+
+/// Confirm an upload: the object must be in the store with the declared size (422
+/// otherwise). Records the stored size and the ETag as `fileHash`; the file can then be
+/// attached to messages and tickets. Completing again answers the file as it is.
+#[utoipa::path(post, path = "/api/v1/files/{id}/complete", tag = "files",
+    params(("id" = Uuid, Path, description = "File id")),
+    responses((status = 200, description = "The uploaded file", body = Envelope<File>)))]
+async fn complete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<File>> {
+    let file = db::files::get(&s.pool, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let storage = s.storage()?;
+    if file.status == FileStatus::Uploaded {
+        return Ok(Reply::ok(file));
+    }
+    let Some(object) = storage.head(&file.storage_key).await? else {
+        return Err(AppError::validation(
+            "id",
+            "not_uploaded",
+            "nothing was uploaded to this file's URL yet",
+        ));
+    };
+    if object.size != file.file_size {
+        return Err(AppError::validation(
+            "fileSize",
+            "size_mismatch",
+            format!(
+                "the stored object has {} bytes, not the declared {}",
+                object.size, file.file_size
+            ),
+        ));
+    }
+    db::files::mark_uploaded(&s.pool, t.org_id, id, object.size, object.etag.as_deref())
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound)
+}
+
+/// Get a file, with a short-lived signed download URL in `fileUrl` once it is uploaded.
+#[utoipa::path(get, path = "/api/v1/files/{id}", tag = "files",
+    params(("id" = Uuid, Path, description = "File id")),
+    responses((status = 200, description = "The file", body = Envelope<File>)))]
+async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<File>> {
+    let mut file = db::files::get(&s.pool, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let storage = s.storage()?;
+    if file.status == FileStatus::Uploaded {
+        file.file_url = Some(
+            storage
+                .presign_download(&file.storage_key, s.config.uploads.download_url_ttl)
+                .await?,
+        );
+    }
+    Ok(Reply::ok(file))
+}
+
+/// Delete a file: the object is removed from the store and the record gets `deletedAt`
+/// (attachments that refer to it keep showing the record).
+#[utoipa::path(delete, path = "/api/v1/files/{id}", tag = "files",
+    params(("id" = Uuid, Path, description = "File id")),
+    responses((status = 200, description = "Deleted", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    let file = db::files::get(&s.pool, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let storage = s.storage()?;
+    // The object goes first: if the store fails, nothing changed and the call can be repeated.
+    storage.delete(&file.storage_key).await?;
+    if !db::files::mark_deleted(&s.pool, t.org_id, id).await? {
+        return Err(AppError::NotFound);
+    }
+    Ok(Reply::deleted(id))
+}
