@@ -1,4 +1,5 @@
-//! `parley-api [serve]`, `migrate`, `org create`, `key create`, `bucket create`, `openapi`.
+//! `parley-api [serve]`, `migrate`, `org create`, `key create`, `bucket create`, `openapi`,
+//! `probe`.
 
 use clap::{Parser, Subcommand};
 use uuid::Uuid;
@@ -33,6 +34,12 @@ pub enum Command {
     },
     /// Print the OpenAPI document.
     Openapi,
+    /// GET a URL and exit 0 on a 2xx, 1 otherwise: the container health check (the runtime
+    /// image has no curl).
+    Probe {
+        #[arg(default_value = "http://127.0.0.1:8080/readyz")]
+        url: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,9 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Probe { url }) = &cli.command {
+        return probe(url).await;
+    }
     if let Some(Command::Openapi) = cli.command {
         let doc = parley_api::startup::openapi_document();
         println!("{}", doc.to_pretty_json().unwrap_or_default());
@@ -96,7 +99,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             eprintln!("bucket {} is ready", settings.bucket);
             Ok(())
         }
-        Command::Openapi => Ok(()),
+        Command::Openapi | Command::Probe { .. } => Ok(()),
     }
 }
 
@@ -108,4 +111,28 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     app.run_until(shutdown).await?;
     tracing::info!("parley-api stopped");
     Ok(())
+}
+
+async fn probe(url: &str) -> ExitCode {
+    let client = match reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(3))
+        .build()
+    {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match client.get(url).send().await {
+        Ok(resp) if resp.status().is_success() => ExitCode::SUCCESS,
+        Ok(resp) => {
+            eprintln!("{url}: {}", resp.status());
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("{url}: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -135,3 +135,28 @@ fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn probe_exits_0_on_a_2xx_only() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A one-shot HTTP server answering 200, then one answering 503.
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for answer in ["200 OK", "503 Service Unavailable"] {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 {answer}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    let url = format!("http://{addr}/readyz");
+    assert!(parley_api(&["probe", &url]).status.success());
+    assert!(!parley_api(&["probe", &url]).status.success());
+    server.join().unwrap();
+    let closed = parley_api(&["probe", "http://127.0.0.1:9/readyz"]);
+    assert!(!closed.status.success());
+}

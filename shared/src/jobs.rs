@@ -216,16 +216,47 @@ impl Jobs {
             .map_err(|e| JobError(e.to_string()))
     }
 
-    /// Jobs waiting in a queue: ready ones and scheduled ones, read from Redis itself.
-    pub async fn depth(&self, queue: QueueName) -> Result<(u64, u64), redis::RedisError> {
+    /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how
+    /// long the next ready one (the list's head) has waited.
+    pub async fn depth(&self, queue: QueueName) -> Result<QueueDepth, redis::RedisError> {
         let config = queue_config(&self.prefix, queue);
         let mut conn = self.conn.clone();
-        redis::pipe()
+        let (ready, scheduled, head): (u64, u64, Option<String>) = redis::pipe()
             .llen(config.active_jobs_list())
             .zcard(config.scheduled_jobs_set())
+            .lindex(config.active_jobs_list(), 0)
             .query_async(&mut conn)
-            .await
+            .await?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        Ok(QueueDepth {
+            ready,
+            scheduled,
+            oldest_ready_age: head
+                .as_deref()
+                .and_then(ulid_millis)
+                .map(|ms| Duration::from_millis(u64::try_from(now_ms - ms).unwrap_or(0))),
+        })
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub oldest_ready_age: Option<Duration>,
+}
+
+/// The creation time (Unix milliseconds) in a ULID, the id apalis-redis gives each job: its
+/// first ten Crockford base32 characters.
+fn ulid_millis(id: &str) -> Option<i64> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    if id.len() != 26 {
+        return None;
+    }
+    id.bytes().take(10).try_fold(0i64, |acc, c| {
+        let digit = ALPHABET.iter().position(|a| *a == c.to_ascii_uppercase())?;
+        Some(acc * 32 + digit as i64)
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -235,6 +266,17 @@ pub struct JobError(pub String);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ulid_carries_its_creation_time() {
+        // 01ARZ3NDEKTSV4RRFFQ69G5FAV is the ULID spec's example: 1469922850259 ms.
+        assert_eq!(
+            ulid_millis("01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+            Some(1_469_922_850_259)
+        );
+        assert_eq!(ulid_millis("not a ulid"), None);
+        assert_eq!(ulid_millis("0!ARZ3NDEKTSV4RRFFQ69G5FAV"), None);
+    }
 
     #[test]
     fn queue_names_round_trip() {

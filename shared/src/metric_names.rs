@@ -7,9 +7,11 @@ pub const HTTP_REQUESTS: &str = "parley_http_requests_total";
 pub const HTTP_DURATION: &str = "parley_http_request_duration_seconds";
 /// Jobs waiting per queue and state (`ready`, `scheduled`), read from Redis (worker).
 pub const QUEUE_DEPTH: &str = "parley_queue_depth";
+/// How long the oldest ready job of each queue has waited, from its id's time (worker).
+pub const QUEUE_AGE: &str = "parley_queue_oldest_job_age_seconds";
 /// Jobs run, by queue and outcome (worker).
 pub const JOBS: &str = "parley_jobs_total";
-/// Job duration by queue (worker).
+/// Job duration by queue and outcome (worker).
 pub const JOB_DURATION: &str = "parley_job_duration_seconds";
 /// Provider calls by channel and outcome (worker).
 pub const PROVIDER_CALLS: &str = "parley_provider_calls_total";

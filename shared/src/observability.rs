@@ -6,10 +6,17 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
+use crate::metric_names::{SLA_BREACH_LAG, WEBHOOK_LATENCY};
 
 /// Latency buckets in seconds, from 1 ms to 30 s.
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Lags that may run to minutes or hours (a breach recorded late, a webhook delivered after
+/// retries), in seconds: the alert on breach lag needs buckets past its 60 s.
+const LAG_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0,
 ];
 
 /// Installs the Prometheus recorder once per process and returns its handle. The `metrics`
@@ -20,6 +27,12 @@ pub fn metrics_handle() -> PrometheusHandle {
         .get_or_init(|| {
             PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(SLA_BREACH_LAG.into()), LAG_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(WEBHOOK_LATENCY.into()), LAG_BUCKETS)
+                })
                 .and_then(|b| b.install_recorder())
                 .unwrap_or_else(|err| {
                     // Only reachable if another recorder was installed first.

@@ -218,6 +218,15 @@ pub async fn spawn_isolated_app(extra: &[(&str, &str)]) -> TestApp {
     start(url, true, extra).await
 }
 
+/// Sends SIGTERM to a child process, as a deploy does.
+pub fn terminate(child: &std::process::Child) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -TERM {}", child.id());
+}
+
 /// The S3-compatible store of the tests (s3s-fs, started by `ops/test`), as configuration.
 pub fn storage_vars() -> Vec<(&'static str, String)> {
     let endpoint = std::env::var("PARLEY_TEST_S3_ENDPOINT")

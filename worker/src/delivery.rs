@@ -6,9 +6,8 @@
 //! counters follow by trigger in the same statement.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
-use apalis::prelude::{BoxDynError, Data};
+use apalis::prelude::{BoxDynError, Data, TaskId};
 use futures::StreamExt;
 use parley_shared::db;
 use parley_shared::db::delivery::{Claimed, DeliveryContext, Outcome};
@@ -16,6 +15,7 @@ use parley_shared::domain::Channel;
 use parley_shared::domain::broadcasts::BroadcastStatus;
 use parley_shared::domain::templates::render;
 use parley_shared::jobs::{DeliverRecipients, PAYLOAD_VERSION, QueueName};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::context::Ctx;
@@ -28,20 +28,21 @@ const IN_FLIGHT: usize = 32;
 /// Outcomes written per statement.
 const CHUNK: usize = 100;
 
-pub async fn handle(job: DeliverRecipients, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
-    let started = Instant::now();
-    let result = run(&ctx, &job).await;
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    crate::metrics::job(
-        QueueName::RecipientDelivery.as_str(),
-        outcome,
-        started.elapsed(),
-    );
-    if let Err(err) = result {
-        // Never fail the apalis job: its retries are not ours. The recipients stay pending
-        // in Postgres and the reconciler enqueues them again.
-        tracing::warn!(broadcast_id = %job.broadcast_id, error = %format!("{err:#}"), "delivery job failed");
-    }
+pub async fn handle(
+    job: DeliverRecipients,
+    ctx: Data<Ctx>,
+    task: TaskId,
+) -> Result<(), BoxDynError> {
+    // The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
+    let span = tracing::info_span!("broadcast", broadcast_id = %job.broadcast_id);
+    crate::metrics::observe(
+        QueueName::RecipientDelivery,
+        &task,
+        "delivery job",
+        run(&ctx, &job),
+    )
+    .instrument(span)
+    .await;
     Ok(())
 }
 

@@ -2,12 +2,13 @@
 //! its recipients in slices of the audience and enqueues them in delivery batches, without ever
 //! holding the whole audience in memory. After a resume it enqueues every pending recipient.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use apalis::prelude::{BoxDynError, Data};
+use apalis::prelude::{BoxDynError, Data, TaskId};
 use parley_shared::db;
 use parley_shared::domain::broadcasts::BroadcastStatus;
 use parley_shared::jobs::{DispatchBroadcast, PAYLOAD_VERSION, QueueName};
+use tracing::Instrument;
 
 use crate::context::Ctx;
 
@@ -16,18 +17,20 @@ const SLICE: i32 = 2_000;
 /// A dispatcher's hold on a broadcast, renewed at every slice.
 const LEASE: Duration = Duration::from_secs(60);
 
-pub async fn handle(job: DispatchBroadcast, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
-    let started = Instant::now();
-    let result = run(&ctx, &job).await;
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    crate::metrics::job(
-        QueueName::BroadcastDispatch.as_str(),
-        outcome,
-        started.elapsed(),
-    );
-    if let Err(err) = result {
-        tracing::warn!(broadcast_id = %job.broadcast_id, error = %format!("{err:#}"), "dispatch failed; the reconciler retries");
-    }
+pub async fn handle(
+    job: DispatchBroadcast,
+    ctx: Data<Ctx>,
+    task: TaskId,
+) -> Result<(), BoxDynError> {
+    let span = tracing::info_span!("broadcast", broadcast_id = %job.broadcast_id);
+    crate::metrics::observe(
+        QueueName::BroadcastDispatch,
+        &task,
+        "dispatch",
+        run(&ctx, &job),
+    )
+    .instrument(span)
+    .await;
     Ok(())
 }
 

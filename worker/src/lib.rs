@@ -86,12 +86,14 @@ impl Worker {
             provider: Arc::new(provider),
             config: Arc::new(config),
         };
+        let metrics = metrics_handle();
+        crate::metrics::register();
         Ok(Worker {
             ctx,
             probes: Probes {
                 pool,
                 redis,
-                metrics: metrics_handle(),
+                metrics,
             },
             listener,
         })

@@ -1,10 +1,85 @@
-//! Recording job metrics (names in `parley_shared::metric_names`).
+//! Running a job under its log span, with its metrics (names in `parley_shared::metric_names`),
+//! and the worker's metrics registered at zero so dashboards and alerts see every series from
+//! the start.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::Instant;
 
-use parley_shared::metric_names::{JOB_DURATION, JOBS};
+use apalis::prelude::TaskId;
+use parley_shared::domain::Channel;
+use parley_shared::domain::sla::SlaTarget;
+use parley_shared::jobs::QueueName;
+use parley_shared::metric_names::{
+    JOB_DURATION, JOBS, OUTBOX_BACKLOG, PROVIDER_CALLS, PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH,
+    RECIPIENTS, RECONCILED, SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS,
+    WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+};
+use tracing::Instrument;
 
-pub fn job(queue: &'static str, outcome: &'static str, took: Duration) {
-    metrics::counter!(JOBS, "queue" => queue, "outcome" => outcome).increment(1);
-    metrics::histogram!(JOB_DURATION, "queue" => queue).record(took.as_secs_f64());
+/// Runs one job's work in a span carrying its queue and id (so every log line of the job
+/// has them), records its outcome and duration, and logs a failure as `what failed`. Never
+/// fails the apalis job: its retries are not ours; Postgres keeps the work due and the
+/// ticker enqueues it again.
+pub async fn observe<F>(queue: QueueName, task: &TaskId, what: &'static str, work: F)
+where
+    F: Future<Output = anyhow::Result<()>>,
+{
+    let span = tracing::info_span!("job", queue = queue.as_str(), job_id = %task);
+    async move {
+        let started = Instant::now();
+        let result = work.await;
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!(JOBS, "queue" => queue.as_str(), "outcome" => outcome).increment(1);
+        metrics::histogram!(JOB_DURATION, "queue" => queue.as_str(), "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
+        if let Err(err) = result {
+            tracing::warn!(error = %format!("{err:#}"), "{what} failed; it will be enqueued again");
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Registers the worker's series with their known labels, at zero.
+pub fn register() {
+    for queue in QueueName::ALL {
+        let q = queue.as_str();
+        for outcome in ["ok", "error"] {
+            metrics::counter!(JOBS, "queue" => q, "outcome" => outcome).absolute(0);
+            let _ = metrics::histogram!(JOB_DURATION, "queue" => q, "outcome" => outcome);
+        }
+        for state in ["ready", "scheduled"] {
+            metrics::gauge!(QUEUE_DEPTH, "queue" => q, "state" => state).set(0.0);
+        }
+        metrics::gauge!(QUEUE_AGE, "queue" => q).set(0.0);
+    }
+    for channel in Channel::ALL {
+        let c = channel.as_str();
+        for outcome in ["sent", "retryable", "rejected"] {
+            metrics::counter!(PROVIDER_CALLS, "channel" => c, "outcome" => outcome).absolute(0);
+        }
+        let _ = metrics::histogram!(PROVIDER_DURATION, "channel" => c);
+        for status in ["sent", "failed"] {
+            metrics::counter!(RECIPIENTS, "channel" => c, "status" => status).absolute(0);
+        }
+    }
+    for kind in ["dispatch", "recipient", "sla_check"] {
+        metrics::counter!(RECONCILED, "kind" => kind).absolute(0);
+    }
+    for (outcome, class) in [("succeeded", "2xx"), ("failed", "5xx"), ("failed", "none")] {
+        metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => outcome, "status_class" => class)
+            .absolute(0);
+    }
+    let _ = metrics::histogram!(WEBHOOK_LATENCY);
+    metrics::gauge!(OUTBOX_BACKLOG).set(0.0);
+    metrics::counter!(WEBHOOKS_DISABLED).absolute(0);
+    for target in SlaTarget::ALL {
+        metrics::counter!(SLA_BREACHES, "target" => target.as_str()).absolute(0);
+        metrics::counter!(SLA_WARNINGS, "target" => target.as_str()).absolute(0);
+    }
+    for outcome in ["recorded", "nothing"] {
+        metrics::counter!(SLA_CHECKS, "outcome" => outcome).absolute(0);
+    }
+    let _ = metrics::histogram!(SLA_BREACH_LAG);
+    metrics::gauge!(SLA_BACKLOG).set(0.0);
 }

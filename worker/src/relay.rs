@@ -90,7 +90,7 @@ async fn relay(ctx: &Ctx) -> anyhow::Result<()> {
 
 /// Retries whose time has come; and, when the queue is empty, deliveries whose job was lost.
 async fn enqueue_due(ctx: &Ctx) -> anyhow::Result<()> {
-    let lost_after = (ctx.jobs.depth(QueueName::WebhookDelivery).await?.0 == 0)
+    let lost_after = (ctx.jobs.depth(QueueName::WebhookDelivery).await?.ready == 0)
         .then_some(ctx.settings().reconcile_after);
     let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
     let due = outbox::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;

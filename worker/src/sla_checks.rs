@@ -4,9 +4,8 @@
 //! deadlines moved later, find nothing.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
-use apalis::prelude::{BoxDynError, Data};
+use apalis::prelude::{BoxDynError, Data, TaskId};
 use parley_shared::db;
 use parley_shared::domain::Actor;
 use parley_shared::domain::sla::{CheckKind, SubjectType};
@@ -19,23 +18,21 @@ use uuid::Uuid;
 
 use crate::context::Ctx;
 
-pub async fn handle(job: CheckSla, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
-    let started = Instant::now();
-    let result = if job.version == parley_shared::jobs::PAYLOAD_VERSION {
-        run(&ctx, &job.check_ids).await
-    } else {
-        tracing::error!(
-            version = job.version,
-            "SLA check payload of an unknown version dropped"
-        );
-        Ok(())
+pub async fn handle(job: CheckSla, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
+    // The checks of a failed job stay in Postgres, marked enqueued; the scheduler enqueues
+    // them again.
+    let work = async {
+        if job.version == parley_shared::jobs::PAYLOAD_VERSION {
+            run(&ctx, &job.check_ids).await
+        } else {
+            tracing::error!(
+                version = job.version,
+                "SLA check payload of an unknown version dropped"
+            );
+            Ok(())
+        }
     };
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    crate::metrics::job(QueueName::SlaCheck.as_str(), outcome, started.elapsed());
-    if let Err(err) = result {
-        // The checks stay in Postgres, marked enqueued; the scheduler enqueues them again.
-        tracing::warn!(error = %format!("{err:#}"), "SLA check job failed");
-    }
+    crate::metrics::observe(QueueName::SlaCheck, &task, "SLA check job", work).await;
     Ok(())
 }
 

@@ -37,7 +37,7 @@ pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
 
 async fn pass(ctx: &Ctx, reconcile: bool) -> anyhow::Result<()> {
     let queue = QueueName::SlaCheck;
-    let mut ready = ctx.jobs.depth(queue).await?.0;
+    let mut ready = ctx.jobs.depth(queue).await?.ready;
     while ready < MAX_READY_JOBS {
         let due = db::sla::take_due_checks(&ctx.pool, BATCH, None).await?;
         ctx.jobs.check_sla(&due).await?;

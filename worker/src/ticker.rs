@@ -9,7 +9,7 @@ use parley_shared::jobs::{QueueName, queue_config};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
-use parley_shared::metric_names::{QUEUE_DEPTH, RECONCILED};
+use parley_shared::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECONCILED};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
 const BATCH: i64 = 1_000;
@@ -59,13 +59,13 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 /// waiting in a long queue is late, not lost.
 async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
     let after = ctx.settings().reconcile_after;
-    if ctx.jobs.depth(QueueName::BroadcastDispatch).await?.0 == 0 {
+    if ctx.jobs.depth(QueueName::BroadcastDispatch).await?.ready == 0 {
         for id in db::delivery::stale_dispatches(&ctx.pool, after, BATCH).await? {
             metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
             ctx.jobs.dispatch(id, false).await?;
         }
     }
-    let stale = if ctx.jobs.depth(QueueName::RecipientDelivery).await?.0 == 0 {
+    let stale = if ctx.jobs.depth(QueueName::RecipientDelivery).await?.ready == 0 {
         db::delivery::stale_recipients(&ctx.pool, after, BATCH).await?
     } else {
         Vec::new()
@@ -92,11 +92,13 @@ async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
 async fn export_depths(ctx: &Ctx) {
     for queue in QueueName::ALL {
         match ctx.jobs.depth(*queue).await {
-            Ok((ready, scheduled)) => {
+            Ok(depth) => {
                 metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "ready")
-                    .set(ready as f64);
+                    .set(depth.ready as f64);
                 metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
-                    .set(scheduled as f64);
+                    .set(depth.scheduled as f64);
+                metrics::gauge!(QUEUE_AGE, "queue" => queue.as_str())
+                    .set(depth.oldest_ready_age.unwrap_or_default().as_secs_f64());
             }
             Err(err) => tracing::warn!(%err, queue = queue.as_str(), "queue depth not read"),
         }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apalis::prelude::{BoxDynError, Data};
+use apalis::prelude::{BoxDynError, Data, TaskId};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
 use parley_shared::config::WebhookSettings;
@@ -65,19 +65,10 @@ pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) 
     backoff.max(retry_after.unwrap_or_default()).min(MAX_DELAY)
 }
 
-pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>) -> Result<(), BoxDynError> {
-    let started = Instant::now();
-    let result = run(&ctx, &job).await;
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    crate::metrics::job(
-        QueueName::WebhookDelivery.as_str(),
-        outcome,
-        started.elapsed(),
-    );
-    if let Err(err) = result {
-        // The deliveries stay due in Postgres; the relay's ticker enqueues them again.
-        tracing::warn!(error = %format!("{err:#}"), "webhook job failed");
-    }
+pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
+    // The deliveries of a failed job stay due in Postgres; the relay enqueues them again.
+    let work = run(&ctx, &job);
+    crate::metrics::observe(QueueName::WebhookDelivery, &task, "webhook job", work).await;
     Ok(())
 }
 

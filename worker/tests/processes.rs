@@ -1,5 +1,6 @@
-//! The worker as a process: killed with SIGKILL in the middle of a send, and two of them on
-//! one broadcast. Every recipient still ends terminal once, under one idempotency key.
+//! The worker as a process: stopped with SIGTERM (a deploy) or killed with SIGKILL in the
+//! middle of a send, and two of them on one broadcast. Every recipient still ends terminal
+//! once, under one idempotency key.
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command, Stdio};
@@ -148,6 +149,50 @@ async fn a_worker_killed_mid_send_leaves_nothing_unsent_or_sent_twice() {
         .await;
     assert_eq!(b["data"]["status"], "completed");
     assert_eq!(b["data"]["sentCount"], 600);
+    assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
+}
+
+#[tokio::test]
+async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let env = [
+        ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+        ("PARLEY_CHANNEL_EMAIL_RATE", "200"),
+        // Jobs in flight hold up to 800 recipients, 4 s of sending at 200/s: the drain is
+        // cut short and the rest is found again from Postgres.
+        ("PARLEY_WORKER_DRAIN_SECS", "2"),
+    ];
+    let mut first = Killed(worker_with(&app, &env));
+    let id = broadcast(&app, 2_000).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
+        b["data"]["sentCount"].as_i64() >= Some(100)
+    })
+    .await;
+    let asked = std::time::Instant::now();
+    parley_tests::terminate(&first.0);
+    let status = loop {
+        if let Some(status) = first.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(6),
+            "the worker stops within PARLEY_WORKER_DRAIN_SECS"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "a drained worker exits 0: {status}");
+    let stopped = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert!(
+        stopped.data()["sentCount"].as_i64() < Some(2_000),
+        "the stop came mid-send"
+    );
+    let _second = Killed(worker_with(&app, &env));
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(b["data"]["sentCount"], 2_000);
     assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
 }
 

@@ -1,6 +1,6 @@
 //! Gives every request an id (the caller's `X-Request-Id` when it is sane, else a new one),
-//! returns it in `X-Request-Id`, puts it on the request's log span, and opens the request
-//! context the envelope reads.
+//! returns it in `X-Request-Id`, puts it on the request's log span, opens the request
+//! context the envelope reads, and logs one line per request.
 
 use axum::extract::Request;
 use axum::http::HeaderValue;
@@ -27,9 +27,20 @@ pub async fn request_context(req: Request, next: Next) -> Response {
         organization_id = tracing::field::Empty,
     );
     let ctx = RequestContext::new(id.clone());
-    let mut response = envelope::scope(ctx, next.run(req)).instrument(span).await;
+    let started = std::time::Instant::now();
+    let mut response = envelope::scope(ctx, next.run(req))
+        .instrument(span.clone())
+        .await;
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, v);
     }
+    // One line per request; headers (the API key among them) are never logged.
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            duration_ms = started.elapsed().as_millis() as u64,
+            "request"
+        );
+    });
     response
 }

@@ -10,6 +10,7 @@ mod faq;
 mod files;
 mod leads;
 mod lists;
+mod observability;
 mod openapi;
 mod resources;
 mod scopes;
