@@ -346,11 +346,22 @@ impl<F: Fn(&str) -> Option<String>> Vars<F> {
         Ok(UploadSettings {
             max_bytes: self.positive("PARLEY_UPLOAD_MAX_BYTES", 100 * 1024 * 1024)?,
             content_types,
-            upload_url_ttl: Duration::from_secs(self.positive("PARLEY_UPLOAD_URL_TTL_SECS", 900)?),
-            download_url_ttl: Duration::from_secs(
-                self.positive("PARLEY_DOWNLOAD_URL_TTL_SECS", 300)?,
-            ),
+            upload_url_ttl: self.presign_ttl("PARLEY_UPLOAD_URL_TTL_SECS", 900)?,
+            download_url_ttl: self.presign_ttl("PARLEY_DOWNLOAD_URL_TTL_SECS", 300)?,
         })
+    }
+
+    /// A presigned URL's life: 1 s to 7 days, the most SigV4 signs.
+    fn presign_ttl(&self, var: &str, default: u64) -> Result<Duration, ConfigError> {
+        const MAX: u64 = 7 * 24 * 3600;
+        let secs = self.positive(var, default)?;
+        if secs > MAX {
+            return Err(ConfigError {
+                var: var.to_owned(),
+                problem: format!("is malformed: must be at most {MAX} (7 days)"),
+            });
+        }
+        Ok(Duration::from_secs(secs))
     }
 }
 
@@ -534,6 +545,8 @@ mod tests {
             ("S3_FORCE_PATH_STYLE", "yes please"),
             ("PARLEY_UPLOAD_CONTENT_TYPES", "png"),
             ("PARLEY_UPLOAD_MAX_BYTES", "0"),
+            ("PARLEY_UPLOAD_URL_TTL_SECS", "604801"),
+            ("PARLEY_DOWNLOAD_URL_TTL_SECS", "0"),
         ] {
             let mut broken: Vec<_> = pairs.iter().filter(|(k, _)| *k != var).copied().collect();
             broken.push((var, value));

@@ -135,7 +135,7 @@ impl Storage {
                 size: head.content_length().unwrap_or(0),
                 etag: head.e_tag().map(|e| e.trim_matches('"').to_owned()),
             })),
-            Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
+            // HEAD answers carry no body, so a 404 is the whole of "no such object".
             Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 404 => Ok(None),
             Err(err) => Err(failed(aws_sdk_s3::error::DisplayErrorContext(err))),
         }

@@ -8,6 +8,7 @@ use parley_shared::db;
 use parley_shared::domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
 use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
+use parley_shared::storage::Storage;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -62,6 +63,15 @@ async fn presigned_upload(
     ))
 }
 
+/// The organization's file and the store: an unknown file is 404 whether or not storage is
+/// configured; a known one needs the store (503 `storage_unavailable` without it).
+async fn stored_file(s: &AppState, org: Uuid, id: Uuid) -> AppResult<(File, &Storage)> {
+    let file = db::files::get(&s.pool, org, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok((file, s.storage()?))
+}
+
 /// Confirm an upload: the object must be in the store with the declared size (422
 /// otherwise). Records the stored size and the ETag as `fileHash`; the file can then be
 /// attached to messages and tickets. Completing again answers the file as it is.
@@ -73,10 +83,7 @@ async fn complete(
     t: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<File>> {
-    let file = db::files::get(&s.pool, t.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    let storage = s.storage()?;
+    let (file, storage) = stored_file(&s, t.org_id, id).await?;
     if file.status == FileStatus::Uploaded {
         return Ok(Reply::ok(file));
     }
@@ -108,10 +115,7 @@ async fn complete(
     params(("id" = Uuid, Path, description = "File id")),
     responses((status = 200, description = "The file", body = Envelope<File>)))]
 async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<File>> {
-    let mut file = db::files::get(&s.pool, t.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    let storage = s.storage()?;
+    let (mut file, storage) = stored_file(&s, t.org_id, id).await?;
     if file.status == FileStatus::Uploaded {
         file.file_url = Some(
             storage
@@ -132,10 +136,7 @@ async fn delete(
     t: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    let file = db::files::get(&s.pool, t.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    let storage = s.storage()?;
+    let (file, storage) = stored_file(&s, t.org_id, id).await?;
     // The object goes first: if the store fails, nothing changed and the call can be repeated.
     storage.delete(&file.storage_key).await?;
     if !db::files::mark_deleted(&s.pool, t.org_id, id).await? {
