@@ -15,7 +15,7 @@ use uuid::Uuid;
 /// A JSON body deserialized into validated field types.
 pub struct Json<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for Json<T> {
     type Rejection = AppError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, AppError> {
@@ -23,20 +23,35 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
             return Err(AppError::UnsupportedMediaType);
         }
         let bytes = RawBody::from_request(req, state).await?.0;
-        // Every body is an object; serde would otherwise read a struct from an array.
-        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-        if first.is_some()
-            && first != Some(&b'{')
-            && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
-        {
-            return Err(AppError::validation(
-                "body",
-                "invalid_type",
-                "the body must be a JSON object",
-            ));
+        // Parsing a long body (a broadcast's audience) takes a while: on a blocking thread,
+        // so it holds up no other request and no probe.
+        if bytes.len() > PARSE_INLINE_BYTES {
+            return tokio::task::spawn_blocking(move || parse_object(&bytes))
+                .await
+                .map_err(|e| AppError::Internal(anyhow::anyhow!("body parser stopped: {e}")))?
+                .map(Json);
         }
-        parse_json(&bytes).map(Json)
+        parse_object(&bytes).map(Json)
     }
+}
+
+/// Bodies longer than this are parsed off the async threads.
+const PARSE_INLINE_BYTES: usize = 256 * 1024;
+
+/// A body that must be a JSON object (serde would otherwise read a struct from an array).
+fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some()
+        && first != Some(&b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+    {
+        return Err(AppError::validation(
+            "body",
+            "invalid_type",
+            "the body must be a JSON object",
+        ));
+    }
+    parse_json(bytes)
 }
 
 /// The raw bytes of a JSON body (for signatures), within the body limit.
@@ -80,6 +95,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     // Syntax first, so a truncated body is 400 even when its start already has a wrong type.
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
         .map_err(|e| AppError::InvalidJson(e.to_string()))?;
+    // Then what no column can store, wherever it is (values of free-form objects included).
+    if has_escaped_nul(bytes) {
+        return Err(AppError::validation(
+            nul_path(bytes).unwrap_or_else(|| "body".to_owned()),
+            "invalid_format",
+            "must not contain the NUL character (U+0000)",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     // The syntax is known good here, so every error is about a field (serde_json reports
     // some type errors, such as a number where an enum is expected, as syntax errors).
@@ -97,6 +120,81 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     de.end().map_err(|e| AppError::InvalidJson(e.to_string()))?;
     Ok(value)
 }
+
+/// Whether valid JSON text holds a NUL: it can only be the escape `\u0000` inside a string or
+/// a key. Every backslash outside a string is a syntax error, so in valid JSON each one starts
+/// a two-character escape; one pass over the bytes.
+fn has_escaped_nul(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(at) = bytes
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|b| *b == b'\\'))
+    {
+        let escape = i + at;
+        if bytes[escape + 1..].starts_with(b"u0000") {
+            return true;
+        }
+        i = escape + 2;
+    }
+    false
+}
+
+/// Where the first NUL of a body is, as a field path (`metadata.note`, `tags[2]`), at most
+/// [`MAX_PATH_CHARS`] long. Only run once a NUL is known to be there; linear: the path is
+/// kept as borrowed segments and written out only for the value that holds the NUL.
+fn nul_path(bytes: &[u8]) -> Option<String> {
+    enum Seg<'a> {
+        Key(&'a str),
+        Index(usize),
+    }
+    fn write(segments: &[Seg<'_>], last: Option<&str>) -> String {
+        let mut out = String::new();
+        for seg in segments {
+            match seg {
+                Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        if let Some(k) = last {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&k.replace('\0', "\u{fffd}"));
+        }
+        out.chars().take(MAX_PATH_CHARS).collect()
+    }
+    fn walk<'a>(v: &'a serde_json::Value, path: &mut Vec<Seg<'a>>) -> Option<String> {
+        match v {
+            serde_json::Value::String(s) => s.contains('\0').then(|| write(path, None)),
+            serde_json::Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                path.push(Seg::Index(i));
+                let found = walk(item, path);
+                path.pop();
+                found
+            }),
+            serde_json::Value::Object(map) => map.iter().find_map(|(k, item)| {
+                if k.contains('\0') {
+                    return Some(write(path, Some(k)));
+                }
+                path.push(Seg::Key(k));
+                let found = walk(item, path);
+                path.pop();
+                found
+            }),
+            _ => None,
+        }
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    walk(&value, &mut Vec::new()).filter(|p| !p.is_empty())
+}
+
+/// The longest field path an error names.
+const MAX_PATH_CHARS: usize = 200;
 
 /// A 422 for a serde error at `path` (`.` is the root).
 fn field_error(path: &str, raw: &str) -> AppError {
@@ -122,6 +220,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
 }
 
 fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, AppError> {
+    // No column can store NUL; refused in any parameter, before a filter could meet it.
+    if let Some((name, _)) =
+        form_urlencoded(query).find(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(AppError::validation(
+            name.replace('\0', "\u{fffd}"),
+            "invalid_format",
+            "must not contain the NUL character (U+0000)",
+        ));
+    }
     let de = serde_urlencoded::Deserializer::new(form_urlencoded(query));
     serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();
@@ -252,6 +360,26 @@ mod tests {
         assert_eq!(details(err), ("name".into(), "invalid_type".into()));
         let err = parse_json::<Body>(br#"{"name": "a", "tagIds": ["x"]}"#).unwrap_err();
         assert_eq!(details(err).0, "tagIds[0]");
+    }
+
+    #[test]
+    fn nul_anywhere_in_a_body_is_refused_with_its_path() {
+        let err = parse_json::<Body>(br#"{"name": "a\u0000b"}"#).unwrap_err();
+        assert_eq!(details(err), ("name".into(), "invalid_format".into()));
+        let err = parse_json::<serde_json::Value>(br#"{"m": {"k": ["x", "\u0000"]}}"#).unwrap_err();
+        assert_eq!(details(err).0, "m.k[1]");
+        let err = parse_json::<serde_json::Value>(br#"{"\u0000": 1}"#).unwrap_err();
+        assert_eq!(details(err).0, "\u{fffd}");
+        // An escaped backslash followed by the text u0000 is no NUL.
+        assert!(parse_json::<Body>(br#"{"name": "a\\u0000"}"#).is_ok());
+        assert!(!has_escaped_nul(br#"{"a": "\\\\u0000"}"#));
+        assert!(has_escaped_nul(br#"{"a": "\\\u0000"}"#));
+    }
+
+    #[test]
+    fn nul_in_a_query_parameter_is_refused() {
+        let err = parse_query::<PageParams>("cursor=a%00b").unwrap_err();
+        assert_eq!(details(err), ("cursor".into(), "invalid_format".into()));
     }
 
     #[test]

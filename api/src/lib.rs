@@ -6,6 +6,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod routes;
 pub mod scopes;
+pub mod serve;
 pub mod startup;
 pub mod state;
 

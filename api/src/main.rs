@@ -19,7 +19,7 @@ async fn main() -> ExitCode {
     }
     if let Some(Command::Openapi) = cli.command {
         let doc = parley_api::startup::openapi_document();
-        println!("{}", doc.to_pretty_json().unwrap_or_default());
+        println!("{doc:#}");
         return ExitCode::SUCCESS;
     }
     let config = match Config::from_env() {

@@ -19,7 +19,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::middleware::guard::{self, Limits};
 use crate::middleware::{auth, http_metrics, request_context};
+use crate::openapi::Deployment;
+use crate::serve::ConnectionLimits;
 use crate::state::AppState;
 
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
@@ -27,19 +30,29 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 pub struct Application {
     listener: TcpListener,
     router: Router,
+    connections: ConnectionLimits,
 }
 
 impl Application {
     /// Connects to Postgres and Redis, applies migrations when `auto_migrate`, and binds
     /// `listener` (or `config.api_addr`).
     pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
-        let pool = db::pool(&config.database_url, config.db_max_connections)?;
         if config.auto_migrate {
-            db::migrate(&pool).await.context("applying migrations")?;
+            // A pool of its own: a migration may run longer than any request may.
+            let migrations = db::pool(&config.database_url, 1)?;
+            db::migrate(&migrations)
+                .await
+                .context("applying migrations")?;
+            migrations.close().await;
         }
-        let redis = Redis::connect(&config.redis_url, &config.redis_prefix)
-            .await
-            .context("connecting to Redis")?;
+        let pool = db::api_pool(
+            &config.database_url,
+            config.db_max_connections,
+            config.http.request_timeout,
+        )?;
+        // Redis is not needed to serve: usage counting fails open and enqueues are left to
+        // the worker's reconciler while it is away.
+        let redis = Redis::lazy(&config.redis_url, &config.redis_prefix).context("REDIS_URL")?;
         let listener = match listener {
             Some(l) => l,
             None => TcpListener::bind(config.api_addr)
@@ -56,6 +69,12 @@ impl Application {
         };
         Ok(Application {
             listener,
+            connections: ConnectionLimits {
+                header_read_timeout: state.config.http.header_read_timeout,
+                max_connections: state.config.http.max_connections,
+                // Every request ends by its timeout; a little more for the answers to go out.
+                drain: state.config.http.request_timeout + std::time::Duration::from_secs(5),
+            },
             router: router(state),
         })
     }
@@ -67,9 +86,7 @@ impl Application {
     /// Serves until `shutdown` is cancelled, then stops accepting and lets in-flight requests
     /// finish.
     pub async fn run_until(self, shutdown: CancellationToken) -> std::io::Result<()> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
+        crate::serve::serve(self.listener, self.router, self.connections, shutdown).await
     }
 }
 
@@ -77,38 +94,51 @@ pub fn router(state: AppState) -> Router {
     let (api, openapi) =
         crate::routes::api(state.config.max_broadcast_body_bytes).split_for_parts();
     let (signed, signed_doc) = crate::routes::signed().split_for_parts();
-    let openapi = crate::openapi::finish(
-        crate::openapi::base()
-            .merge_from(openapi)
-            .merge_from(signed_doc),
+    let signed = guard::guard(signed, crate::routes::receipts::LIMITS);
+    let openapi = crate::openapi::document(
+        openapi.merge_from(signed_doc),
+        &Deployment::of(&state.config),
     );
     let api = api.route_layer(from_fn_with_state(state.clone(), auth::authenticate));
-    let probes = Probes {
-        pool: state.pool.clone(),
-        redis: state.redis.clone(),
-        metrics: state.metrics.clone(),
+    let probes = Probes::new(
+        state.pool.clone(),
+        state.redis.clone(),
+        state.metrics.clone(),
+        false,
+    );
+    let limits = Limits {
+        request_timeout: state.config.http.request_timeout,
+        max_in_flight: state.config.http.max_in_flight,
     };
-    let limit = state.config.max_body_bytes;
-    Router::new()
+    let max_body_bytes = state.config.max_body_bytes;
+    let routes = Router::new()
         .merge(api)
         .merge(signed)
-        .merge(SwaggerUi::new("/docs").url(OPENAPI_PATH, openapi))
-        .merge(health::router(probes))
+        .merge(SwaggerUi::new("/docs").external_url_unchecked(OPENAPI_PATH, openapi))
+        .with_state(state);
+    layered(routes, health::router(probes), limits, max_body_bytes)
+}
+
+/// The layers every request passes, outermost first: its id and context (and the log line),
+/// the default body limit, the HTTP metrics, the panic catcher; then, for the API's routes
+/// but not the probes, the timeout and the in-flight limit. Public so tests can put the same
+/// stack over routes of their own.
+pub fn layered(routes: Router, probes: Router, limits: Limits, max_body_bytes: usize) -> Router {
+    let routes = guard::catch_panic(guard::guard(routes, limits));
+    Router::new()
+        .merge(routes)
+        .merge(probes)
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .layer(from_fn(http_metrics::http_metrics))
-        .layer(DefaultBodyLimit::max(limit))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(from_fn(request_context::request_context))
-        .with_state(state)
 }
 
-/// The OpenAPI document as served, for tools and tests.
-pub fn openapi_document() -> utoipa::openapi::OpenApi {
+/// The OpenAPI document as a deployment with the default settings serves it, for tools and
+/// tests.
+pub fn openapi_document() -> serde_json::Value {
     let (_, openapi) = crate::routes::api(0).split_for_parts();
     let (_, signed) = crate::routes::signed().split_for_parts();
-    crate::openapi::finish(
-        crate::openapi::base()
-            .merge_from(openapi)
-            .merge_from(signed),
-    )
+    crate::openapi::document(openapi.merge_from(signed), &Deployment::defaults())
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{AppError, FieldError};
-use crate::fields::TimeZone as TimeZoneName;
+use crate::fields::{ShortText, TimeZone as TimeZoneName};
 
 /// How far ahead a calendar looks for working time before it gives up (and counts wall-clock
 /// time instead): ten years.
@@ -56,9 +56,9 @@ pub struct Days {
 /// `HH:MM` to `HH:MM` local time, the end after the start (`24:00` ends at midnight).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Interval {
-    #[schema(example = "09:00")]
+    #[schema(example = "09:00", pattern = "^([01][0-9]|2[0-3]):[0-5][0-9]$")]
     pub start: String,
-    #[schema(example = "17:00")]
+    #[schema(example = "17:00", pattern = "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$")]
     pub end: String,
 }
 
@@ -70,7 +70,7 @@ pub struct Holiday {
     pub start_date: NaiveDate,
     #[schema(value_type = String, format = Date)]
     pub end_date: NaiveDate,
-    pub label: Option<String>,
+    pub label: Option<ShortText>,
 }
 
 /// A working interval of one day: from `start` for `seconds`.
@@ -89,9 +89,12 @@ pub struct Calendar {
     holidays: Vec<(NaiveDate, NaiveDate)>,
 }
 
+/// Seconds since midnight of `HH:MM` (or `24:00` for an end), as the document's patterns
+/// state.
 fn parse_time(raw: &str, end: bool) -> Option<i64> {
     let (h, m) = raw.split_once(':')?;
-    if h.len() != 2 || m.len() != 2 {
+    let two_digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+    if !two_digits(h) || !two_digits(m) {
         return None;
     }
     let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);

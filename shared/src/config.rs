@@ -48,12 +48,26 @@ pub struct Config {
     /// Body limit of broadcast create and update, whose `contactIds` may be long.
     pub max_broadcast_body_bytes: usize,
     pub log_format: LogFormat,
+    pub http: HttpSettings,
     pub worker: WorkerSettings,
     pub channels: Vec<(Channel, ChannelSettings)>,
     pub webhooks: WebhookSettings,
     /// Object storage; `None` (no `S3_BUCKET`) turns the file routes into 503s.
     pub storage: Option<StorageSettings>,
     pub uploads: UploadSettings,
+}
+
+/// How much one request may take of the API (see `docs/api.md`, "Limits").
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// A request not answered within this is answered 503 (its work is dropped).
+    pub request_timeout: Duration,
+    /// Requests served at once; more are shed at once with 503 and `Retry-After`.
+    pub max_in_flight: usize,
+    /// A client must send its request line and headers within this.
+    pub header_read_timeout: Duration,
+    /// Connections open at once; the next ones wait in the kernel's backlog.
+    pub max_connections: usize,
 }
 
 /// The S3-compatible store (`S3_*` and the AWS credential variables).
@@ -409,6 +423,16 @@ impl Config {
             max_broadcast_body_bytes: v
                 .parsed("PARLEY_MAX_BROADCAST_BODY_BYTES", 64 * 1024 * 1024)?,
             log_format: v.parsed("PARLEY_LOG_FORMAT", LogFormat::Text)?,
+            http: HttpSettings {
+                request_timeout: Duration::from_secs(
+                    v.positive("PARLEY_REQUEST_TIMEOUT_SECS", 30)?,
+                ),
+                max_in_flight: v.positive("PARLEY_MAX_IN_FLIGHT", 512)?,
+                header_read_timeout: Duration::from_secs(
+                    v.positive("PARLEY_HEADER_READ_TIMEOUT_SECS", 10)?,
+                ),
+                max_connections: v.positive("PARLEY_MAX_CONNECTIONS", 1024)?,
+            },
             worker: WorkerSettings {
                 queues: v.queues()?,
                 concurrency: v.positive("PARLEY_WORKER_CONCURRENCY", 4)?,

@@ -19,12 +19,21 @@ pub struct ApiKeyUsage {
     pub unlimited: bool,
 }
 
+/// `meta` of a response that is not a list.
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Meta {
+    /// `null` on 401 and on routes without an API key.
+    pub api_key_usage: Option<ApiKeyUsage>,
+}
+
+/// `meta` of a list: the key's usage and the page.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMeta {
     pub api_key_usage: Option<ApiKeyUsage>,
     #[serde(flatten)]
-    pub page: Option<PageMeta>,
+    pub page: PageMeta,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -47,6 +56,19 @@ pub struct Envelope<T> {
     #[schema(value_type = Option<ErrorBody>)]
     pub error: Option<ErrorBody>,
     pub meta: Meta,
+}
+
+/// The envelope of a page of a list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListEnvelope<T> {
+    /// Always `true` here.
+    pub success: bool,
+    pub data: Vec<T>,
+    pub message: String,
+    /// Always `null` here.
+    #[schema(value_type = Option<ErrorBody>)]
+    pub error: Option<ErrorBody>,
+    pub meta: ListMeta,
 }
 
 /// The envelope of an error response.
@@ -128,7 +150,6 @@ pub(crate) fn error_response(status: StatusCode, error: ErrorBody) -> Response {
         error,
         meta: Meta {
             api_key_usage: usage(),
-            page: None,
         },
     };
     json_response(status, &body)
@@ -168,6 +189,7 @@ impl<T: Serialize> Reply<T> {
 }
 
 impl<T: Serialize> Reply<Vec<T>> {
+    /// A page of a list: answered as a [`ListEnvelope`].
     pub fn page(page: crate::list::Page<T>) -> Self {
         let (items, meta) = page.into_parts();
         Reply {
@@ -191,18 +213,47 @@ impl Reply<Deleted> {
     }
 }
 
+/// What [`Envelope`] and [`ListEnvelope`] document, as written.
+#[derive(Serialize)]
+struct Success<'a, T, M> {
+    success: bool,
+    data: T,
+    message: &'a str,
+    error: Option<ErrorBody>,
+    meta: M,
+}
+
 impl<T: Serialize> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
-        let body = Envelope {
-            success: true,
-            data: self.data,
-            message: self.message.to_owned(),
-            error: None,
-            meta: Meta {
-                api_key_usage: usage(),
-                page: self.page,
-            },
-        };
-        json_response(self.status, &body)
+        let api_key_usage = usage();
+        match self.page {
+            // Only `Reply::page` sets a page, on a `Reply<Vec<_>>`: a `ListEnvelope`.
+            Some(page) => success(
+                self.status,
+                self.data,
+                self.message,
+                ListMeta {
+                    api_key_usage,
+                    page,
+                },
+            ),
+            None => success(self.status, self.data, self.message, Meta { api_key_usage }),
+        }
     }
+}
+
+fn success<T: Serialize, M: Serialize>(
+    status: StatusCode,
+    data: T,
+    message: &str,
+    meta: M,
+) -> Response {
+    let body = Success {
+        success: true,
+        data,
+        message,
+        error: None,
+        meta,
+    };
+    json_response(status, &body)
 }

@@ -11,6 +11,10 @@ use crate::envelope::{self, ErrorBody};
 
 pub type AppResult<T> = Result<T, AppError>;
 
+/// Validation details one answer lists; a rule that finds more says how many more in one
+/// last detail (see `db::refs::check_ids`), and anything longer is cut here.
+pub const MAX_DETAILS: usize = 100;
+
 /// One broken field rule, as listed in `error.details` of a 422.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FieldError {
@@ -21,7 +25,28 @@ pub struct FieldError {
     pub message: String,
 }
 
+/// The longest field path or message a detail shows: both may quote what was sent.
+const MAX_DETAIL_CHARS: usize = 200;
+
 impl FieldError {
+    /// The detail as answered: its field and message cut to [`MAX_DETAIL_CHARS`].
+    fn bounded(&self) -> FieldError {
+        let cut = |s: &str| {
+            if s.chars().count() <= MAX_DETAIL_CHARS {
+                s.to_owned()
+            } else {
+                let mut out: String = s.chars().take(MAX_DETAIL_CHARS).collect();
+                out.push('…');
+                out
+            }
+        };
+        FieldError {
+            field: cut(&self.field),
+            code: self.code.clone(),
+            message: cut(&self.message),
+        }
+    }
+
     pub fn new(field: impl Into<String>, code: &str, message: impl Into<String>) -> Self {
         FieldError {
             field: field.into(),
@@ -64,6 +89,10 @@ pub enum AppError {
     StorageUnavailable,
     #[error("a dependency is unavailable: {0}")]
     ServiceUnavailable(String),
+    /// The service itself is busy (a request timed out, or too many are in flight): 503
+    /// `service_unavailable` with `Retry-After`, the message as given.
+    #[error("{0}")]
+    Overloaded(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -113,9 +142,9 @@ impl AppError {
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AppError::StorageUnavailable | AppError::ServiceUnavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AppError::StorageUnavailable
+            | AppError::ServiceUnavailable(_)
+            | AppError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -135,14 +164,21 @@ impl AppError {
             AppError::Validation(_) => "validation_error",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::StorageUnavailable => "storage_unavailable",
-            AppError::ServiceUnavailable(_) => "service_unavailable",
+            AppError::ServiceUnavailable(_) | AppError::Overloaded(_) => "service_unavailable",
             AppError::Internal(_) => "internal_error",
         }
     }
 
     fn body(&self) -> ErrorBody {
         let details = match self {
-            AppError::Validation(errors) => serde_json::to_value(errors).ok(),
+            AppError::Validation(errors) => serde_json::to_value(
+                errors
+                    .iter()
+                    .take(MAX_DETAILS + 1)
+                    .map(FieldError::bounded)
+                    .collect::<Vec<_>>(),
+            )
+            .ok(),
             AppError::Conflict {
                 field: Some(field), ..
             } => Some(serde_json::json!([{ "field": field, "code": "taken" }])),
@@ -188,6 +224,11 @@ impl IntoResponse for AppError {
                 response
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            AppError::ServiceUnavailable(_) | AppError::Overloaded(_) => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
             _ => {}
         }
@@ -265,9 +306,20 @@ impl From<sqlx::Error> for AppError {
                         "not_found",
                         "refers to a record that does not exist in this organization",
                     ),
-                    // admin_shutdown, cannot_connect_now, too_many_connections
-                    Some("57P01" | "57P03" | "53300") => {
+                    Some(code) if is_transient(code) => {
                         AppError::ServiceUnavailable(err.to_string())
+                    }
+                    // A value Postgres cannot hold reached it unchecked (too long, out of
+                    // range, NUL). Every input is checked before; should one slip through,
+                    // the client still gets a 4xx and the log an error to fix. Other data
+                    // errors are the service's own: 500.
+                    Some("22001" | "22003" | "22007" | "22008" | "22021" | "22P05") => {
+                        tracing::error!(error = %err, "a value reached Postgres unchecked");
+                        AppError::validation(
+                            "body",
+                            "invalid_value",
+                            "a value does not fit where it is stored",
+                        )
                     }
                     _ => AppError::Internal(err.into()),
                 }
@@ -276,6 +328,26 @@ impl From<sqlx::Error> for AppError {
         }
     }
 }
+
+/// Postgres errors that pass: the same request may succeed when retried.
+fn is_transient(code: &str) -> bool {
+    matches!(
+        code,
+        // serialization_failure, deadlock_detected, read_only_sql_transaction (a replica, or
+        // a primary being demoted), lock_not_available (lock timeout), query_canceled
+        // (statement timeout)
+        "40001" | "40P01" | "25006" | "55P03" | "57014"
+        // admin_shutdown, crash_shutdown, cannot_connect_now
+        | "57P01" | "57P02" | "57P03"
+    )
+        // connection_exception, insufficient_resources (too many connections, out of memory,
+        // disk full)
+        || code.starts_with("08")
+        || code.starts_with("53")
+}
+
+/// Seconds a client is asked to wait after a 503.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 impl From<redis::RedisError> for AppError {
     fn from(err: redis::RedisError) -> Self {
@@ -330,6 +402,31 @@ mod tests {
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[header::RETRY_AFTER], "42");
         assert_eq!(body_of(response).await["error"]["code"], "rate_limited");
+    }
+
+    #[test]
+    fn retryable_postgres_errors_are_transient() {
+        for code in [
+            "40001", "40P01", "25006", "57014", "57P01", "08006", "53300",
+        ] {
+            assert!(is_transient(code), "{code}");
+        }
+        for code in ["23505", "22021", "42P01", "XX000"] {
+            assert!(!is_transient(code), "{code}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_503_asks_to_retry() {
+        let response = AppError::ServiceUnavailable("pool timed out".into()).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        let body = body_of(response).await;
+        assert_eq!(body["error"]["code"], "service_unavailable");
+        assert!(
+            !body.to_string().contains("pool"),
+            "the cause stays in the log"
+        );
     }
 
     #[test]

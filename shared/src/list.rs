@@ -1,8 +1,6 @@
 //! Lists as CONTRACT.md gives them: `page`/`pageSize` (default 20, at most 100), or `cursor`
 //! (keyset on `(created_at, id)`, stable while rows are added), and `sort=createdAt|-createdAt`.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 use sqlx::{Postgres, QueryBuilder};
@@ -15,21 +13,44 @@ use crate::time::Timestamp;
 pub const DEFAULT_PAGE_SIZE: u32 = 20;
 pub const MAX_PAGE_SIZE: u32 = 100;
 
+/// The highest page number: with the largest page size, the last row it reaches is the
+/// ten-millionth. Further on, continue by `cursor`, whose cost does not grow with the depth.
+pub const MAX_PAGE: u32 = 100_000;
+
+/// The order of a list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+pub enum Sort {
+    /// Oldest first.
+    #[serde(rename = "createdAt")]
+    CreatedAt,
+    /// Newest first (the default).
+    #[default]
+    #[serde(rename = "-createdAt")]
+    CreatedAtDesc,
+}
+
 /// Pagination and sorting query parameters, shared by every list.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct PageParams {
-    /// 1-based page number (default 1). Ignored when `cursor` is given.
-    #[param(minimum = 1)]
+    /// 1-based page number (default 1), at most 100,000 (go further by `cursor`). Ignored
+    /// when `cursor` is given.
+    #[param(minimum = 1, maximum = 100_000)]
     pub page: Option<u32>,
     /// Items per page, 1 to 100 (default 20).
     #[param(minimum = 1, maximum = 100)]
     pub page_size: Option<u32>,
-    /// Continue after this item: the `meta.endCursor` of the previous page.
+    /// Continue after this position: the `meta.endCursor` of the previous page
+    /// (`<microseconds since 1970>_<id>`, any such position is valid).
+    #[param(
+        pattern = r"^[0-9]{1,17}_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        max_length = 54
+    )]
     pub cursor: Option<String>,
     /// `createdAt` (oldest first) or `-createdAt` (newest first, the default).
-    pub sort: Option<String>,
+    #[param(inline)]
+    pub sort: Option<Sort>,
 }
 
 /// A validated page request.
@@ -47,8 +68,12 @@ impl TryFrom<PageParams> for PageRequest {
     fn try_from(p: PageParams) -> Result<Self, AppError> {
         let mut errors = Vec::new();
         let page = p.page.unwrap_or(1);
-        if page == 0 {
-            errors.push(FieldError::new("page", "out_of_range", "must be 1 or more"));
+        if !(1..=MAX_PAGE).contains(&page) {
+            errors.push(FieldError::new(
+                "page",
+                "out_of_range",
+                format!("must be between 1 and {MAX_PAGE}; continue further by cursor"),
+            ));
         }
         let size = p.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
         if !(1..=MAX_PAGE_SIZE).contains(&size) {
@@ -58,18 +83,7 @@ impl TryFrom<PageParams> for PageRequest {
                 format!("must be between 1 and {MAX_PAGE_SIZE}"),
             ));
         }
-        let descending = match p.sort.as_deref() {
-            None | Some("-createdAt") => true,
-            Some("createdAt") => false,
-            Some(_) => {
-                errors.push(FieldError::new(
-                    "sort",
-                    "invalid_value",
-                    "must be createdAt or -createdAt",
-                ));
-                true
-            }
-        };
+        let descending = p.sort.unwrap_or_default() == Sort::CreatedAtDesc;
         let cursor = match p.cursor.as_deref() {
             None => None,
             Some(raw) => {
@@ -134,7 +148,10 @@ impl PageRequest {
     }
 }
 
-/// A position in a list: the sort key of the last item seen.
+/// A position in a list: the sort key of the last item seen, written
+/// `<microseconds since 1970>_<id>`. Any such pair is a position (keyset pagination needs no
+/// row there), so the format is the whole rule: at most 17 digits keep the time between 1970
+/// and the year 5138, inside what both chrono and Postgres can hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
     pub created_at: Timestamp,
@@ -142,18 +159,29 @@ pub struct Cursor {
 }
 
 impl Cursor {
+    const MAX_DIGITS: usize = 17;
+
     pub fn encode(&self) -> String {
-        let micros = self.created_at.0.timestamp_micros();
-        URL_SAFE_NO_PAD.encode(format!("{micros}:{}", self.id))
+        let micros = self.created_at.0.timestamp_micros().max(0);
+        format!("{micros}_{}", self.id.hyphenated())
     }
 
     pub fn decode(raw: &str) -> Option<Self> {
-        let bytes = URL_SAFE_NO_PAD.decode(raw).ok()?;
-        let text = String::from_utf8(bytes).ok()?;
-        let (micros, id) = text.split_once(':')?;
+        let (micros, id) = raw.split_once('_')?;
+        if micros.is_empty()
+            || micros.len() > Self::MAX_DIGITS
+            || !micros.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        let id = Uuid::try_parse(id).ok()?;
+        // Only the form `encode` writes: hyphenated, lowercase.
+        if id.hyphenated().to_string() != raw[micros.len() + 1..] {
+            return None;
+        }
         Some(Cursor {
             created_at: Timestamp(DateTime::from_timestamp_micros(micros.parse().ok()?)?),
-            id: id.parse().ok()?,
+            id,
         })
     }
 }
@@ -168,9 +196,13 @@ pub trait Keyed {
 #[serde(rename_all = "camelCase")]
 pub struct PageMeta {
     /// Absent when the page was asked for with a cursor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 1, maximum = 100_000)]
     pub page: Option<u32>,
+    #[schema(minimum = 1, maximum = 100)]
     pub page_size: u32,
     /// Equals `pageSize`.
+    #[schema(minimum = 1, maximum = 100)]
     pub limit: u32,
     pub total: i64,
     pub total_pages: i64,
@@ -242,8 +274,20 @@ mod tests {
 
     #[test]
     fn garbage_is_not_a_cursor() {
-        assert_eq!(Cursor::decode("not a cursor"), None);
-        assert_eq!(Cursor::decode(&URL_SAFE_NO_PAD.encode("12:nope")), None);
+        let id = "0193a1f2-7c4e-7d2a-9b1c-2f3e4d5c6b7a";
+        for bad in [
+            "not a cursor".to_owned(),
+            "12_nope".to_owned(),
+            format!("_{id}"),
+            format!("-1_{id}"),
+            format!("{}_{id}", "9".repeat(18)),
+            format!("12_{}", id.to_uppercase()),
+            format!("12_{}", id.replace('-', "")),
+        ] {
+            assert_eq!(Cursor::decode(&bad), None, "{bad}");
+        }
+        let far = Cursor::decode(&format!("{}_{id}", "9".repeat(17))).unwrap();
+        assert!(far.created_at.0.to_string().starts_with("5138-"));
     }
 
     #[test]

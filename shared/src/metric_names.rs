@@ -5,6 +5,12 @@
 pub const HTTP_REQUESTS: &str = "parley_http_requests_total";
 /// HTTP request latency by route template, method and status (API).
 pub const HTTP_DURATION: &str = "parley_http_request_duration_seconds";
+/// Requests the API refused before or instead of answering them, by reason (`timeout`,
+/// `overloaded`, `panic`) (API).
+pub const HTTP_REFUSED: &str = "parley_http_refused_total";
+/// Requests whose daily usage could not be counted because Redis did not answer; they are
+/// served uncounted (API).
+pub const USAGE_UNCOUNTED: &str = "parley_usage_uncounted_total";
 /// Jobs waiting per queue and state (`ready`, `scheduled`), read from Redis (worker).
 pub const QUEUE_DEPTH: &str = "parley_queue_depth";
 /// How long the oldest ready job of each queue has waited, from its id's time (worker).
@@ -42,3 +48,9 @@ pub const SLA_CHECKS: &str = "parley_sla_checks_total";
 pub const SLA_BREACH_LAG: &str = "parley_sla_breach_lag_seconds";
 /// SLA checks due and not yet moved into the queue (worker).
 pub const SLA_BACKLOG: &str = "parley_sla_checks_backlog";
+/// Outcomes of deliveries or recipients that could not be written, by kind (`webhook`,
+/// `recipient`); the work stays due and its attempt ceiling still holds (worker).
+pub const OUTCOME_WRITE_FAILURES: &str = "parley_outcome_write_failures_total";
+/// Deliveries or recipients given up because they reached their attempt ceiling without an
+/// outcome being recorded, by kind (worker).
+pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";

@@ -1,11 +1,24 @@
 //! HMAC-SHA256 signatures over a raw body, as CONTRACT.md fixes them for webhooks and channel
 //! receipts: `X-Parley-Signature: sha256=<lowercase hex>`, several comma-separated while a
 //! secret is being rotated.
+//!
+//! Checking one costs the same whatever the caller sends: the header is parsed first, and
+//! refused unless it is at most [`MAX_CANDIDATES`] well-formed values; the MAC of the body is
+//! then computed once and compared with each candidate in constant time.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 pub const HEADER: &str = "x-parley-signature";
+
+/// Signatures one header may carry: the current secret's and the previous one's during a
+/// rotation, with room to spare.
+pub const MAX_CANDIDATES: usize = 4;
+const PREFIX: &str = "sha256=";
+const HEX_LEN: usize = 64;
+/// The longest well-formed header: every candidate with a separator and some spaces.
+const MAX_HEADER_LEN: usize = MAX_CANDIDATES * (PREFIX.len() + HEX_LEN + 4);
 
 fn mac(secret: &str) -> Hmac<Sha256> {
     // HMAC takes keys of any length, so this cannot fail.
@@ -13,27 +26,60 @@ fn mac(secret: &str) -> Hmac<Sha256> {
         .expect("HMAC accepts any key length")
 }
 
-/// `sha256=<hex>` of `body` under `secret`.
-pub fn sign(secret: &str, body: &[u8]) -> String {
+fn digest(secret: &str, body: &[u8]) -> [u8; 32] {
     let mut m = mac(secret);
     m.update(body);
-    format!("sha256={}", hex::encode(m.finalize().into_bytes()))
+    m.finalize().into_bytes().into()
 }
 
-/// Whether any `sha256=` value of `header` is `body`'s signature under `secret`, compared in
-/// constant time.
+/// `sha256=<hex>` of `body` under `secret`.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    format!("{PREFIX}{}", hex::encode(digest(secret, body)))
+}
+
+/// The signatures a header offers, parsed before any work on the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidates(Vec<[u8; 32]>);
+
+impl Candidates {
+    /// `None` unless the header is 1 to [`MAX_CANDIDATES`] comma-separated
+    /// `sha256=<64 hex digits>` values (lowercase as sent; either case read).
+    pub fn parse(header: &str) -> Option<Self> {
+        if header.len() > MAX_HEADER_LEN {
+            return None;
+        }
+        let mut out = Vec::new();
+        for part in header.split(',') {
+            if out.len() == MAX_CANDIDATES {
+                return None;
+            }
+            let hex_sig = part.trim().strip_prefix(PREFIX)?;
+            if hex_sig.len() != HEX_LEN || !hex_sig.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            let mut bytes = [0u8; 32];
+            hex::decode_to_slice(hex_sig, &mut bytes).ok()?;
+            out.push(bytes);
+        }
+        Some(Candidates(out))
+    }
+
+    /// Whether one of the candidates is `body`'s signature under `secret`: one MAC, and
+    /// constant-time comparisons.
+    pub fn verify(&self, secret: &str, body: &[u8]) -> bool {
+        let expected = digest(secret, body);
+        self.0
+            .iter()
+            .fold(subtle::Choice::from(0), |found, c| {
+                found | c.ct_eq(&expected)
+            })
+            .into()
+    }
+}
+
+/// Whether `header` carries `body`'s signature under `secret`.
 pub fn verify(secret: &str, body: &[u8], header: &str) -> bool {
-    header.split(',').any(|part| {
-        let Some(hex_sig) = part.trim().strip_prefix("sha256=") else {
-            return false;
-        };
-        let Ok(bytes) = hex::decode(hex_sig) else {
-            return false;
-        };
-        let mut m = mac(secret);
-        m.update(body);
-        m.verify_slice(&bytes).is_ok()
-    })
+    Candidates::parse(header).is_some_and(|c| c.verify(secret, body))
 }
 
 #[cfg(test)]
@@ -47,12 +93,35 @@ mod tests {
         assert!(verify("whsec_test", b"{\"a\":1}", &sig));
         assert!(!verify("whsec_test", b"{\"a\":2}", &sig));
         assert!(!verify("other", b"{\"a\":1}", &sig));
+        let zero = format!("sha256={}", "0".repeat(64));
         assert!(verify(
             "whsec_test",
             b"{\"a\":1}",
-            &format!("sha256=00, {sig}")
+            &format!("{zero}, {sig}")
         ));
         assert!(!verify("whsec_test", b"x", "garbage"));
+    }
+
+    #[test]
+    fn only_a_few_well_formed_candidates_are_read() {
+        let sig = sign("s", b"body");
+        let zero = format!("sha256={}", "0".repeat(64));
+        let four = [zero.as_str(); 3].join(",") + "," + &sig;
+        assert!(Candidates::parse(&four).is_some_and(|c| c.verify("s", b"body")));
+        let five = format!("{zero},{four}");
+        assert_eq!(Candidates::parse(&five), None, "a fifth candidate");
+        let upper = format!("sha256={}", sig[7..].to_uppercase());
+        assert!(Candidates::parse(&upper).is_some_and(|c| c.verify("s", b"body")));
+        for bad in [
+            "",
+            "sha256=",
+            "sha256=00",
+            &format!("{sig},"),
+            &"sha256=,".repeat(2000),
+            &format!("md5={}", "0".repeat(64)),
+        ] {
+            assert_eq!(Candidates::parse(bad), None, "{bad:.40}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::{RefOr, Schema};
@@ -18,10 +18,12 @@ impl Timestamp {
         Timestamp(Utc::now().trunc_subsecs(6))
     }
 
+    /// An RFC 3339 date-time whose UTC instant is in the years 0000 to 9999: what RFC 3339
+    /// can write back (a `9999-12-31T23:00:00-05:00` would be in the year 10000) and far
+    /// inside Postgres' range.
     pub fn parse(s: &str) -> Option<Self> {
-        DateTime::parse_from_rfc3339(s)
-            .ok()
-            .map(|t| Timestamp(t.with_timezone(&Utc)))
+        let t = DateTime::parse_from_rfc3339(s).ok()?.with_timezone(&Utc);
+        (0..=9999).contains(&t.year()).then_some(Timestamp(t))
     }
 }
 
@@ -49,7 +51,7 @@ impl<'de> Deserialize<'de> for Timestamp {
         Timestamp::parse(&s).ok_or_else(|| {
             crate::fields::invalid::<D::Error>(
                 "invalid_format",
-                "must be an RFC 3339 date-time such as 2026-11-22T14:27:27.123Z",
+                "must be an RFC 3339 date-time such as 2026-11-22T14:27:27.123Z, in the years 0000 to 9999 (UTC)",
             )
         })
     }
@@ -60,6 +62,10 @@ impl PartialSchema for Timestamp {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some(
+                "RFC 3339; the instant must fall in the years 0000 to 9999 (UTC). Answers use UTC \
+                 with milliseconds.",
+            ))
             .examples(["2026-11-22T14:27:27.123Z"])
             .into()
     }
@@ -80,5 +86,17 @@ mod tests {
     #[test]
     fn rejects_a_date_without_time() {
         assert!(Timestamp::parse("2026-11-22").is_none());
+    }
+
+    #[test]
+    fn instants_past_what_rfc_3339_writes_are_refused() {
+        assert!(Timestamp::parse("9999-12-31T23:59:59.999Z").is_some());
+        assert!(Timestamp::parse("9999-12-31T23:00:00-05:00").is_none());
+        assert_eq!(
+            Timestamp::parse("0001-01-01T00:00:00+01:00")
+                .unwrap()
+                .to_string(),
+            "0000-12-31T23:00:00.000Z"
+        );
     }
 }

@@ -1,6 +1,9 @@
 //! The daily request counter behind `meta.apiKeyUsage` and its 429, kept in Redis so every API
 //! process counts against the same number.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use crate::envelope::ApiKeyUsage;
@@ -27,6 +30,45 @@ pub enum Outcome {
         usage: ApiKeyUsage,
         retry_after: u64,
     },
+    /// Redis did not answer in time: the request goes on uncounted (the counter fails open,
+    /// so a Redis outage does not stop the API).
+    Uncounted,
+}
+
+/// How long a request waits for its count before it goes on uncounted.
+const COUNT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Unix seconds of the last "uncounted" log line, so an outage logs one line per interval.
+static LAST_WARNING: AtomicI64 = AtomicI64::new(0);
+const WARNING_INTERVAL_SECS: i64 = 10;
+
+/// [`count_request`], failing open: a Redis error or a wait past [`COUNT_TIMEOUT`] is
+/// counted in `parley_usage_uncounted_total`, logged (once per 10 s), and answered
+/// [`Outcome::Uncounted`].
+pub async fn count_or_skip(
+    redis: &Redis,
+    key_id: uuid::Uuid,
+    limit: Option<i64>,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let why =
+        match tokio::time::timeout(COUNT_TIMEOUT, count_request(redis, key_id, limit, now)).await {
+            Ok(Ok(outcome)) => return outcome,
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => format!("no answer within {} ms", COUNT_TIMEOUT.as_millis()),
+        };
+    metrics::counter!(crate::metric_names::USAGE_UNCOUNTED).increment(1);
+    let last = LAST_WARNING.load(Ordering::Relaxed);
+    if now.timestamp() - last >= WARNING_INTERVAL_SECS
+        && LAST_WARNING
+            .compare_exchange(last, now.timestamp(), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(
+            error = %why,
+            "Redis unavailable: requests are served without counting daily usage"
+        );
+    }
+    Outcome::Uncounted
 }
 
 pub async fn count_request(

@@ -218,6 +218,16 @@ pub async fn spawn_isolated_app(extra: &[(&str, &str)]) -> TestApp {
     start(url, true, extra).await
 }
 
+/// The Prometheus text a process serves at `http://<addr>/metrics`.
+pub async fn metrics_text(addr: SocketAddr) -> String {
+    reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
 /// Sends SIGTERM to a child process, as a deploy does.
 pub fn terminate(child: &std::process::Child) {
     let status = std::process::Command::new("kill")

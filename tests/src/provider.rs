@@ -22,6 +22,11 @@ pub enum Reply {
         retry_after: Option<u64>,
         code: Option<&'static str>,
     },
+    /// This status with this JSON body, as written (for answers a provider should not give).
+    Raw {
+        status: u16,
+        body: Value,
+    },
 }
 
 impl Reply {
@@ -160,6 +165,14 @@ async fn receive(
             }
             (status, r)
         }
+        Reply::Raw { status, body } => (
+            status,
+            (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                Json(body),
+            )
+                .into_response(),
+        ),
     };
     s.calls.push(Call {
         idempotency_key: key,

@@ -20,6 +20,8 @@ pub enum Answer {
     /// Waits this long, then answers 200.
     Sleep(Duration),
     Redirect(String),
+    /// This status and these bytes as the body.
+    Body(u16, &'static [u8]),
 }
 
 #[derive(Debug, Clone)]
@@ -154,6 +156,9 @@ async fn answer_with(answer: Answer) -> Response {
         Answer::Sleep(d) => {
             tokio::time::sleep(d).await;
             (StatusCode::OK, "slept").into_response()
+        }
+        Answer::Body(code, bytes) => {
+            (StatusCode::from_u16(code).unwrap_or(StatusCode::OK), bytes).into_response()
         }
         Answer::Redirect(to) => {
             let mut r = StatusCode::FOUND.into_response();

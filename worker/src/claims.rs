@@ -79,6 +79,27 @@ impl Claims {
             .await
     }
 
+    /// The ids of `ids` some job holds a claim on now.
+    pub async fn held(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<std::collections::HashSet<Uuid>, redis::RedisError> {
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let mut conn = self.redis.conn.clone();
+        let holders: Vec<Option<String>> = redis::cmd("MGET")
+            .arg(self.keys(ids))
+            .query_async(&mut conn)
+            .await?;
+        Ok(ids
+            .iter()
+            .zip(holders)
+            .filter(|(_, holder)| holder.is_some())
+            .map(|(id, _)| *id)
+            .collect())
+    }
+
     pub async fn release(&self, ids: &[Uuid], token: Uuid) -> Result<u64, redis::RedisError> {
         self.keep_or_drop(ids, token, 0).await
     }

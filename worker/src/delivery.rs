@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::context::Ctx;
 use crate::provider::{Message, Sent};
 use crate::status_watch::StatusWatch;
-use parley_shared::metric_names::RECIPIENTS;
+use parley_shared::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
 
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
@@ -99,7 +99,14 @@ async fn send_all(
         .buffer_unordered(IN_FLIGHT)
         .chunks(CHUNK);
     while let Some(chunk) = outcomes.next().await {
-        db::delivery::record(&ctx.pool, &chunk).await?;
+        db::delivery::record(&ctx.pool, &chunk)
+            .await
+            .inspect_err(|err| {
+                // The recipients stay pending; the reconciler takes them again, up to its
+                // ceiling.
+                metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => "recipient").increment(1);
+                tracing::error!(%err, recipients = chunk.len(), "recipient outcomes not recorded");
+            })?;
         count(broadcast.channel, &chunk);
     }
     if let Some(status) = db::delivery::finish_if_done(&ctx.pool, job.broadcast_id).await? {
@@ -254,6 +261,17 @@ async fn send_one(
         "externalId" => r.external_id.as_deref(),
         _ => None,
     });
+    // Checked when the broadcast and its template were written; this only guards the
+    // provider against a message that got past those checks.
+    if content.chars().count() > b.channel.max_message_chars() {
+        return (
+            id,
+            Outcome::Failed {
+                code: "message_too_long".to_owned(),
+                message: format!("the message is longer than {} takes", b.channel),
+            },
+        );
+    }
     let message = Message {
         recipient_id: id,
         channel: b.channel,

@@ -2,6 +2,7 @@
 //! ticker that moves due and lost work from Postgres into the queues, and serves `/healthz`,
 //! `/readyz` and `/metrics` on its metrics address. Any number of workers may run at once.
 
+pub mod answer;
 pub mod claims;
 pub mod consumers;
 pub mod context;
@@ -90,11 +91,7 @@ impl Worker {
         crate::metrics::register();
         Ok(Worker {
             ctx,
-            probes: Probes {
-                pool,
-                redis,
-                metrics,
-            },
+            probes: Probes::new(pool, redis, metrics, true),
             listener,
         })
     }

@@ -10,9 +10,9 @@ use parley_shared::domain::Channel;
 use parley_shared::domain::sla::SlaTarget;
 use parley_shared::jobs::QueueName;
 use parley_shared::metric_names::{
-    JOB_DURATION, JOBS, OUTBOX_BACKLOG, PROVIDER_CALLS, PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH,
-    RECIPIENTS, RECONCILED, SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS,
-    WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+    ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_WRITE_FAILURES, PROVIDER_CALLS,
+    PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, SLA_BACKLOG, SLA_BREACH_LAG,
+    SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 use tracing::Instrument;
 
@@ -41,6 +41,21 @@ where
 }
 
 /// Registers the worker's series with their known labels, at zero.
+/// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
+/// recipients (`kind` `recipient`) or the deliveries (`webhook`).
+pub fn given_up(kind: &'static str, ids: &[uuid::Uuid]) {
+    let Some(first) = ids.first() else {
+        return;
+    };
+    metrics::counter!(ATTEMPTS_EXHAUSTED, "kind" => kind).increment(ids.len() as u64);
+    tracing::error!(
+        kind,
+        count = ids.len(),
+        first = %first,
+        "given up: enqueued again too often without an outcome recorded"
+    );
+}
+
 pub fn register() {
     for queue in QueueName::ALL {
         let q = queue.as_str();
@@ -82,4 +97,8 @@ pub fn register() {
     }
     let _ = metrics::histogram!(SLA_BREACH_LAG);
     metrics::gauge!(SLA_BACKLOG).set(0.0);
+    for kind in ["webhook", "recipient"] {
+        metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => kind).absolute(0);
+        metrics::counter!(ATTEMPTS_EXHAUSTED, "kind" => kind).absolute(0);
+    }
 }

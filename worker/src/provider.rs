@@ -14,7 +14,9 @@ use serde::Serialize;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::answer::read_prefix;
 use crate::status_watch::stopped;
+use parley_shared::fields::storable;
 use parley_shared::metric_names::{PROVIDER_CALLS, PROVIDER_DURATION};
 
 /// The longest `Retry-After` honoured in place; longer ones wait this long.
@@ -178,6 +180,13 @@ impl Provider {
     }
 }
 
+/// Bytes of a provider's answer read; the rest is not.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// The longest `messageId` kept (receipts look recipients up by it).
+const MAX_MESSAGE_ID_CHARS: usize = 255;
+const MAX_CODE_CHARS: usize = 100;
+const MAX_MESSAGE_CHARS: usize = 500;
+
 async fn classify(
     response: reqwest::Result<reqwest::Response>,
 ) -> Result<Option<String>, CallError> {
@@ -191,7 +200,7 @@ async fn classify(
             };
             return Err(CallError::Retryable {
                 code: code.to_owned(),
-                message: err.to_string(),
+                message: storable(&err.to_string(), MAX_MESSAGE_CHARS),
                 retry_after: None,
             });
         }
@@ -203,26 +212,23 @@ async fn classify(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let text = response.text().await.unwrap_or_default();
+    let text = read_prefix(response, MAX_ANSWER_BYTES).await;
     let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
-    if status.is_success() {
-        let id = json
-            .as_ref()
-            .and_then(|j| j.get("messageId"))
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
-        return Ok(id);
-    }
-    let field = |name: &str| {
+    // What the provider says is stored: bounded, and without what Postgres cannot hold.
+    let field = |name: &str, max: usize| {
         json.as_ref()
             .and_then(|j| j.get(name))
             .and_then(|v| v.as_str())
-            .map(str::to_owned)
+            .map(|s| storable(s, max))
     };
-    let code = field("code")
-        .or_else(|| field("error"))
+    if status.is_success() {
+        return Ok(field("messageId", MAX_MESSAGE_ID_CHARS));
+    }
+    let code = field("code", MAX_CODE_CHARS)
+        .or_else(|| field("error", MAX_CODE_CHARS))
         .unwrap_or_else(|| format!("http_{}", status.as_u16()));
-    let message = field("message").unwrap_or_else(|| text.chars().take(500).collect());
+    let message =
+        field("message", MAX_MESSAGE_CHARS).unwrap_or_else(|| storable(&text, MAX_MESSAGE_CHARS));
     if status.as_u16() == 429 || status.is_server_error() {
         Err(CallError::Retryable {
             code,

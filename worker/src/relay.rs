@@ -94,6 +94,7 @@ async fn enqueue_due(ctx: &Ctx) -> anyhow::Result<()> {
         .then_some(ctx.settings().reconcile_after);
     let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
     let due = outbox::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;
-    ctx.jobs.deliver_webhooks(&due).await?;
+    crate::metrics::given_up("webhook", &due.given_up);
+    ctx.jobs.deliver_webhooks(&due.taken).await?;
     Ok(())
 }

@@ -66,10 +66,17 @@ async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
         }
     }
     let stale = if ctx.jobs.depth(QueueName::RecipientDelivery).await?.ready == 0 {
-        db::delivery::stale_recipients(&ctx.pool, after, BATCH).await?
+        let candidates = db::delivery::stale_recipients(&ctx.pool, after, BATCH).await?;
+        // A recipient a job still holds is slow, not lost: neither enqueued nor counted.
+        let ids: Vec<uuid::Uuid> = candidates.iter().map(|(_, id)| *id).collect();
+        let held = ctx.claims.held(&ids).await?;
+        let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
+        db::delivery::requeue(&ctx.pool, &lost, after).await?
     } else {
-        Vec::new()
+        Default::default()
     };
+    crate::metrics::given_up("recipient", &stale.given_up);
+    let stale = stale.requeued;
     if !stale.is_empty() {
         metrics::counter!(RECONCILED, "kind" => "recipient").increment(stale.len() as u64);
         let mut by_broadcast: std::collections::HashMap<uuid::Uuid, Vec<uuid::Uuid>> =

@@ -15,17 +15,23 @@ use parley_shared::config::WebhookSettings;
 use parley_shared::db;
 use parley_shared::db::webhooks::{AttemptRecord, Due, JobOutcome};
 use parley_shared::domain::webhooks::{PAYLOAD_VERSION, Payload, PayloadMetadata};
+use parley_shared::fields::storable;
 use parley_shared::jobs::{DeliverWebhooks, QueueName};
-use parley_shared::metric_names::{WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED};
+use parley_shared::metric_names::{
+    OUTCOME_WRITE_FAILURES, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+};
 use parley_shared::signature;
 use parley_shared::time::Timestamp;
 use uuid::Uuid;
 
+use crate::answer::read_prefix;
 use crate::context::Ctx;
 use crate::ssrf;
 
 /// Bytes of the receiver's answer kept in the log.
 const BODY_KEPT: usize = 4 * 1024;
+/// The longest error text kept in the log.
+const MAX_ERROR_CHARS: usize = 1_000;
 /// The longest wait between two attempts, whatever the backoff or the receiver says.
 const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
 /// How soon a delivery that found its webhook busy is tried again.
@@ -118,8 +124,13 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
             outcome.busy.extend(sent.busy);
             outcome.stalled.extend(sent.stalled);
         }
-        let disabled =
-            db::webhooks::record_outcome(&ctx.pool, &outcome, settings.disable_after).await?;
+        let disabled = db::webhooks::record_outcome(&ctx.pool, &outcome, settings.disable_after)
+            .await
+            .inspect_err(|err| {
+                // The deliveries stay due; the relay takes them again, up to its ceiling.
+                metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => "webhook").increment(1);
+                tracing::error!(%err, attempts = outcome.attempts.len(), "webhook attempts not recorded");
+            })?;
         for id in &disabled {
             tracing::warn!(webhook_id = %id, "webhook disabled after failing for too long");
             metrics::counter!(WEBHOOKS_DISABLED).increment(1);
@@ -207,9 +218,10 @@ async fn attempt(ctx: &Ctx, d: Due) -> AttemptRecord {
             attempt,
             succeeded,
             response_status: status.map(i32::from),
-            response_body: body,
+            // The receiver's words are stored only as text Postgres can hold.
+            response_body: body.map(|b| storable(&b, BODY_KEPT)),
             duration_ms: took.as_millis().min(i32::MAX as u128) as i32,
-            error,
+            error: error.map(|e| storable(&e, MAX_ERROR_CHARS)),
             next_attempt_at,
         }
     };
@@ -330,20 +342,6 @@ fn chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     out
-}
-
-/// The first `limit` bytes of an answer (as text), without reading the rest.
-async fn read_prefix(mut response: reqwest::Response, limit: usize) -> String {
-    let mut kept = Vec::new();
-    while kept.len() < limit {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                kept.extend_from_slice(&chunk[..chunk.len().min(limit - kept.len())])
-            }
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&kept).into_owned()
 }
 
 #[cfg(test)]

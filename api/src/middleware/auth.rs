@@ -57,9 +57,11 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, AppError> 
     );
 
     let outcome =
-        usage::count_request(&state.redis, key.id, key.daily_limit, chrono::Utc::now()).await?;
+        usage::count_or_skip(&state.redis, key.id, key.daily_limit, chrono::Utc::now()).await;
     let ctx = envelope::context();
     match outcome {
+        // Redis did not answer: served uncounted, `meta.apiKeyUsage` is null.
+        usage::Outcome::Uncounted => {}
         usage::Outcome::Counted(u) => {
             if let Some(ctx) = &ctx {
                 ctx.set_usage(u);

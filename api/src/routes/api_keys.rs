@@ -4,7 +4,7 @@ use axum::extract::State;
 use parley_shared::auth;
 use parley_shared::db;
 use parley_shared::domain::api_keys::{ApiKey, CreateApiKey, CreatedApiKey, NewApiKey};
-use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -42,7 +42,7 @@ async fn create(
 /// List the organization's keys, revoked ones included (never their secrets).
 #[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys",
     params(PageParams),
-    responses((status = 200, description = "A page of keys", body = Envelope<Vec<ApiKey>>)))]
+    responses((status = 200, description = "A page of keys", body = ListEnvelope<ApiKey>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,

@@ -8,7 +8,7 @@ use parley_shared::domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, CreateBroadcast,
     MAX_AUDIENCE, RecipientFilter, UpdateBroadcast,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use parley_shared::time::Timestamp;
@@ -19,10 +19,16 @@ use uuid::Uuid;
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
 
-pub fn router() -> OpenApiRouter<AppState> {
+/// The routes whose bodies carry an audience (`contactIds`, up to 1,000,000 ids): create and
+/// update, with the reads and delete of the same paths. They get the larger body limit.
+pub fn audience_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
         .routes(routes!(get, update, delete))
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .routes(routes!(recipients))
         .routes(routes!(pause))
         .routes(routes!(resume))
@@ -48,7 +54,7 @@ async fn template(
     org: Uuid,
     id: Uuid,
 ) -> AppResult<parley_shared::domain::templates::Template> {
-    db::templates::get(conn, org, id).await?.ok_or_else(|| {
+    db::templates::share(conn, org, id).await?.ok_or_else(|| {
         AppError::validation(
             "templateId",
             "not_found",
@@ -90,7 +96,7 @@ async fn create(
 /// List broadcasts (endpoint 4).
 #[utoipa::path(get, path = "/api/v1/broadcasts", tag = "broadcasts",
     params(PageParams, BroadcastFilter),
-    responses((status = 200, description = "A page of broadcasts", body = Envelope<Vec<Broadcast>>)))]
+    responses((status = 200, description = "A page of broadcasts", body = ListEnvelope<Broadcast>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -184,7 +190,7 @@ async fn delete(
 /// List a broadcast's recipients, each with its contact.
 #[utoipa::path(get, path = "/api/v1/broadcasts/{id}/recipients", tag = "broadcasts",
     params(("id" = Uuid, Path, description = "Broadcast id"), PageParams, RecipientFilter),
-    responses((status = 200, description = "A page of recipients", body = Envelope<Vec<BroadcastRecipient>>)))]
+    responses((status = 200, description = "A page of recipients", body = ListEnvelope<BroadcastRecipient>)))]
 async fn recipients(
     State(s): State<AppState>,
     t: Tenant,

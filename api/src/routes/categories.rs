@@ -5,7 +5,7 @@ use parley_shared::db;
 use parley_shared::domain::categories::{
     CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::fields::next_free_slug;
 use parley_shared::list::PageParams;
@@ -48,7 +48,7 @@ async fn create(
 /// List conversation categories (endpoint 12).
 #[utoipa::path(get, path = "/api/v1/categories", tag = "categories",
     params(PageParams, CategoryFilter),
-    responses((status = 200, description = "A page of categories", body = Envelope<Vec<ConversationCategory>>)))]
+    responses((status = 200, description = "A page of categories", body = ListEnvelope<ConversationCategory>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,

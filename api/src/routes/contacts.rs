@@ -7,7 +7,7 @@ use parley_shared::db::tags::{TagLink, set_tags};
 use parley_shared::domain::contacts::{
     ActivityType, Contact, ContactActivity, ContactFilter, CreateContact, UpdateContact,
 };
-use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use parley_shared::time::Timestamp;
@@ -85,7 +85,7 @@ async fn read(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> AppResult<C
 /// List the organization's contacts.
 #[utoipa::path(get, path = "/api/v1/contacts", tag = "contacts",
     params(PageParams, ContactFilter),
-    responses((status = 200, description = "A page of contacts", body = Envelope<Vec<Contact>>)))]
+    responses((status = 200, description = "A page of contacts", body = ListEnvelope<Contact>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -95,7 +95,7 @@ async fn list(
     let tag = match &filter.tag {
         // An unknown tag matches no contact.
         Some(tag) => Some(
-            db::contacts::resolve_tag(&s.pool, t.org_id, tag)
+            db::contacts::resolve_tag(&s.pool, t.org_id, tag.as_str())
                 .await?
                 .unwrap_or(Uuid::nil()),
         ),

@@ -12,7 +12,7 @@ use parley_shared::domain::conversations::{
 };
 use parley_shared::domain::sla::SubjectType;
 use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use parley_shared::time::Timestamp;
@@ -100,7 +100,7 @@ async fn write_message(
             file_id: a.file_id,
             caption: a.caption.map(Into::into),
             external_media_id: a.external_media_id.map(Into::into),
-            duration: a.duration.map(|d| i32::try_from(d).unwrap_or(i32::MAX)),
+            duration: a.duration,
             metadata: serde_json::Value::Object(a.metadata.unwrap_or_default()),
         })
         .collect();
@@ -210,7 +210,7 @@ async fn create(
 /// messages, tags and SLA state.
 #[utoipa::path(get, path = "/api/v1/conversations", tag = "conversations",
     params(PageParams, ConversationFilter),
-    responses((status = 200, description = "A page of conversations", body = Envelope<Vec<Conversation>>)))]
+    responses((status = 200, description = "A page of conversations", body = ListEnvelope<Conversation>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -218,7 +218,7 @@ async fn list(
     Query(filter): Query<ConversationFilter>,
 ) -> AppResult<Reply<Vec<Conversation>>> {
     let tag = match &filter.tag {
-        Some(tag) => db::contacts::resolve_tag(&s.pool, t.org_id, tag).await?,
+        Some(tag) => db::contacts::resolve_tag(&s.pool, t.org_id, tag.as_str()).await?,
         None => None,
     };
     Ok(Reply::page(
@@ -327,7 +327,7 @@ async fn add_message(
 /// A conversation's messages.
 #[utoipa::path(get, path = "/api/v1/conversations/{id}/messages", tag = "conversations",
     params(("id" = Uuid, Path, description = "Conversation id"), PageParams),
-    responses((status = 200, description = "A page of messages", body = Envelope<Vec<Message>>)))]
+    responses((status = 200, description = "A page of messages", body = ListEnvelope<Message>)))]
 async fn messages(
     State(s): State<AppState>,
     t: Tenant,

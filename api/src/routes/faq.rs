@@ -7,7 +7,7 @@ use parley_shared::domain::faq::{
     CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
     FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::fields::next_free_slug;
 use parley_shared::list::PageParams;
@@ -60,7 +60,7 @@ async fn create_collection(
 /// List FAQ collections with `faqCount` and `totalReadTime`.
 #[utoipa::path(get, path = "/api/v1/faq-collections", tag = "faq",
     params(PageParams, FaqCollectionFilter),
-    responses((status = 200, description = "A page of collections", body = Envelope<Vec<FaqCollection>>)))]
+    responses((status = 200, description = "A page of collections", body = ListEnvelope<FaqCollection>)))]
 async fn list_collections(
     State(s): State<AppState>,
     t: Tenant,
@@ -165,7 +165,7 @@ async fn create_category(
 /// List the FAQ categories of a collection.
 #[utoipa::path(get, path = "/api/v1/faq-collections/{id}/categories", tag = "faq",
     params(("id" = Uuid, Path, description = "Collection id"), PageParams),
-    responses((status = 200, description = "A page of categories", body = Envelope<Vec<FaqCategory>>)))]
+    responses((status = 200, description = "A page of categories", body = ListEnvelope<FaqCategory>)))]
 async fn list_categories(
     State(s): State<AppState>,
     t: Tenant,
@@ -273,7 +273,7 @@ async fn create_faq(
 /// List the FAQs of a collection.
 #[utoipa::path(get, path = "/api/v1/faq-collections/{id}/faqs", tag = "faq",
     params(("id" = Uuid, Path, description = "Collection id"), PageParams, FaqFilter),
-    responses((status = 200, description = "A page of FAQs", body = Envelope<Vec<Faq>>)))]
+    responses((status = 200, description = "A page of FAQs", body = ListEnvelope<Faq>)))]
 async fn list_faqs(
     State(s): State<AppState>,
     t: Tenant,

@@ -7,7 +7,7 @@ use parley_shared::db::tags::{TagLink, set_tags, tags_of};
 use parley_shared::domain::contacts::{ActivityType, Contact, ContactActivity};
 use parley_shared::domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
 use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use parley_shared::time::Timestamp;
@@ -69,7 +69,7 @@ async fn create(
 /// List leads.
 #[utoipa::path(get, path = "/api/v1/leads", tag = "leads",
     params(PageParams, LeadFilter),
-    responses((status = 200, description = "A page of leads", body = Envelope<Vec<Lead>>)))]
+    responses((status = 200, description = "A page of leads", body = ListEnvelope<Lead>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,

@@ -5,7 +5,7 @@ use parley_shared::db;
 use parley_shared::domain::message_attributes::{
     CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -41,7 +41,7 @@ async fn create(
 /// List message attributes.
 #[utoipa::path(get, path = "/api/v1/message-attributes", tag = "message-attributes",
     params(PageParams, MessageAttributeFilter),
-    responses((status = 200, description = "A page of attributes", body = Envelope<Vec<MessageAttribute>>)))]
+    responses((status = 200, description = "A page of attributes", body = ListEnvelope<MessageAttribute>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,

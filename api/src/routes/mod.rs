@@ -23,11 +23,13 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::state::AppState;
 
-/// Every `/api/v1` route that takes an API key. Broadcast bodies may carry long audiences,
-/// so they have their own, larger body limit.
+/// Every `/api/v1` route that takes an API key. Bodies are limited to
+/// `PARLEY_MAX_BODY_BYTES` (the layer in `startup`), except broadcast create and update,
+/// whose audiences may be long (`PARLEY_MAX_BROADCAST_BODY_BYTES`).
 pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .merge(broadcasts::router().layer(DefaultBodyLimit::max(max_broadcast_body_bytes)))
+        .merge(broadcasts::audience_router().layer(DefaultBodyLimit::max(max_broadcast_body_bytes)))
+        .merge(broadcasts::router())
         .merge(api_keys::router())
         .merge(faq::router())
         .merge(contacts::router())
@@ -45,7 +47,8 @@ pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
         .merge(files::router())
 }
 
-/// Routes that authenticate by signature instead of an API key.
+/// Routes that authenticate by signature instead of an API key. A receipt batch (10,000
+/// receipts) may be longer than the default limit.
 pub fn signed() -> OpenApiRouter<AppState> {
-    receipts::router()
+    receipts::router().layer(DefaultBodyLimit::max(receipts::MAX_BODY_BYTES))
 }

@@ -1,9 +1,11 @@
 //! Delivery receipts from channel providers: `POST /api/v1/channels/{channel}/receipts`,
 //! signed like a webhook with the channel's `PARLEY_CHANNEL_<CHANNEL>_SECRET` instead of an
-//! API key.
+//! API key. Nothing proportional to the request happens before the signature is checked,
+//! beyond reading the body within its limit: the header is parsed (a few candidates at most)
+//! before the body is read, then one MAC is computed.
 
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use parley_shared::db;
 use parley_shared::db::delivery::Receipt;
 use parley_shared::domain::Channel;
@@ -17,10 +19,52 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::extract::{Path, RawBody, parse_json};
+use crate::middleware::guard::Limits;
 use crate::state::AppState;
 
 /// Receipts one request may carry.
 const MAX_RECEIPTS: usize = 10_000;
+/// Room for [`MAX_RECEIPTS`] receipts with long message ids.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Receipt calls served at once, and how long one may take (its body included), within the
+/// API's own limits: a caller that has not proved itself yet (a well-formed but wrong
+/// signature, a slow body) can hold no more than these of the API's capacity.
+pub const LIMITS: Limits = Limits {
+    request_timeout: std::time::Duration::from_secs(10),
+    max_in_flight: 32,
+};
+
+/// A request to a channel that has a secret, offering well-formed signatures; checked before
+/// the body is read.
+struct Signed {
+    channel: Channel,
+    secret: String,
+    candidates: signature::Candidates,
+}
+
+impl FromRequestParts<AppState> for Signed {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, AppError> {
+        let Path(channel) = Path::<Channel>::from_request_parts(parts, s).await?;
+        let secret = s
+            .config
+            .channel(channel)
+            .secret
+            .ok_or(AppError::Unauthorized)?;
+        let candidates = parts
+            .headers
+            .get(signature::HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(signature::Candidates::parse)
+            .ok_or(AppError::Unauthorized)?;
+        Ok(Signed {
+            channel,
+            secret,
+            candidates,
+        })
+    }
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(receive))
@@ -35,20 +79,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "How many receipts were applied", body = Envelope<ReceiptsApplied>)))]
 async fn receive(
     State(s): State<AppState>,
-    Path(channel): Path<Channel>,
-    headers: HeaderMap,
+    signed: Signed,
     RawBody(body): RawBody,
 ) -> AppResult<Reply<ReceiptsApplied>> {
-    let Some(secret) = s.config.channel(channel).secret else {
-        return Err(AppError::Unauthorized);
-    };
-    let signed = headers
-        .get(signature::HEADER)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|sig| signature::verify(&secret, &body, sig));
-    if !signed {
+    if !signed.candidates.verify(&signed.secret, &body) {
         return Err(AppError::Unauthorized);
     }
+    let channel = signed.channel;
     let receipts: Vec<ReceiptIn> = parse_json(&body)?;
     parley_shared::fields::check_len("body", receipts.len(), MAX_RECEIPTS)?;
     let now = Timestamp::now();

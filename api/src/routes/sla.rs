@@ -7,7 +7,7 @@ use parley_shared::domain::orgs::{Organization, UpdateOrganization};
 use parley_shared::domain::sla::{
     CreateSlaPolicy, SlaPolicy, SlaPolicyFilter, SlaStats, SlaStatsQuery, UpdateSlaPolicy,
 };
-use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -43,7 +43,7 @@ async fn create(
 /// List SLA policies.
 #[utoipa::path(get, path = "/api/v1/sla-policies", tag = "sla",
     params(PageParams, SlaPolicyFilter),
-    responses((status = 200, description = "A page of policies", body = Envelope<Vec<SlaPolicy>>)))]
+    responses((status = 200, description = "A page of policies", body = ListEnvelope<SlaPolicy>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -117,7 +117,6 @@ async fn statistics(
     t: Tenant,
     Query(q): Query<SlaStatsQuery>,
 ) -> AppResult<Reply<SlaStats>> {
-    q.check()?;
     Ok(Reply::ok(
         db::sla::stats(&s.pool, t.org_id, q.from, q.to).await?,
     ))

@@ -3,7 +3,7 @@
 use axum::extract::State;
 use parley_shared::db;
 use parley_shared::domain::tags::{Company, CreateCompany, CreateTag, Tag};
-use parley_shared::envelope::{Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::AppResult;
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -38,7 +38,7 @@ async fn create_tag(
 /// List tags.
 #[utoipa::path(get, path = "/api/v1/tags", tag = "tags",
     params(PageParams),
-    responses((status = 200, description = "A page of tags", body = Envelope<Vec<Tag>>)))]
+    responses((status = 200, description = "A page of tags", body = ListEnvelope<Tag>)))]
 async fn list_tags(
     State(s): State<AppState>,
     t: Tenant,
@@ -69,7 +69,7 @@ async fn create_company(
 /// List companies.
 #[utoipa::path(get, path = "/api/v1/companies", tag = "companies",
     params(PageParams),
-    responses((status = 200, description = "A page of companies", body = Envelope<Vec<Company>>)))]
+    responses((status = 200, description = "A page of companies", body = ListEnvelope<Company>)))]
 async fn list_companies(
     State(s): State<AppState>,
     t: Tenant,

@@ -4,7 +4,7 @@ use axum::extract::State;
 use parley_shared::db;
 use parley_shared::db::refs::{self, RefTable};
 use parley_shared::domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -72,7 +72,7 @@ async fn create(
 /// List teams with their members.
 #[utoipa::path(get, path = "/api/v1/teams", tag = "teams",
     params(PageParams, TeamFilter),
-    responses((status = 200, description = "A page of teams", body = Envelope<Vec<Team>>)))]
+    responses((status = 200, description = "A page of teams", body = ListEnvelope<Team>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,

@@ -3,10 +3,11 @@
 use axum::extract::State;
 use parley_shared::db;
 use parley_shared::domain::analytics::TemplateAnalytics;
+use parley_shared::domain::broadcasts::check_template_change;
 use parley_shared::domain::templates::{
     ChannelParam, CreateTemplate, Template, TemplateFilter, UpdateTemplate,
 };
-use parley_shared::envelope::{Deleted, Envelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -41,7 +42,7 @@ async fn create(
 /// List templates.
 #[utoipa::path(get, path = "/api/v1/templates", tag = "templates",
     params(PageParams, TemplateFilter),
-    responses((status = 200, description = "A page of templates", body = Envelope<Vec<Template>>)))]
+    responses((status = 200, description = "A page of templates", body = ListEnvelope<Template>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -84,6 +85,8 @@ async fn update(
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut template)?;
+    let pending = db::broadcasts::rendering_from(&mut *tx, t.org_id, id).await?;
+    check_template_change(&template, &pending)?;
     db::templates::update(&mut *tx, &template).await?;
     tx.commit().await?;
     Ok(Reply::ok(template))

@@ -13,7 +13,7 @@ use parley_shared::domain::tickets::{
     TicketStatus, UpdateTicket,
 };
 use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use parley_shared::time::Timestamp;
@@ -154,7 +154,7 @@ async fn create(
 /// tags (activities and replies: `GET /tickets/{id}`).
 #[utoipa::path(get, path = "/api/v1/tickets", tag = "tickets",
     params(PageParams, TicketFilter),
-    responses((status = 200, description = "A page of tickets", body = Envelope<Vec<Ticket>>)))]
+    responses((status = 200, description = "A page of tickets", body = ListEnvelope<Ticket>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -162,7 +162,7 @@ async fn list(
     Query(filter): Query<TicketFilter>,
 ) -> AppResult<Reply<Vec<Ticket>>> {
     let tag = match &filter.tag {
-        Some(tag) => db::contacts::resolve_tag(&s.pool, t.org_id, tag).await?,
+        Some(tag) => db::contacts::resolve_tag(&s.pool, t.org_id, tag.as_str()).await?,
         None => None,
     };
     Ok(Reply::page(
@@ -377,7 +377,7 @@ async fn add_reply(
 /// A ticket's replies.
 #[utoipa::path(get, path = "/api/v1/tickets/{id}/replies", tag = "tickets",
     params(("id" = Uuid, Path, description = "Ticket id"), PageParams),
-    responses((status = 200, description = "A page of replies", body = Envelope<Vec<TicketReply>>)))]
+    responses((status = 200, description = "A page of replies", body = ListEnvelope<TicketReply>)))]
 async fn replies(
     State(s): State<AppState>,
     t: Tenant,

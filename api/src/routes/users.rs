@@ -4,7 +4,7 @@ use axum::extract::State;
 use parley_shared::db;
 use parley_shared::domain::users::{CreateUser, User, UserFilter};
 use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -43,7 +43,7 @@ async fn create(
 /// List users.
 #[utoipa::path(get, path = "/api/v1/users", tag = "users",
     params(PageParams, UserFilter),
-    responses((status = 200, description = "A page of users", body = Envelope<Vec<User>>)))]
+    responses((status = 200, description = "A page of users", body = ListEnvelope<User>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,

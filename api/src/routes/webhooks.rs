@@ -8,7 +8,7 @@ use parley_shared::domain::webhooks::{
     AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, UpdateWebhook, Webhook,
     WebhookAttempt, WebhookWithSecret, new_secret,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use parley_shared::error::{AppError, AppResult};
 use parley_shared::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -82,7 +82,7 @@ async fn create(
 /// List webhooks (never their secrets).
 #[utoipa::path(get, path = "/api/v1/webhooks", tag = "webhooks",
     params(PageParams),
-    responses((status = 200, description = "A page of webhooks", body = Envelope<Vec<Webhook>>)))]
+    responses((status = 200, description = "A page of webhooks", body = ListEnvelope<Webhook>)))]
 async fn list(
     State(s): State<AppState>,
     t: Tenant,
@@ -190,7 +190,7 @@ async fn test(
 /// receiver's answer.
 #[utoipa::path(get, path = "/api/v1/webhooks/{id}/logs", tag = "webhooks",
     params(("id" = Uuid, Path, description = "Webhook id"), PageParams, AttemptFilter),
-    responses((status = 200, description = "A page of attempts", body = Envelope<Vec<WebhookAttempt>>)))]
+    responses((status = 200, description = "A page of attempts", body = ListEnvelope<WebhookAttempt>)))]
 async fn logs(
     State(s): State<AppState>,
     t: Tenant,

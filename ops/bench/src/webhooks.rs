@@ -66,7 +66,7 @@ const WORKER: &[(&str, &str)] = &[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")];
 
 async fn subscribe(bench: &Bench, url: &str) -> anyhow::Result<()> {
     let new = parley_shared::domain::webhooks::CreateWebhook {
-        url: parley_shared::fields::HttpUrl::parse(url).map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        url: parley_shared::fields::WebhookUrl::parse(url).map_err(|e| anyhow::anyhow!("{e:?}"))?,
         events: vec!["lead.created".into()],
         description: None,
         is_active: None,

@@ -6,10 +6,13 @@ use uuid::Uuid;
 
 use super::ListQuery;
 
+use crate::domain::Channel;
 use crate::domain::broadcasts::{
     Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, RecipientFilter,
+    TemplateVariables,
 };
 use crate::list::{Page, PageRequest};
+use sqlx::types::Json;
 
 macro_rules! select {
     () => {
@@ -243,4 +246,23 @@ pub async fn recipients(
         })
         .collect();
     Ok(Page::new(rows, page, total))
+}
+
+/// Broadcasts of `template` that will still render its body (their message is captured when
+/// sending starts): their channel and variables, so a template update can check that it
+/// keeps their messages within their channels.
+pub async fn rendering_from(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    template: Uuid,
+) -> Result<Vec<(Uuid, Channel, Option<Json<TemplateVariables>>)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, channel, template_variables FROM broadcasts
+         WHERE organization_id = $1 AND template_id = $2 AND message_body IS NULL
+           AND status NOT IN ('completed', 'failed', 'cancelled')",
+    )
+    .bind(org)
+    .bind(template)
+    .fetch_all(db)
+    .await
 }

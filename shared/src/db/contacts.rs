@@ -160,14 +160,15 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &ContactFilter, ta
         qb.push(" AND c.company_id = ").push_bind(company);
     }
     if let Some(source) = &f.source {
-        qb.push(" AND c.source = ").push_bind(source.clone());
+        qb.push(" AND c.source = ")
+            .push_bind(source.as_str().to_owned());
     }
     if let Some(kind) = f.kind {
         qb.push(" AND c.type = ").push_bind(kind);
     }
     if let Some(email) = &f.email {
         qb.push(" AND lower(c.email) = lower(")
-            .push_bind(email.clone())
+            .push_bind(email.as_str().to_owned())
             .push(")");
     }
 }

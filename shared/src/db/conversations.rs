@@ -22,7 +22,7 @@ macro_rules! select {
     () => {
         "SELECT c.id, c.organization_id, c.reference_number, c.contact_id, c.category_id,
                 c.integration_id, c.channel, c.status, c.priority, c.subject, c.summary,
-                c.language, c.channel_data, c.guest_mood, c.deal_value::float8 AS deal_value,
+                c.language, c.channel_data, c.guest_mood, c.deal_value,
                 c.deal_currency, c.deal_description, c.deal_closed, c.is_deal_related,
                 c.ai_handled, c.ai_paused_at, c.is_read, c.is_spam, c.is_starred,
                 c.handover_status, c.handover_reason, c.handover_requested_by, c.handover_notes,
@@ -41,7 +41,7 @@ pub async fn insert(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sql
             guest_mood, deal_value, deal_currency, deal_description, is_deal_related, ai_handled,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-            $15::float8::numeric, $16, $17, $18, $19, $20, $20)",
+            $15, $16, $17, $18, $19, $20, $20)",
     )
     .bind(c.id)
     .bind(c.organization_id)
@@ -72,7 +72,7 @@ pub async fn insert(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sql
 pub async fn update(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE conversations SET category_id = $3, status = $4, priority = $5, subject = $6,
-            summary = $7, language = $8, guest_mood = $9, deal_value = $10::float8::numeric,
+            summary = $7, language = $8, guest_mood = $9, deal_value = $10,
             deal_currency = $11, deal_description = $12, deal_closed = $13, is_deal_related = $14,
             ai_handled = $15, ai_paused_at = $16, is_read = $17, is_spam = $18, is_starred = $19,
             handover_status = $20, handover_reason = $21, handover_requested_by = $22,

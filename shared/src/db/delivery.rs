@@ -3,6 +3,7 @@
 //! finding work that a lost job left behind. Every function is safe to run from any number of
 //! worker processes at once.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::types::Json;
@@ -415,28 +416,78 @@ pub async fn stale_dispatches(
     .await
 }
 
+/// Times the reconciler enqueues a recipient or a webhook delivery again without an outcome
+/// being recorded before it gives the work up (`failed`, `attempts_exhausted`).
+pub const MAX_REQUEUES: i16 = 5;
+
 /// Pending recipients of sending broadcasts whose job seems lost (enqueued longer than
-/// `after` ago), marked as enqueued again: (broadcast, recipient). A worker still sending one
-/// holds its claim, so the new job leaves it alone.
+/// `after` ago): (broadcast, recipient). Read only: the caller leaves out those a worker
+/// still holds a claim on, and passes the rest to [`requeue`].
 pub async fn stale_recipients(
     db: impl PgExecutor<'_>,
     after: Duration,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
     sqlx::query_as(
-        "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp()
-         WHERE id IN (
-            SELECT r.id FROM broadcasts b
-            JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.status = 'pending'
-            WHERE b.status = 'sending'
-              AND r.enqueued_at < clock_timestamp() - make_interval(secs => $1)
-            LIMIT $2 FOR UPDATE OF r SKIP LOCKED)
-         RETURNING broadcast_id, id",
+        "SELECT r.broadcast_id, r.id FROM broadcasts b
+         JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.status = 'pending'
+         WHERE b.status = 'sending'
+           AND r.enqueued_at < clock_timestamp() - make_interval(secs => $1)
+         LIMIT $2",
     )
     .bind(secs(after))
     .bind(limit)
     .fetch_all(db)
     .await
+}
+
+/// Marks lost recipients (of [`stale_recipients`], still pending and stale) as enqueued
+/// again, counting it. One enqueued [`MAX_REQUEUES`] times already is failed instead
+/// (`attempts_exhausted`): however its outcome fails to be written, it is not sent forever.
+pub async fn requeue(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+    after: Duration,
+) -> Result<StaleRecipients, sqlx::Error> {
+    let rows: Vec<(Uuid, Uuid, RecipientStatus)> = sqlx::query_as(
+        "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp(),
+            requeues = requeues + 1,
+            status = CASE WHEN requeues >= $3 THEN 'failed' ELSE status END,
+            failed_at = CASE WHEN requeues >= $3 THEN clock_timestamp() ELSE failed_at END,
+            error_code = CASE WHEN requeues >= $3 THEN 'attempts_exhausted' ELSE error_code END,
+            error_message = CASE WHEN requeues >= $3
+                THEN 'given up: no outcome could be recorded after ' || requeues + 1 || ' tries'
+                ELSE error_message END
+         WHERE id IN (
+            SELECT r.id FROM unnest($1::uuid[]) AS u(id)
+            JOIN broadcast_recipients r ON r.id = u.id
+            WHERE r.status = 'pending'
+              AND r.enqueued_at < clock_timestamp() - make_interval(secs => $2)
+            FOR UPDATE OF r SKIP LOCKED)
+         RETURNING broadcast_id, id, status",
+    )
+    .bind(ids)
+    .bind(secs(after))
+    .bind(MAX_REQUEUES)
+    .fetch_all(db)
+    .await?;
+    let mut out = StaleRecipients::default();
+    for (broadcast, id, status) in rows {
+        if status == RecipientStatus::Pending {
+            out.requeued.push((broadcast, id));
+        } else {
+            out.given_up.push(broadcast);
+        }
+    }
+    Ok(out)
+}
+
+/// What [`requeue`] did: recipients to enqueue again, and the broadcasts of those it gave up
+/// (one entry per recipient).
+#[derive(Debug, Default)]
+pub struct StaleRecipients {
+    pub requeued: Vec<(Uuid, Uuid)>,
+    pub given_up: Vec<Uuid>,
 }
 
 /// Sending broadcasts that are done but not yet ended (an ending check that was missed).
@@ -483,6 +534,11 @@ pub async fn apply_receipts(
     .bind(channel)
     .fetch_all(&mut *tx)
     .await?;
+    // Receipts by message id: one pass, so a call costs what its receipts and rows do.
+    let mut by_message: HashMap<&str, Vec<&Receipt>> = HashMap::new();
+    for r in receipts {
+        by_message.entry(r.message_id.as_str()).or_default().push(r);
+    }
     let mut changed = Vec::new();
     let mut rows = ReceiptRows::default();
     for (id, message_id, status) in current {
@@ -490,10 +546,10 @@ pub async fn apply_receipts(
         // Milestones reached by this call, with the time each receipt gave.
         let mut reached: Vec<(RecipientStatus, Timestamp, Option<String>)> = Vec::new();
         // Apply this recipient's receipts from the lowest rank up, so order of arrival is moot.
-        let mut mine: Vec<&Receipt> = receipts
-            .iter()
-            .filter(|r| r.message_id == message_id)
-            .collect();
+        let mut mine = by_message
+            .get(message_id.as_str())
+            .cloned()
+            .unwrap_or_default();
         mine.sort_by_key(|r| (r.status == RecipientStatus::Failed, r.status.rank()));
         for r in mine {
             if now.may_become(r.status) {

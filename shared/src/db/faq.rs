@@ -125,7 +125,8 @@ pub async fn lock_collection(
 fn push_collection_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &FaqCollectionFilter) {
     qb.push(" WHERE c.organization_id = ").push_bind(org);
     if let Some(locale) = &f.locale {
-        qb.push(" AND c.locale = ").push_bind(locale.clone());
+        qb.push(" AND c.locale = ")
+            .push_bind(locale.as_str().to_owned());
     }
     if let Some(published) = f.is_published {
         qb.push(" AND c.is_published = ").push_bind(published);

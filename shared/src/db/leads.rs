@@ -11,7 +11,7 @@ use crate::list::{Page, PageRequest};
 macro_rules! select {
     () => {
         "SELECT l.id, l.organization_id, l.name, l.email, l.phone, l.source, l.notes,
-                l.value::float8 AS value, l.currency, l.status, l.assignee_id, l.contact_id,
+                l.value, l.currency, l.status, l.assignee_id, l.contact_id,
                 l.converted_at, l.created_at, l.updated_at
          FROM leads l"
     };
@@ -21,7 +21,7 @@ pub async fn insert(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error
     sqlx::query(
         "INSERT INTO leads (id, organization_id, name, email, phone, source, notes, value, currency,
             status, assignee_id, contact_id, converted_at, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::float8::numeric, $9, $10, $11, $12, $13, $14, $15)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     )
     .bind(l.id)
     .bind(l.organization_id)
@@ -46,7 +46,7 @@ pub async fn insert(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error
 pub async fn update(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE leads SET name = $3, email = $4, phone = $5, source = $6, notes = $7,
-            value = $8::float8::numeric, currency = $9, status = $10, assignee_id = $11,
+            value = $8, currency = $9, status = $10, assignee_id = $11,
             contact_id = $12, converted_at = $13, updated_at = $14
          WHERE organization_id = $1 AND id = $2",
     )
@@ -129,7 +129,8 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &LeadFilter) {
         qb.push(" AND l.assignee_id = ").push_bind(assignee);
     }
     if let Some(source) = &f.source {
-        qb.push(" AND l.source = ").push_bind(source.clone());
+        qb.push(" AND l.source = ")
+            .push_bind(source.as_str().to_owned());
     }
 }
 

@@ -40,6 +40,25 @@ pub fn pool(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
         .connect_lazy(url)
 }
 
+/// The API's pool: no statement outlives the request that runs it (`statement_timeout`, the
+/// request timeout; a statement cut short is a 503), and no transaction idles open for long.
+pub fn api_pool(
+    url: &str,
+    max_connections: u32,
+    statement_timeout: Duration,
+) -> Result<PgPool, sqlx::Error> {
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    let statement_ms = statement_timeout.as_millis().to_string();
+    let idle_ms = (statement_timeout * 2).as_millis().to_string();
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with(options.options([
+            ("statement_timeout", statement_ms.as_str()),
+            ("idle_in_transaction_session_timeout", idle_ms.as_str()),
+        ])))
+}
+
 /// The worker's pool: commits do not wait for the WAL to reach disk. A Postgres crash may
 /// then forget the last few milliseconds of outcomes; those recipients are sent again under
 /// the same idempotency key, so the provider still sees each message once.

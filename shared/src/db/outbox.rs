@@ -108,18 +108,25 @@ pub async fn take_due(
     limit: i64,
     per_webhook: i64,
     lost_after: Option<Duration>,
-) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+) -> Result<Due, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let ours: bool =
         sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due'))")
             .fetch_one(&mut *tx)
             .await?;
     if !ours {
-        return Ok(Vec::new());
+        return Ok(Due::default());
     }
-    let taken = sqlx::query_as(
-        "UPDATE webhook_deliveries SET enqueued_at = clock_timestamp()
-         WHERE id IN (
+    // A delivery taken again while its last enqueue is not followed by a recorded attempt
+    // (`enqueued_at >= next_attempt_at`) is a requeue of lost work; past the ceiling it is
+    // given up, so a delivery whose outcome cannot be written is not posted forever.
+    let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
+        "UPDATE webhook_deliveries d SET enqueued_at = clock_timestamp(),
+            requeues = CASE WHEN d.enqueued_at >= d.next_attempt_at THEN d.requeues + 1
+                            ELSE d.requeues END,
+            status = CASE WHEN d.enqueued_at >= d.next_attempt_at AND d.requeues >= $4
+                          THEN 'failed' ELSE d.status END
+         WHERE d.id IN (
             SELECT id FROM (
                 SELECT id, next_attempt_at,
                        row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at) AS n
@@ -130,15 +137,31 @@ pub async fn take_due(
                            AND enqueued_at < clock_timestamp() - make_interval(secs => $3)))
             ) due
             WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1)
-         RETURNING webhook_id, id",
+         RETURNING d.webhook_id, d.id, d.status",
     )
     .bind(limit)
     .bind(per_webhook)
     .bind(lost_after.map(|d| d.as_secs_f64()))
+    .bind(super::delivery::MAX_REQUEUES)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(taken)
+    let mut due = Due::default();
+    for (webhook, id, status) in rows {
+        if status == "pending" {
+            due.taken.push((webhook, id));
+        } else {
+            due.given_up.push(id);
+        }
+    }
+    Ok(due)
+}
+
+/// What [`take_due`] found: deliveries to enqueue (webhook, delivery), and those it gave up.
+#[derive(Debug, Default)]
+pub struct Due {
+    pub taken: Vec<(Uuid, Uuid)>,
+    pub given_up: Vec<Uuid>,
 }
 
 /// Events not yet relayed: the outbox backlog.

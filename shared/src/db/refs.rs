@@ -4,7 +4,9 @@
 use sqlx::{AssertSqlSafe, PgConnection};
 use uuid::Uuid;
 
-use crate::error::{AppError, AppResult, FieldError};
+use std::collections::HashSet;
+
+use crate::error::{AppError, AppResult, FieldError, MAX_DETAILS};
 
 #[derive(Debug, Clone, Copy)]
 pub enum RefTable {
@@ -78,7 +80,9 @@ async fn missing(
         .await
 }
 
-/// Refuses a list field (`tagIds`) with a detail per unknown id, and lists longer than `max`.
+/// Refuses a list field (`tagIds`) with a detail per unknown id (the first
+/// [`MAX_DETAILS`](crate::error::MAX_DETAILS), then one that counts the rest), and lists
+/// longer than `max`. Linear in the list.
 pub async fn check_ids(
     conn: &mut PgConnection,
     table: RefTable,
@@ -88,14 +92,17 @@ pub async fn check_ids(
     max: usize,
 ) -> AppResult<()> {
     crate::fields::check_len(field, ids.len(), max)?;
-    let missing = missing(conn, table, org, ids).await?;
+    let missing: HashSet<Uuid> = missing(conn, table, org, ids).await?.into_iter().collect();
     if missing.is_empty() {
         return Ok(());
     }
-    let errors = ids
+    let mut unknown = ids
         .iter()
         .enumerate()
-        .filter(|(_, id)| missing.contains(id))
+        .filter(|(_, id)| missing.contains(id));
+    let mut errors: Vec<FieldError> = unknown
+        .by_ref()
+        .take(MAX_DETAILS)
         .map(|(i, id)| {
             FieldError::new(
                 format!("{field}[{i}]"),
@@ -104,6 +111,14 @@ pub async fn check_ids(
             )
         })
         .collect();
+    let rest = unknown.count();
+    if rest > 0 {
+        errors.push(FieldError::new(
+            field,
+            "not_found",
+            format!("and {rest} more ids that are not records of this organization"),
+        ));
+    }
     Err(AppError::Validation(errors))
 }
 

@@ -67,6 +67,20 @@ pub async fn get(
         .await
 }
 
+/// The template, locked against updates until the transaction ends: a broadcast checks its
+/// message against the body it reads, which must not change under it.
+pub async fn share(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Template>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR SHARE")
+        .bind(org)
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
 pub async fn lock(
     db: impl PgExecutor<'_>,
     org: Uuid,
@@ -91,7 +105,8 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TemplateFilter) {
         qb.push(" AND t.category = ").push_bind(category);
     }
     if let Some(language) = &f.language {
-        qb.push(" AND t.language = ").push_bind(language.clone());
+        qb.push(" AND t.language = ")
+            .push_bind(language.as_str().to_owned());
     }
 }
 

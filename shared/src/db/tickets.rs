@@ -22,8 +22,8 @@ macro_rules! select {
         "SELECT t.id, t.organization_id, t.reference_number, t.subject, t.description,
                 t.customer_id, t.category_id, t.team_id, t.conversation_id, t.email_message_id,
                 t.external_id, t.resolution_notes, t.access_token, t.channel_data, t.channel,
-                t.status, t.priority, t.estimated_hours::float8 AS estimated_hours,
-                t.actual_hours::float8 AS actual_hours, t.reply_count, t.email_thread_ids,
+                t.status, t.priority, t.estimated_hours,
+                t.actual_hours, t.reply_count, t.email_thread_ids,
                 t.due_date, t.first_response_at, t.last_reply_at, t.resolved_at, t.closed_at,
                 t.created_at, t.updated_at
          FROM tickets t"
@@ -37,7 +37,7 @@ pub async fn insert(db: impl PgExecutor<'_>, t: &Ticket) -> Result<(), sqlx::Err
             access_token, channel_data, channel, status, priority, estimated_hours, due_date,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-            $17::float8::numeric, $18, $19, $19)",
+            $17, $18, $19, $19)",
     )
     .bind(t.id)
     .bind(t.organization_id)
@@ -67,7 +67,7 @@ pub async fn update(db: impl PgExecutor<'_>, t: &Ticket) -> Result<(), sqlx::Err
     sqlx::query(
         "UPDATE tickets SET subject = $3, description = $4, customer_id = $5, category_id = $6,
             team_id = $7, external_id = $8, resolution_notes = $9, status = $10, priority = $11,
-            estimated_hours = $12::float8::numeric, actual_hours = $13::float8::numeric,
+            estimated_hours = $12, actual_hours = $13,
             due_date = $14, resolved_at = $15, closed_at = $16, updated_at = $17
          WHERE organization_id = $1 AND id = $2",
     )

@@ -207,7 +207,8 @@ pub async fn redeliver(
     delivery: Uuid,
 ) -> Result<Option<Delivery>, sqlx::Error> {
     sqlx::query_as(
-        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), enqueued_at = now()
+        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), enqueued_at = now(),
+            requeues = 0
          WHERE webhook_id = $1 AND id = $2
          RETURNING id, webhook_id, event, status, attempts, next_attempt_at, delivered_at, created_at",
     )
@@ -374,6 +375,7 @@ async fn record_attempts(
     sqlx::query(
         "UPDATE webhook_deliveries d SET
             attempts = u.attempt,
+            requeues = 0,
             status = CASE WHEN u.status = 'succeeded' THEN 'delivered'
                           WHEN u.next_at IS NULL THEN 'failed' ELSE 'pending' END,
             delivered_at = CASE WHEN u.status = 'succeeded' THEN clock_timestamp() ELSE d.delivered_at END,

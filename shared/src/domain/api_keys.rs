@@ -42,11 +42,38 @@ pub struct CreatedApiKey {
 pub struct CreateApiKey {
     pub name: Name,
     /// `<resource>:read`, `<resource>:write`, `webhooks:manage`, `api-keys:manage` or `*`.
-    #[schema(min_items = 1)]
+    #[schema(schema_with = scope_list)]
     pub scopes: Vec<String>,
     /// Requests allowed per UTC day.
-    #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "daily_limit")]
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
     pub limit: Option<i64>,
+}
+
+/// Scopes one key may list (there are fewer scopes than this; repeats count).
+const MAX_SCOPES: usize = 40;
+
+/// The document's list of scopes: every one there is.
+fn scope_list() -> utoipa::openapi::schema::Array {
+    crate::fields::choice_list(auth::all_scopes(), MAX_SCOPES)
+}
+
+/// Requests per day: 1 to a trillion (past that, leave the key unlimited), or `null`.
+fn daily_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    struct Limit(i64);
+    impl<'de> serde::Deserialize<'de> for Limit {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let v = crate::fields::whole(d)?;
+            if !(1..=1_000_000_000_000).contains(&v) {
+                return Err(crate::fields::invalid(
+                    "out_of_range",
+                    "must be between 1 and 1000000000000",
+                ));
+            }
+            Ok(Limit(v))
+        }
+    }
+    Ok(Option::<Limit>::deserialize(d)?.map(|l| l.0))
 }
 
 /// A key being made, whatever asked for it (the HTTP API or the CLI).
@@ -59,6 +86,7 @@ pub struct NewApiKey {
 
 impl NewApiKey {
     pub fn parse(name: String, scopes: Vec<String>, limit: Option<i64>) -> Result<Self, AppError> {
+        crate::fields::check_len("scopes", scopes.len(), MAX_SCOPES)?;
         let mut errors = Vec::new();
         if scopes.is_empty() {
             errors.push(FieldError::new(

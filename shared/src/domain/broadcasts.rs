@@ -8,9 +8,12 @@ use uuid::Uuid;
 
 use super::Channel;
 use super::contacts::Contact;
-use super::templates::{Placeholder, Segment, Template, parse_body};
+use super::templates::{
+    MAX_PLACEHOLDERS, Placeholder, Segment, Template, check_rendered_length, parse_body,
+    rendered_bound,
+};
 use crate::error::{AppError, FieldError};
-use crate::fields::{Name, ShortText, Text, non_null, nullable};
+use crate::fields::{Name, ShortText, Text, VariableValue, non_null, nullable};
 use crate::time::Timestamp;
 
 /// Most contacts one broadcast may address.
@@ -116,16 +119,20 @@ impl Action {
 pub struct TypedValue {
     #[serde(rename = "type")]
     pub kind: ShortText,
-    pub value: Text,
+    pub value: VariableValue,
 }
 
-/// Values for the template's placeholders: `body[n-1]` fills `{{n}}`.
+/// Values for the template's placeholders: `body[n-1]` fills `{{n}}`. At most
+/// [`MAX_PLACEHOLDERS`] body values and [`MAX_HEADER_VALUES`] header values, each at most
+/// 1,000 characters; the message they render must fit the channel.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateVariables {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 100)]
     pub body: Vec<TypedValue>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 10)]
     pub header: Vec<TypedValue>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header_media: Option<ShortText>,
@@ -300,8 +307,26 @@ fn is_emoji(c: char) -> bool {
     matches!(c as u32, 0x1F300..=0x1FAFF | 0x2600..=0x27BF | 0x1F000..=0x1F2FF)
 }
 
-/// Checks that the variables fill every `{{n}}` of the template's body.
-pub fn check_variables(template: &Template, vars: &TemplateVariables) -> Result<(), AppError> {
+/// Header values a broadcast may give.
+pub const MAX_HEADER_VALUES: usize = 10;
+/// The largest `emailVariables`, as JSON: they travel with every message.
+pub const MAX_EMAIL_VARIABLES_BYTES: usize = 16 * 1024;
+
+/// Checks the variables: they fill every `{{n}}` of the template's body, their counts, and the
+/// message they render (with the contact fields at their longest) fits `channel`.
+pub fn check_variables(
+    template: &Template,
+    channel: Channel,
+    vars: &TemplateVariables,
+) -> Result<(), AppError> {
+    crate::fields::check_len("templateVariables.body", vars.body.len(), MAX_PLACEHOLDERS)?;
+    crate::fields::check_len(
+        "templateVariables.header",
+        vars.header.len(),
+        MAX_HEADER_VALUES,
+    )?;
+    let values: Vec<&str> = vars.body.iter().map(|v| v.value.as_str()).collect();
+    check_rendered_length(&template.body, channel, &values, "templateVariables.body")?;
     let needed = parse_body(&template.body)
         .unwrap_or_default()
         .iter()
@@ -316,6 +341,46 @@ pub fn check_variables(template: &Template, vars: &TemplateVariables) -> Result<
             "templateVariables.body",
             "too_few",
             format!("the template uses {{{{{needed}}}}}; give at least {needed} body values"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a template change that would make the message of a broadcast not yet sending (its
+/// id, channel and variables in `pending`) longer than its channel takes.
+pub fn check_template_change(
+    template: &Template,
+    pending: &[(Uuid, Channel, Option<Json<TemplateVariables>>)],
+) -> Result<(), AppError> {
+    let Ok(segments) = parse_body(&template.body) else {
+        return Ok(());
+    };
+    for (broadcast, channel, vars) in pending {
+        let values: Vec<&str> = vars
+            .iter()
+            .flat_map(|v| v.0.body.iter().map(|b| b.value.as_str()))
+            .collect();
+        if rendered_bound(&segments, &values) > channel.max_message_chars() {
+            return Err(AppError::validation(
+                "body",
+                "too_long",
+                format!("broadcast {broadcast} would render it longer than {channel} takes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `emailVariables` longer than [`MAX_EMAIL_VARIABLES_BYTES`] as JSON.
+fn check_email_variables(
+    vars: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<(), AppError> {
+    let size = vars.map_or(0, |v| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len()));
+    if size > MAX_EMAIL_VARIABLES_BYTES {
+        return Err(AppError::validation(
+            "emailVariables",
+            "too_long",
+            format!("must be at most {MAX_EMAIL_VARIABLES_BYTES} bytes as JSON"),
         ));
     }
     Ok(())
@@ -422,7 +487,8 @@ impl CreateBroadcast {
         let audience = audience(self.contact_ids)?;
         let status = intended_status(is_draft, send_now, self.scheduled_at, now)?;
         let vars = self.template_variables.unwrap_or_default();
-        check_variables(template, &vars)?;
+        check_variables(template, template.channel, &vars)?;
+        check_email_variables(self.email_variables.as_ref())?;
         let traits = MessageTraits::of(template, &vars);
         let b = Broadcast {
             id: crate::ids::new_id(),
@@ -539,6 +605,7 @@ impl UpdateBroadcast {
             b.description = v.map(Into::into);
         }
         if let Some(v) = self.email_variables {
+            check_email_variables(v.as_ref())?;
             b.email_variables = v.map(|m| Json(serde_json::Value::Object(m)));
         }
         if let Some(v) = self.sender_email_address_id {
@@ -555,7 +622,7 @@ impl UpdateBroadcast {
             .as_ref()
             .map(|j| j.0.clone())
             .unwrap_or_default();
-        check_variables(template, &vars)?;
+        check_variables(template, b.channel, &vars)?;
         let traits = MessageTraits::of(template, &vars);
         (b.message_length, b.has_emojis, b.has_images, b.has_links) = (
             traits.length,

@@ -367,14 +367,14 @@ impl FieldChange {
 #[into_params(parameter_in = Query)]
 pub struct ContactFilter {
     /// A tag id or a tag name.
-    pub tag: Option<String>,
+    pub tag: Option<ShortText>,
     pub company_id: Option<Uuid>,
-    pub source: Option<String>,
+    pub source: Option<ShortText>,
     #[serde(rename = "type")]
     #[param(rename = "type")]
     pub kind: Option<ContactType>,
     /// Exact email, compared without case.
-    pub email: Option<String>,
+    pub email: Option<ShortText>,
 }
 
 #[cfg(test)]

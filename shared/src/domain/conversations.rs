@@ -14,7 +14,9 @@ use super::teams::TeamSummary;
 use super::users::UserSummary;
 use super::{Channel, Priority};
 use crate::error::AppError;
-use crate::fields::{Currency, Label, LongText, Money, ShortText, Text, non_null, nullable};
+use crate::fields::{
+    Currency, Label, LongText, Money, ShortText, Text, non_null, nullable, optional_count,
+};
 use crate::time::Timestamp;
 
 crate::text_enum!(
@@ -110,7 +112,9 @@ pub struct Conversation {
     pub language: Option<String>,
     pub channel_data: Option<String>,
     pub guest_mood: Option<String>,
-    pub deal_value: Option<f64>,
+    #[serde(with = "rust_decimal::serde::float_option")]
+    #[schema(value_type = Option<f64>)]
+    pub deal_value: Option<rust_decimal::Decimal>,
     pub deal_currency: Option<String>,
     pub deal_description: Option<String>,
     pub deal_closed: bool,
@@ -493,7 +497,7 @@ pub struct ConversationFilter {
     /// Conversations assigned to this team.
     pub team_id: Option<Uuid>,
     /// A tag id or a tag name (without case).
-    pub tag: Option<String>,
+    pub tag: Option<ShortText>,
     pub category_id: Option<Uuid>,
     pub is_starred: Option<bool>,
     pub handover_status: Option<HandoverStatus>,
@@ -530,8 +534,9 @@ pub struct NewAttachment {
     pub kind: Option<FileType>,
     pub caption: Option<Text>,
     pub external_media_id: Option<Label>,
-    #[schema(minimum = 0)]
-    pub duration: Option<u32>,
+    #[serde(default, deserialize_with = "optional_count")]
+    #[schema(minimum = 0, maximum = 2_147_483_647)]
+    pub duration: Option<i32>,
     #[schema(value_type = Object)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
@@ -555,6 +560,7 @@ pub struct CreateMessage {
     pub source_node_id: Option<Label>,
     pub suggested_replies: Option<Text>,
     pub should_request_feedback: Option<bool>,
+    #[serde(default, deserialize_with = "crate::fields::optional_i32_list")]
     #[schema(max_items = 20)]
     pub template_context: Option<Vec<i32>>,
     #[schema(max_items = 10)]
@@ -623,10 +629,12 @@ pub struct Handover {
     /// With `request`.
     pub requested_by: Option<HandoverRequestedBy>,
     pub notes: Option<Text>,
-    #[schema(minimum = 0)]
-    pub estimated_wait_seconds: Option<u32>,
-    #[schema(minimum = 0)]
-    pub queue_position: Option<u32>,
+    #[serde(default, deserialize_with = "optional_count")]
+    #[schema(minimum = 0, maximum = 2_147_483_647)]
+    pub estimated_wait_seconds: Option<i32>,
+    #[serde(default, deserialize_with = "optional_count")]
+    #[schema(minimum = 0, maximum = 2_147_483_647)]
+    pub queue_position: Option<i32>,
 }
 
 impl Handover {
@@ -663,12 +671,11 @@ impl Handover {
         if let Some(notes) = self.notes {
             c.handover_notes = Some(notes.into());
         }
-        let clamp = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
         if let Some(v) = self.estimated_wait_seconds {
-            c.estimated_wait_seconds = Some(clamp(v));
+            c.estimated_wait_seconds = Some(v);
         }
         if let Some(v) = self.queue_position {
-            c.handover_queue_position = Some(clamp(v));
+            c.handover_queue_position = Some(v);
         }
         c.updated_at = now;
         Ok(())

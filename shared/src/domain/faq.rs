@@ -159,7 +159,7 @@ impl UpdateFaqCollection {
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct FaqCollectionFilter {
-    pub locale: Option<String>,
+    pub locale: Option<ShortText>,
     pub is_published: Option<bool>,
 }
 

@@ -70,9 +70,11 @@ crate::keyed!(File);
 pub struct PresignUpload {
     pub filename: Filename,
     pub content_type: ContentType,
-    /// Bytes; the upload must be exactly this long.
+    /// Bytes; the upload must be exactly this long. At most `PARLEY_UPLOAD_MAX_BYTES`.
+    #[serde(deserialize_with = "crate::fields::whole")]
     #[schema(minimum = 1)]
     pub file_size: i64,
+    /// `image`, `video` and `audio` need a content type of that family.
     pub file_type: FileType,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,

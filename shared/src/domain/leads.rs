@@ -8,7 +8,9 @@ use super::contacts::{Contact, ContactType};
 use super::tags::Tag;
 use super::users::UserSummary;
 use crate::error::{AppError, FieldError};
-use crate::fields::{Currency, Email, Label, Money, Name, Phone, Text, non_null, nullable};
+use crate::fields::{
+    Currency, Email, Label, Money, Name, Phone, ShortText, Text, non_null, nullable,
+};
 use crate::time::Timestamp;
 
 crate::text_enum!(
@@ -33,7 +35,9 @@ pub struct Lead {
     pub source: Option<String>,
     pub notes: Option<String>,
     /// The deal value, with two decimals.
-    pub value: Option<f64>,
+    #[serde(with = "rust_decimal::serde::float_option")]
+    #[schema(value_type = Option<f64>)]
+    pub value: Option<rust_decimal::Decimal>,
     pub currency: Option<String>,
     pub status: LeadStatus,
     pub assignee_id: Option<Uuid>,
@@ -223,7 +227,7 @@ impl UpdateLead {
 pub struct LeadFilter {
     pub status: Option<LeadStatus>,
     pub assignee_id: Option<Uuid>,
-    pub source: Option<String>,
+    pub source: Option<ShortText>,
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use uuid::Uuid;
 /// Declares an enumeration stored as text: serde names, OpenAPI enum, and the sqlx mapping.
 #[macro_export]
 macro_rules! text_enum {
-    ($(#[$doc:meta])* $name:ident { $($(#[$attr:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident { $($(#[$attr:meta])* $variant:ident = $text:tt),+ $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
         pub enum $name {

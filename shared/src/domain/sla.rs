@@ -11,7 +11,6 @@ use uuid::Uuid;
 
 use super::{Channel, Priority};
 use crate::business_hours::Clock;
-use crate::error::AppError;
 use crate::fields::{Name, Text, non_null, nullable, target_seconds, warning_seconds};
 use crate::time::Timestamp;
 
@@ -150,18 +149,22 @@ pub struct UpdateSlaPolicy {
     #[serde(default, deserialize_with = "nullable")]
     pub channel: Option<Option<Channel>>,
     #[serde(default, deserialize_with = "some_target")]
+    #[schema(nullable = false)]
     #[schema(minimum = 1, maximum = 31_622_400)]
     pub first_response_seconds: Option<i32>,
     #[serde(default, deserialize_with = "some_target")]
+    #[schema(nullable = false)]
     #[schema(minimum = 1, maximum = 31_622_400)]
     pub next_response_seconds: Option<i32>,
     #[serde(default, deserialize_with = "some_target")]
+    #[schema(nullable = false)]
     #[schema(minimum = 1, maximum = 31_622_400)]
     pub resolution_seconds: Option<i32>,
     #[serde(default, deserialize_with = "non_null")]
     #[schema(nullable = false)]
     pub business_hours_only: Option<bool>,
     #[serde(default, deserialize_with = "some_warning")]
+    #[schema(nullable = false)]
     #[schema(minimum = 0, maximum = 31_622_400)]
     pub warning_threshold_seconds: Option<i32>,
     #[serde(default, deserialize_with = "non_null")]
@@ -594,23 +597,9 @@ impl SlaState {
 pub struct SlaStatsQuery {
     /// Count SLA states started at or after this time.
     pub from: Option<Timestamp>,
-    /// Count SLA states started before this time.
+    /// Count SLA states started before this time. A `to` not after `from` is an empty range:
+    /// every count is 0.
     pub to: Option<Timestamp>,
-}
-
-impl SlaStatsQuery {
-    pub fn check(&self) -> Result<(), AppError> {
-        if let (Some(from), Some(to)) = (self.from, self.to)
-            && to < from
-        {
-            return Err(AppError::validation(
-                "to",
-                "out_of_range",
-                "must not be before from",
-            ));
-        }
-        Ok(())
-    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]

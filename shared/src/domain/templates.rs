@@ -25,7 +25,8 @@ crate::text_enum!(
     ButtonType { Url = "url", PhoneNumber = "phone_number", QuickReply = "quick_reply" }
 );
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// A button: `url` and `phone_number` buttons carry their `value`, `quick_reply` ones may.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateButton {
     #[serde(rename = "type")]
@@ -35,7 +36,35 @@ pub struct TemplateButton {
     pub value: Option<ShortText>,
 }
 
-/// Contact fields a body may use as `{{contact.<field>}}`.
+impl utoipa::PartialSchema for TemplateButton {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let text = ShortText::schema();
+        let button = |types: &[&str], value_required: bool| {
+            let mut required = vec!["type", "text"];
+            let value = if value_required {
+                required.push("value");
+                serde_json::to_value(&text).expect("a schema serializes")
+            } else {
+                serde_json::json!({"oneOf": [text, {"type": "null"}]})
+            };
+            serde_json::json!({
+                "type": "object",
+                "required": required,
+                "properties": {"type": {"type": "string", "enum": types}, "text": text, "value": value},
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "description": "A button: `url` and `phone_number` buttons need their `value`.",
+            "oneOf": [button(&["quick_reply"], false), button(&["url", "phone_number"], true)],
+        }))
+        .expect("a schema reads back")
+    }
+}
+
+impl ToSchema for TemplateButton {}
+
+/// Contact fields a body may use as `{{contact.<field>}}`, with the most characters each can
+/// hold (their field types' limits), for the bound on a rendered message.
 pub const CONTACT_PLACEHOLDERS: &[&str] = &[
     "name",
     "email",
@@ -46,6 +75,74 @@ pub const CONTACT_PLACEHOLDERS: &[&str] = &[
     "companyName",
     "externalId",
 ];
+
+fn contact_field_max_chars(field: &str) -> usize {
+    use crate::fields::{Email, Locale, Name, ShortText};
+    match field {
+        "name" | "companyName" => Name::MAX_CHARS,
+        "email" => Email::MAX_CHARS,
+        "phone" => 16,
+        "language" => Locale::MAX_CHARS,
+        _ => ShortText::MAX_CHARS,
+    }
+}
+
+/// Placeholders one body may hold, and the highest `{{n}}`: every one may be filled with up to
+/// a value's length, so their number bounds the work of rendering.
+pub const MAX_PLACEHOLDERS: usize = 100;
+
+impl Channel {
+    /// The longest message a channel takes, in characters: a broadcast whose message could
+    /// render longer is refused when it is written, never found by the worker.
+    pub fn max_message_chars(self) -> usize {
+        match self {
+            Channel::MessagingA => 4_096,
+            Channel::Email => 100_000,
+            Channel::SocialA => 2_000,
+            Channel::SocialB => 1_000,
+        }
+    }
+}
+
+/// The most characters `segments` can render to with `values` for `{{n}}`: the text, each
+/// `{{n}}`'s value, and each `{{contact.<field>}}` at its field's longest.
+pub fn rendered_bound(segments: &[Segment<'_>], values: &[&str]) -> usize {
+    segments
+        .iter()
+        .map(|s| match s {
+            Segment::Text(t) => t.chars().count(),
+            Segment::Placeholder(Placeholder::Positional(n)) => {
+                values.get(n - 1).map_or(0, |v| v.chars().count())
+            }
+            Segment::Placeholder(Placeholder::Contact(field)) => contact_field_max_chars(field),
+        })
+        .sum()
+}
+
+/// Refuses a body that could render longer than its channel takes with `values`.
+pub fn check_rendered_length(
+    body: &str,
+    channel: Channel,
+    values: &[&str],
+    field: &str,
+) -> Result<(), AppError> {
+    let Ok(segments) = parse_body(body) else {
+        return Ok(());
+    };
+    let bound = rendered_bound(&segments, values);
+    let max = channel.max_message_chars();
+    if bound > max {
+        return Err(AppError::validation(
+            field,
+            "too_long",
+            format!(
+                "the message could render to {bound} characters (the contact fields at their \
+                 longest); {channel} takes at most {max}"
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// A `{{...}}` in a template body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +157,12 @@ pub enum Placeholder {
 pub fn parse_body(body: &str) -> Result<Vec<Segment<'_>>, String> {
     let mut out = Vec::new();
     let mut rest = body;
+    let mut placeholders = 0;
     while let Some(start) = rest.find("{{") {
+        placeholders += 1;
+        if placeholders > MAX_PLACEHOLDERS {
+            return Err(format!("has more than {MAX_PLACEHOLDERS} placeholders"));
+        }
         if start > 0 {
             out.push(Segment::Text(&rest[..start]));
         }
@@ -79,7 +181,7 @@ pub fn parse_body(body: &str) -> Result<Vec<Segment<'_>>, String> {
             Placeholder::Contact(field.to_owned())
         } else {
             match inner.parse::<usize>() {
-                Ok(n) if n >= 1 => Placeholder::Positional(n),
+                Ok(n) if (1..=MAX_PLACEHOLDERS).contains(&n) => Placeholder::Positional(n),
                 _ => {
                     return Err(format!(
                         "uses {{{{{inner}}}}}; placeholders are {{{{1}}}}, {{{{2}}}}, ... or {{{{contact.<field>}}}}"
@@ -166,10 +268,11 @@ impl Template {
     }
 }
 
-fn check_body(body: &str) -> Result<(), AppError> {
-    parse_body(body)
-        .map(|_| ())
-        .map_err(|m| AppError::validation("body", "invalid_placeholder", m))
+/// The body's placeholders, and its length on `channel` with every `{{n}}` empty (broadcasts
+/// check it again with their values).
+fn check_body(body: &str, channel: Channel) -> Result<(), AppError> {
+    parse_body(body).map_err(|m| AppError::validation("body", "invalid_placeholder", m))?;
+    check_rendered_length(body, channel, &[], "body")
 }
 
 fn check_buttons(buttons: &[TemplateButton]) -> Result<(), AppError> {
@@ -221,7 +324,7 @@ pub struct CreateTemplate {
 
 impl CreateTemplate {
     pub fn into_template(self, organization_id: Uuid) -> Result<Template, AppError> {
-        check_body(self.body.as_str())?;
+        check_body(self.body.as_str(), self.channel)?;
         let buttons = self.buttons.unwrap_or_default();
         check_buttons(&buttons)?;
         let now = Timestamp::now();
@@ -280,8 +383,9 @@ pub struct UpdateTemplate {
 
 impl UpdateTemplate {
     pub fn apply(self, t: &mut Template) -> Result<(), AppError> {
+        // A template written before today's limits stays editable in its other fields.
+        let recheck = self.body.is_some() || self.channel.is_some_and(|c| c != t.channel);
         if let Some(body) = self.body {
-            check_body(body.as_str())?;
             t.body = body.into();
         }
         if let Some(buttons) = self.buttons {
@@ -312,6 +416,9 @@ impl UpdateTemplate {
         if let Some(v) = self.footer {
             t.footer = v.map(Into::into);
         }
+        if recheck {
+            check_body(&t.body, t.channel)?;
+        }
         t.updated_at = Timestamp::now();
         Ok(())
     }
@@ -324,7 +431,7 @@ pub struct TemplateFilter {
     pub channel: Option<Channel>,
     pub status: Option<TemplateStatus>,
     pub category: Option<TemplateCategory>,
-    pub language: Option<String>,
+    pub language: Option<ShortText>,
 }
 
 /// `?channel=` of duplicate and analytics.
@@ -367,8 +474,24 @@ mod tests {
             "Hi {{0}}",
             "Hi {{name}}",
             "Hi {{1",
+            "Hi {{101}}",
         ] {
             assert!(parse_body(bad).is_err(), "{bad}");
         }
+        assert!(parse_body(&"{{1}}".repeat(MAX_PLACEHOLDERS)).is_ok());
+        assert!(parse_body(&"{{1}}".repeat(MAX_PLACEHOLDERS + 1)).is_err());
+    }
+
+    #[test]
+    fn the_rendered_length_is_bounded_per_channel() {
+        let body = format!("{} {{{{contact.name}}}} {{{{1}}}}", "x".repeat(1_000));
+        let segments = parse_body(&body).unwrap();
+        assert_eq!(rendered_bound(&segments, &["abc"]), 1_000 + 2 + 200 + 3);
+        assert!(check_rendered_length(&body, Channel::SocialB, &["abc"], "body").is_err());
+        assert!(check_rendered_length(&body, Channel::SocialA, &["abc"], "body").is_ok());
+        let long = "y".repeat(700);
+        assert!(check_rendered_length(&body, Channel::SocialA, &[&long], "body").is_ok());
+        let longer = "y".repeat(900);
+        assert!(check_rendered_length(&body, Channel::SocialA, &[&longer], "body").is_err());
     }
 }

@@ -14,7 +14,7 @@ use super::teams::TeamSummary;
 use super::users::UserSummary;
 use super::{Actor, Channel, Priority};
 use crate::error::AppError;
-use crate::fields::{Label, LongText, Money, ShortText, Text, non_null, nullable};
+use crate::fields::{Hours, Label, LongText, ShortText, Text, non_null, nullable};
 use crate::time::Timestamp;
 
 crate::text_enum!(
@@ -84,8 +84,12 @@ pub struct Ticket {
     pub channel: Channel,
     pub status: TicketStatus,
     pub priority: Priority,
-    pub estimated_hours: Option<f64>,
-    pub actual_hours: Option<f64>,
+    #[serde(with = "rust_decimal::serde::float_option")]
+    #[schema(value_type = Option<f64>)]
+    pub estimated_hours: Option<rust_decimal::Decimal>,
+    #[serde(with = "rust_decimal::serde::float_option")]
+    #[schema(value_type = Option<f64>)]
+    pub actual_hours: Option<rust_decimal::Decimal>,
     pub reply_count: i32,
     pub email_thread_ids: Vec<String>,
     pub due_date: Option<Timestamp>,
@@ -238,7 +242,7 @@ pub struct CreateTicket {
     /// Defaults to `medium`.
     pub priority: Option<Priority>,
     pub due_date: Option<Timestamp>,
-    pub estimated_hours: Option<Money>,
+    pub estimated_hours: Option<Hours>,
     pub external_id: Option<Label>,
     pub email_message_id: Option<Label>,
     pub channel_data: Option<Text>,
@@ -289,7 +293,7 @@ impl CreateTicket {
             channel: self.channel.unwrap_or(Channel::Email),
             status: TicketStatus::Open,
             priority: self.priority.unwrap_or(Priority::Medium),
-            estimated_hours: self.estimated_hours.map(Money::get),
+            estimated_hours: self.estimated_hours.map(Hours::get),
             actual_hours: None,
             reply_count: 0,
             email_thread_ids: Vec::new(),
@@ -340,9 +344,9 @@ pub struct UpdateTicket {
     #[serde(default, deserialize_with = "nullable")]
     pub resolution_notes: Option<Option<Text>>,
     #[serde(default, deserialize_with = "nullable")]
-    pub estimated_hours: Option<Option<Money>>,
+    pub estimated_hours: Option<Option<Hours>>,
     #[serde(default, deserialize_with = "nullable")]
-    pub actual_hours: Option<Option<Money>>,
+    pub actual_hours: Option<Option<Hours>>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<Label>>,
     /// Replaces the ticket's tags.
@@ -455,9 +459,9 @@ impl UpdateTicket {
             self.estimated_hours,
             t.estimated_hours,
             "estimatedHours",
-            Money::get
+            Hours::get
         );
-        field!(self.actual_hours, t.actual_hours, "actualHours", Money::get);
+        field!(self.actual_hours, t.actual_hours, "actualHours", Hours::get);
         field!(self.external_id, t.external_id, "externalId", String::from);
         t.updated_at = now;
         Ok(change)
@@ -477,7 +481,7 @@ pub struct TicketFilter {
     pub customer_id: Option<Uuid>,
     pub category_id: Option<Uuid>,
     /// A tag id or a tag name (without case).
-    pub tag: Option<String>,
+    pub tag: Option<ShortText>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -67,6 +67,7 @@ pub struct CreateUser {
     pub is_active: Option<bool>,
     #[schema(minimum = 0, maximum = 1000)]
     #[serde(default, deserialize_with = "max_chats")]
+    #[schema(nullable = false)]
     pub max_concurrent_chats: Option<i32>,
 }
 

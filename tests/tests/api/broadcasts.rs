@@ -742,7 +742,12 @@ async fn the_rate_limit_spaces_sends() {
         .await;
     let mut at: Vec<Instant> = provider.calls().iter().map(|c| c.at).collect();
     at.sort();
-    // No window of one second holds more than the rate (and one for the window's edge).
+    // 60 slots 50 ms apart: the sends span almost three seconds (unlimited, they take a few
+    // hundred milliseconds).
+    let span = *at.last().unwrap() - at[0];
+    assert!(span >= Duration::from_millis(2_800), "60 sends in {span:?}");
+    // No window of one second holds more than the rate, give or take what the provider sees
+    // of the scheduling between a slot and its request (on a loaded machine, a send or two).
     let most = at
         .iter()
         .map(|start| {
@@ -753,7 +758,7 @@ async fn the_rate_limit_spaces_sends() {
         .max()
         .unwrap();
     assert!(
-        most <= 21,
+        most <= 23,
         "{most} sends within one second at 20 per second"
     );
 }

@@ -8,6 +8,7 @@ mod conversations;
 mod errors;
 mod faq;
 mod files;
+mod hostile;
 mod leads;
 mod lists;
 mod observability;

@@ -286,9 +286,11 @@ async fn business_hours_deadlines_skip_closed_time() {
 async fn the_worker_records_breaches_and_warnings_within_seconds_unread() {
     let app = spawn_isolated_app(&[]).await;
     let _worker = app.spawn_worker(&[]).await;
+    // Two seconds between warning and deadline: room for a loaded machine to run the warning
+    // before the breach (issue 12 moves these tests to an injectable clock).
     policy(
         &app,
-        json!({"firstResponseSeconds": 2, "resolutionSeconds": 3600, "warningThresholdSeconds": 1}),
+        json!({"firstResponseSeconds": 4, "resolutionSeconds": 3600, "warningThresholdSeconds": 2}),
     )
     .await;
     let t = ticket(&app, json!({"subject": "Nobody answers"})).await;
@@ -463,9 +465,13 @@ async fn statistics_count_met_breached_and_in_progress() {
         .get(&q(between, Utc::now() + chrono::Duration::seconds(1)))
         .await;
     assert_eq!(split.data()["total"], 2, "from is inclusive");
-    app.get(&q(Utc::now(), started))
-        .await
-        .expect_error(422, "validation_error");
+    let inverted = app.get(&q(Utc::now(), started)).await;
+    inverted.expect(200);
+    assert_eq!(
+        inverted.data()["total"],
+        0,
+        "a range that ends before it starts is empty"
+    );
     app.get("/api/v1/statistics/sla?from=yesterday")
         .await
         .expect_error(422, "validation_error");

@@ -9,6 +9,11 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr};
 use utoipa::{OpenApi as _, ToSchema};
 
+mod deployment;
+mod request_rules;
+
+pub use deployment::Deployment;
+
 use crate::scopes::{SIGNED_PREFIX, TICKET_SLA_ROUTE, required_scope};
 use parley_shared::envelope::ErrorEnvelope;
 use parley_shared::error::FieldError;
@@ -28,6 +33,18 @@ struct ApiDoc;
 
 pub fn base() -> OpenApi {
     ApiDoc::openapi()
+}
+
+/// The document as served: the handlers' annotations merged into [`base`], completed by
+/// [`finish`], then the rules every request shares and this deployment's own settings. JSON,
+/// because those use parts of JSON Schema utoipa's model does not hold (`propertyNames`,
+/// `allOf` beside `properties`).
+pub fn document(routes: OpenApi, deployment: &Deployment) -> serde_json::Value {
+    let doc = finish(base().merge_from(routes));
+    let mut json = serde_json::to_value(&doc).expect("the document serializes");
+    request_rules::apply(&mut json);
+    deployment::apply(&mut json, deployment);
+    json
 }
 
 const BEARER: &str = "bearer";
@@ -207,7 +224,9 @@ mod tests {
 
     #[test]
     fn operation_ids_are_unique_and_every_operation_has_a_real_scope() {
-        let doc = crate::startup::openapi_document();
+        let (_, routes) = crate::routes::api(0).split_for_parts();
+        let (_, signed) = crate::routes::signed().split_for_parts();
+        let doc = finish(base().merge_from(routes).merge_from(signed));
         let mut ids = std::collections::HashSet::new();
         for (path, item) in doc.paths.paths {
             let mut item = item;
@@ -221,5 +240,25 @@ mod tests {
                 assert_ne!(scope, "*", "{path} has no scope rule");
             }
         }
+    }
+
+    #[test]
+    fn the_served_document_is_valid_json_schema_where_it_states_rules() {
+        let doc = crate::startup::openapi_document();
+        // Every pattern compiles (the Rust engine reads the same dialect subset as clients).
+        fn walk(v: &serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if let Some(serde_json::Value::String(p)) = m.get("pattern") {
+                        assert!(regex::Regex::new(p).is_ok(), "{p}");
+                    }
+                    m.values().for_each(walk);
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(walk),
+                _ => {}
+            }
+        }
+        walk(&doc);
+        assert!(doc.pointer("/components/schemas/FreeJson").is_some());
     }
 }
