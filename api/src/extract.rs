@@ -1,14 +1,15 @@
 //! Extractors that turn every malformed request into the contract's error: JSON bodies with
 //! field paths in `details`, query strings, path ids, and the calling organization.
 
+use crate::error::{ApiError, AppError};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use parley_shared::domain::Actor;
-use parley_shared::error::{AppError, FieldError};
-use parley_shared::fields::classify_serde_message;
-use parley_shared::list::{PageParams, PageRequest};
+use parley_domain::Actor;
+use parley_types::error::FieldError;
+use parley_types::fields::classify_serde_message;
+use parley_types::list::{PageParams, PageRequest};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
@@ -16,11 +17,11 @@ use uuid::Uuid;
 pub struct Json<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for Json<T> {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, AppError> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         if !is_json(req.headers().get(header::CONTENT_TYPE)) {
-            return Err(AppError::UnsupportedMediaType);
+            return Err(AppError::UnsupportedMediaType.into());
         }
         let bytes = RawBody::from_request(req, state).await?.0;
         // Parsing a long body (a broadcast's audience) takes a while: on a blocking thread,
@@ -29,9 +30,10 @@ impl<S: Send + Sync, T: DeserializeOwned + Send + 'static> FromRequest<S> for Js
             return tokio::task::spawn_blocking(move || parse_object(&bytes))
                 .await
                 .map_err(|e| AppError::Internal(anyhow::anyhow!("body parser stopped: {e}")))?
-                .map(Json);
+                .map(Json)
+                .map_err(ApiError);
         }
-        parse_object(&bytes).map(Json)
+        parse_object(&bytes).map(Json).map_err(ApiError)
     }
 }
 
@@ -58,21 +60,21 @@ fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
 pub struct RawBody(pub Bytes);
 
 impl<S: Send + Sync> FromRequest<S> for RawBody {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, AppError> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         if !is_json(req.headers().get(header::CONTENT_TYPE)) {
-            return Err(AppError::UnsupportedMediaType);
+            return Err(AppError::UnsupportedMediaType.into());
         }
         Bytes::from_request(req, state)
             .await
             .map(RawBody)
             .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError(if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     AppError::PayloadTooLarge
                 } else {
                     AppError::InvalidJson(rejection.body_text())
-                }
+                })
             })
     }
 }
@@ -212,10 +214,12 @@ fn field_error(path: &str, raw: &str) -> AppError {
 pub struct Query<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AppError> {
-        parse_query(parts.uri.query().unwrap_or("")).map(Query)
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parse_query(parts.uri.query().unwrap_or(""))
+            .map(Query)
+            .map_err(ApiError)
     }
 }
 
@@ -245,11 +249,11 @@ fn form_urlencoded(query: &str) -> form_urlencoded::Parse<'_> {
 pub struct Paging(pub PageRequest);
 
 impl<S: Send + Sync> FromRequestParts<S> for Paging {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Query(params) = Query::<PageParams>::from_request_parts(parts, state).await?;
-        PageRequest::try_from(params).map(Paging)
+        PageRequest::try_from(params).map(Paging).map_err(ApiError)
     }
 }
 
@@ -257,13 +261,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
 pub struct Path<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, AppError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(v)| Path(v))
-            .map_err(|_| AppError::NotFound)
+            .map_err(|_| ApiError(AppError::NotFound))
     }
 }
 
@@ -283,14 +287,14 @@ impl Tenant {
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Tenant {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AppError> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         parts
             .extensions
             .get::<Tenant>()
             .cloned()
-            .ok_or(AppError::Unauthorized)
+            .ok_or(ApiError(AppError::Unauthorized))
     }
 }
 
@@ -305,9 +309,9 @@ pub enum TicketReader {
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for TicketReader {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, AppError> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         if let Some(t) = parts.extensions.get::<Tenant>() {
             return Ok(TicketReader::Key(t.clone()));
         }
@@ -316,7 +320,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TicketReader {
             .get::<TicketToken>()
             .cloned()
             .map(TicketReader::Token)
-            .ok_or(AppError::Unauthorized)
+            .ok_or(ApiError(AppError::Unauthorized))
     }
 }
 
@@ -328,7 +332,7 @@ mod tests {
     #[serde(rename_all = "camelCase")]
     #[allow(dead_code)]
     struct Body {
-        name: parley_shared::fields::Name,
+        name: parley_types::fields::Name,
         tag_ids: Option<Vec<Uuid>>,
     }
 

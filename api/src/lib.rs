@@ -1,6 +1,8 @@
 //! The Parley HTTP API: validates requests, writes to Postgres, enqueues jobs.
 
 pub mod cli;
+pub mod envelope;
+pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod openapi;
@@ -9,5 +11,6 @@ pub mod scopes;
 pub mod serve;
 pub mod startup;
 pub mod state;
+pub mod usage;
 
 pub use startup::Application;

@@ -4,10 +4,11 @@ use anyhow::Context;
 use clap::Parser;
 use parley_api::Application;
 use parley_api::cli::{BucketCommand, Cli, Command, KeyCommand, OrgCommand};
-use parley_shared::config::Config;
-use parley_shared::domain::api_keys::NewApiKey;
-use parley_shared::storage::Storage;
-use parley_shared::{db, observability};
+use parley_config::Config;
+use parley_db as db;
+use parley_domain::api_keys::NewApiKey;
+use parley_runtime::observability;
+use parley_storage::Storage;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -75,7 +76,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 .await?
                 .with_context(|| format!("no organization {org}"))?;
             let new = NewApiKey::parse(name, scopes, limit).map_err(|e| match e {
-                parley_shared::AppError::Validation(v) => anyhow::anyhow!(
+                parley_types::error::AppError::Validation(v) => anyhow::anyhow!(
                     "{}",
                     v.iter()
                         .map(|f| format!("{}: {}", f.field, f.message))
@@ -107,7 +108,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let app = Application::build(config, None).await?;
     tracing::info!(addr = %app.local_addr()?, "parley-api listening");
     let shutdown = CancellationToken::new();
-    tokio::spawn(parley_shared::shutdown::cancel_on_signal(shutdown.clone()));
+    tokio::spawn(parley_runtime::shutdown::cancel_on_signal(shutdown.clone()));
     app.run_until(shutdown).await?;
     tracing::info!("parley-api stopped");
     Ok(())

@@ -2,7 +2,7 @@
 //! document alike. `GET` reads, every other method writes.
 
 use axum::http::Method;
-use parley_shared::auth;
+use parley_domain::auth;
 
 /// The resource of a route template such as `/api/v1/contacts/{id}`.
 fn resource(route: &str) -> Option<&'static str> {

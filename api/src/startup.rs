@@ -4,17 +4,17 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::error::{ApiError, AppError};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware::{from_fn, from_fn_with_state};
-use parley_shared::config::Config;
-use parley_shared::db;
-use parley_shared::error::AppError;
-use parley_shared::health::{self, Probes};
-use parley_shared::observability::metrics_handle;
-use parley_shared::redis_conn::Redis;
-use parley_shared::storage::Storage;
+use parley_config::Config;
+use parley_db as db;
+use parley_jobs::redis_conn::Redis;
+use parley_runtime::health::{self, Probes};
+use parley_runtime::observability::metrics_handle;
+use parley_storage::Storage;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_swagger_ui::SwaggerUi;
@@ -61,7 +61,7 @@ impl Application {
         };
         let state = AppState {
             pool,
-            jobs: parley_shared::jobs::Jobs::new(&redis),
+            jobs: parley_jobs::Jobs::new(&redis),
             redis,
             storage: config.storage.as_ref().map(Storage::new),
             config: Arc::new(config),
@@ -128,8 +128,8 @@ pub fn layered(routes: Router, probes: Router, limits: Limits, max_body_bytes: u
     Router::new()
         .merge(routes)
         .merge(probes)
-        .fallback(|| async { AppError::RouteNotFound })
-        .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
+        .fallback(|| async { ApiError(AppError::RouteNotFound) })
+        .method_not_allowed_fallback(|| async { ApiError(AppError::MethodNotAllowed) })
         .layer(from_fn(http_metrics::http_metrics))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(from_fn(request_context::request_context))

@@ -1,11 +1,11 @@
 use std::sync::Arc;
 
+use crate::error::{AppError, AppResult};
 use metrics_exporter_prometheus::PrometheusHandle;
-use parley_shared::config::Config;
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::jobs::Jobs;
-use parley_shared::redis_conn::Redis;
-use parley_shared::storage::Storage;
+use parley_config::Config;
+use parley_jobs::Jobs;
+use parley_jobs::redis_conn::Redis;
+use parley_storage::Storage;
 use sqlx::PgPool;
 
 /// What every handler can reach.
@@ -23,6 +23,8 @@ pub struct AppState {
 impl AppState {
     /// The object store, or 503 `storage_unavailable` when none is configured.
     pub fn storage(&self) -> AppResult<&Storage> {
-        self.storage.as_ref().ok_or(AppError::StorageUnavailable)
+        self.storage
+            .as_ref()
+            .ok_or(AppError::StorageUnavailable.into())
     }
 }

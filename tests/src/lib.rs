@@ -12,9 +12,9 @@ pub mod seed;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use parley_shared::config::Config;
-use parley_shared::db;
-use parley_shared::domain::api_keys::NewApiKey;
+use parley_config::Config;
+use parley_db as db;
+use parley_domain::api_keys::NewApiKey;
 use reqwest::Method;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -261,7 +261,7 @@ pub async fn spawn_storage_app(extra: &[(&str, &str)]) -> TestApp {
     let config = test_config("unused", &settings);
     BUCKET
         .get_or_init(|| async {
-            parley_shared::storage::Storage::new(config.storage.as_ref().expect("storage set"))
+            parley_storage::Storage::new(config.storage.as_ref().expect("storage set"))
                 .ensure_bucket()
                 .await
                 .expect("the S3-compatible store answers (start it with ops/test)");

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use parley_shared::redis_conn::Redis;
+use parley_jobs::redis_conn::Redis;
 use uuid::Uuid;
 
 /// Takes each free key for `token`; returns the positions of those taken.

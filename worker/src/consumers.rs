@@ -6,7 +6,7 @@ use std::time::Duration;
 use apalis::layers::WorkerBuilderExt;
 use apalis::prelude::*;
 use apalis_redis::RedisStorage;
-use parley_shared::jobs::{
+use parley_jobs::{
     CheckSla, DeliverRecipients, DeliverWebhooks, DispatchBroadcast, QueueName, queue_config,
 };
 use tokio_util::sync::CancellationToken;

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use parley_shared::config::{Config, WorkerSettings};
-use parley_shared::jobs::Jobs;
-use parley_shared::redis_conn::Redis;
+use parley_config::{Config, WorkerSettings};
+use parley_jobs::Jobs;
+use parley_jobs::redis_conn::Redis;
 use sqlx::PgPool;
 
 use crate::claims::Claims;

@@ -9,19 +9,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use apalis::prelude::{BoxDynError, Data, TaskId};
 use futures::StreamExt;
-use parley_shared::db;
-use parley_shared::db::delivery::{Claimed, DeliveryContext, Outcome};
-use parley_shared::domain::Channel;
-use parley_shared::domain::broadcasts::BroadcastStatus;
-use parley_shared::domain::templates::render;
-use parley_shared::jobs::{DeliverRecipients, PAYLOAD_VERSION, QueueName};
+use parley_db as db;
+use parley_db::delivery::{Claimed, DeliveryContext, Outcome};
+use parley_domain::Channel;
+use parley_domain::broadcasts::BroadcastStatus;
+use parley_domain::templates::{max_message_chars, render};
+use parley_jobs::{DeliverRecipients, PAYLOAD_VERSION, QueueName};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::context::Ctx;
 use crate::provider::{Message, Sent};
 use crate::status_watch::StatusWatch;
-use parley_shared::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
+use parley_types::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
 
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
@@ -263,7 +263,7 @@ async fn send_one(
     });
     // Checked when the broadcast and its template were written; this only guards the
     // provider against a message that got past those checks.
-    if content.chars().count() > b.channel.max_message_chars() {
+    if content.chars().count() > max_message_chars(b.channel) {
         return (
             id,
             Outcome::Failed {

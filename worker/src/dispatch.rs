@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data, TaskId};
-use parley_shared::db;
-use parley_shared::domain::broadcasts::BroadcastStatus;
-use parley_shared::jobs::{DispatchBroadcast, PAYLOAD_VERSION, QueueName};
+use parley_db as db;
+use parley_domain::broadcasts::BroadcastStatus;
+use parley_jobs::{DispatchBroadcast, PAYLOAD_VERSION, QueueName};
 use tracing::Instrument;
 
 use crate::context::Ctx;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use parley_shared::redis_conn::Redis;
+use parley_jobs::redis_conn::Redis;
 use uuid::Uuid;
 
 /// Takes up to ARGV[2] free slots (of ARGV[1]) for tokens ARGV[4..], each held ARGV[3] ms.

@@ -10,6 +10,8 @@ pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;
 pub mod metrics;
+pub mod net;
+pub mod process;
 pub mod provider;
 pub mod rate_limit;
 pub mod relay;
@@ -25,12 +27,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use parley_shared::config::Config;
-use parley_shared::db;
-use parley_shared::health::{self, Probes};
-use parley_shared::jobs::Jobs;
-use parley_shared::observability::metrics_handle;
-use parley_shared::redis_conn::Redis;
+use parley_config::Config;
+use parley_db as db;
+use parley_jobs::Jobs;
+use parley_jobs::redis_conn::Redis;
+use parley_runtime::health::{self, Probes};
+use parley_runtime::observability::metrics_handle;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -113,7 +115,7 @@ impl Worker {
             .ctx
             .settings()
             .queues
-            .contains(&parley_shared::jobs::QueueName::WebhookDelivery)
+            .contains(&parley_jobs::QueueName::WebhookDelivery)
         {
             tasks.spawn(relay::run(self.ctx.clone(), shutdown.clone()));
         }
@@ -121,7 +123,7 @@ impl Worker {
             .ctx
             .settings()
             .queues
-            .contains(&parley_shared::jobs::QueueName::SlaCheck)
+            .contains(&parley_jobs::QueueName::SlaCheck)
         {
             tasks.spawn(sla_scheduler::run(self.ctx.clone(), shutdown.clone()));
         }

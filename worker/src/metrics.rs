@@ -1,4 +1,4 @@
-//! Running a job under its log span, with its metrics (names in `parley_shared::metric_names`),
+//! Running a job under its log span, with its metrics (names in `parley_types::metric_names`),
 //! and the worker's metrics registered at zero so dashboards and alerts see every series from
 //! the start.
 
@@ -6,10 +6,10 @@ use std::future::Future;
 use std::time::Instant;
 
 use apalis::prelude::TaskId;
-use parley_shared::domain::Channel;
-use parley_shared::domain::sla::SlaTarget;
-use parley_shared::jobs::QueueName;
-use parley_shared::metric_names::{
+use parley_domain::Channel;
+use parley_domain::sla::SlaTarget;
+use parley_jobs::QueueName;
+use parley_types::metric_names::{
     ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_WRITE_FAILURES, PROVIDER_CALLS,
     PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, SLA_BACKLOG, SLA_BREACH_LAG,
     SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,

@@ -8,16 +8,16 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
-use parley_shared::domain::Channel;
-use parley_shared::domain::broadcasts::BroadcastStatus;
+use parley_domain::Channel;
+use parley_domain::broadcasts::BroadcastStatus;
 use serde::Serialize;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::answer::read_prefix;
 use crate::status_watch::stopped;
-use parley_shared::fields::storable;
-use parley_shared::metric_names::{PROVIDER_CALLS, PROVIDER_DURATION};
+use parley_types::fields::storable;
+use parley_types::metric_names::{PROVIDER_CALLS, PROVIDER_DURATION};
 
 /// The longest `Retry-After` honoured in place; longer ones wait this long.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);

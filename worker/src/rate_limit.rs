@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use parley_shared::domain::Channel;
-use parley_shared::domain::broadcasts::BroadcastStatus;
-use parley_shared::redis_conn::Redis;
+use parley_domain::Channel;
+use parley_domain::broadcasts::BroadcastStatus;
+use parley_jobs::redis_conn::Redis;
 use tokio::sync::watch;
 use uuid::Uuid;
 

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use parley_shared::db::outbox;
-use parley_shared::jobs::QueueName;
-use parley_shared::metric_names::OUTBOX_BACKLOG;
+use parley_db::outbox;
+use parley_jobs::QueueName;
+use parley_types::metric_names::OUTBOX_BACKLOG;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 

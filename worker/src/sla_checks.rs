@@ -6,14 +6,14 @@
 use std::collections::HashMap;
 
 use apalis::prelude::{BoxDynError, Data, TaskId};
-use parley_shared::db;
-use parley_shared::domain::Actor;
-use parley_shared::domain::sla::{CheckKind, SubjectType};
-use parley_shared::domain::tickets::TicketActivity;
-use parley_shared::domain::webhooks::EventName;
-use parley_shared::jobs::{CheckSla, QueueName};
-use parley_shared::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
-use parley_shared::time::Timestamp;
+use parley_db as db;
+use parley_domain::Actor;
+use parley_domain::sla::{CheckKind, SubjectType};
+use parley_domain::tickets::TicketActivity;
+use parley_domain::webhooks::EventName;
+use parley_jobs::{CheckSla, QueueName};
+use parley_types::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
+use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 use crate::context::Ctx;
@@ -22,7 +22,7 @@ pub async fn handle(job: CheckSla, ctx: Data<Ctx>, task: TaskId) -> Result<(), B
     // The checks of a failed job stay in Postgres, marked enqueued; the scheduler enqueues
     // them again.
     let work = async {
-        if job.version == parley_shared::jobs::PAYLOAD_VERSION {
+        if job.version == parley_jobs::PAYLOAD_VERSION {
             run(&ctx, &job.check_ids).await
         } else {
             tracing::error!(

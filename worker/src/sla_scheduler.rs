@@ -5,9 +5,9 @@
 //! enqueued again once the queue has drained. Any number of workers may run it: rows are
 //! taken with `FOR UPDATE SKIP LOCKED`.
 
-use parley_shared::db;
-use parley_shared::jobs::{QueueName, SLA_BATCH};
-use parley_shared::metric_names::{RECONCILED, SLA_BACKLOG};
+use parley_db as db;
+use parley_jobs::{QueueName, SLA_BATCH};
+use parley_types::metric_names::{RECONCILED, SLA_BACKLOG};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;

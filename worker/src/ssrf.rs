@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use parley_shared::net::is_public;
+use crate::net::is_public;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// A resolver that keeps only public addresses, and fails when there are none.

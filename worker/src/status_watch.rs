@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use parley_shared::db;
-use parley_shared::domain::broadcasts::BroadcastStatus;
+use parley_db as db;
+use parley_domain::broadcasts::BroadcastStatus;
 use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;

@@ -4,12 +4,12 @@
 //! All timers live in Postgres; work moves into Redis in bounded batches.
 
 use apalis_core::backend::Vacuum;
-use parley_shared::db;
-use parley_shared::jobs::{QueueName, queue_config};
+use parley_db as db;
+use parley_jobs::{QueueName, queue_config};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
-use parley_shared::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECONCILED};
+use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECONCILED};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
 const BATCH: i64 = 1_000;

@@ -11,17 +11,17 @@ use std::time::{Duration, Instant};
 use apalis::prelude::{BoxDynError, Data, TaskId};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
-use parley_shared::config::WebhookSettings;
-use parley_shared::db;
-use parley_shared::db::webhooks::{AttemptRecord, Due, JobOutcome};
-use parley_shared::domain::webhooks::{PAYLOAD_VERSION, Payload, PayloadMetadata};
-use parley_shared::fields::storable;
-use parley_shared::jobs::{DeliverWebhooks, QueueName};
-use parley_shared::metric_names::{
+use parley_config::WebhookSettings;
+use parley_db as db;
+use parley_db::webhooks::{AttemptRecord, Due, JobOutcome};
+use parley_domain::signature;
+use parley_domain::webhooks::{PAYLOAD_VERSION, Payload, PayloadMetadata};
+use parley_jobs::{DeliverWebhooks, QueueName};
+use parley_types::fields::storable;
+use parley_types::metric_names::{
     OUTCOME_WRITE_FAILURES, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
-use parley_shared::signature;
-use parley_shared::time::Timestamp;
+use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 use crate::answer::read_prefix;
@@ -79,7 +79,7 @@ pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>, task: TaskId) -> Resul
 }
 
 async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
-    if job.version != parley_shared::jobs::PAYLOAD_VERSION {
+    if job.version != parley_jobs::PAYLOAD_VERSION {
         tracing::error!(
             version = job.version,
             "webhook payload of an unknown version dropped"

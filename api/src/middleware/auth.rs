@@ -1,12 +1,14 @@
 //! Bearer API keys: 401 for no, unknown or revoked keys; the daily counter and its 429; the
 //! route's scope and its 403. Only then does a handler run, with the [`Tenant`] it serves.
 
+use crate::error::{ApiError, AppError};
+use crate::{envelope, usage};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use parley_shared::error::AppError;
-use parley_shared::{auth, db, envelope, usage};
+use parley_db as db;
+use parley_domain::auth;
 
 use crate::extract::{Tenant, TicketToken};
 use crate::scopes::required_scope;
@@ -26,7 +28,7 @@ pub async fn authenticate(State(state): State<AppState>, req: Request, next: Nex
     }
 }
 
-async fn admit(state: &AppState, mut req: Request) -> Result<Request, AppError> {
+async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> {
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -74,15 +76,14 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, AppError> 
             return Err(AppError::RateLimited {
                 message: "the key's daily request limit is reached".to_owned(),
                 retry_after,
-            });
+            }
+            .into());
         }
     }
 
     let needed = required_scope(req.method(), &route);
     if !auth::allows(&key.scopes, &needed) {
-        return Err(AppError::Forbidden(format!(
-            "this key lacks the scope {needed}"
-        )));
+        return Err(AppError::Forbidden(format!("this key lacks the scope {needed}")).into());
     }
 
     req.extensions_mut().insert(Tenant {

@@ -6,10 +6,10 @@
 use std::any::Any;
 use std::time::Duration;
 
+use crate::error::{ApiError, AppError};
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::response::{IntoResponse, Response};
-use parley_shared::error::AppError;
 use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::load_shed::LoadShedLayer;
@@ -39,19 +39,25 @@ pub fn guard<S: Clone + Send + Sync + 'static>(routes: Router<S>, limits: Limits
 
 fn refused(err: tower::BoxError, timeout: Duration) -> Response {
     if err.is::<tower::timeout::error::Elapsed>() {
-        metrics::counter!(parley_shared::metric_names::HTTP_REFUSED, "reason" => "timeout")
+        metrics::counter!(parley_types::metric_names::HTTP_REFUSED, "reason" => "timeout")
             .increment(1);
-        AppError::Overloaded(format!(
+        ApiError(AppError::Overloaded(format!(
             "the request took longer than {} s and was stopped; retry shortly",
             timeout.as_secs()
-        ))
+        )))
         .into_response()
     } else if err.is::<tower::load_shed::error::Overloaded>() {
-        metrics::counter!(parley_shared::metric_names::HTTP_REFUSED, "reason" => "overloaded")
+        metrics::counter!(parley_types::metric_names::HTTP_REFUSED, "reason" => "overloaded")
             .increment(1);
-        AppError::Overloaded("the service is at capacity; retry shortly".to_owned()).into_response()
+        ApiError(AppError::Overloaded(
+            "the service is at capacity; retry shortly".to_owned(),
+        ))
+        .into_response()
     } else {
-        AppError::Internal(anyhow::anyhow!("request layer failed: {err}")).into_response()
+        ApiError(AppError::Internal(anyhow::anyhow!(
+            "request layer failed: {err}"
+        )))
+        .into_response()
     }
 }
 
@@ -67,6 +73,9 @@ fn panicked(payload: Box<dyn Any + Send + 'static>) -> Response {
         .map(String::as_str)
         .or_else(|| payload.downcast_ref::<&str>().copied())
         .unwrap_or("a panic without a message");
-    metrics::counter!(parley_shared::metric_names::HTTP_REFUSED, "reason" => "panic").increment(1);
-    AppError::Internal(anyhow::anyhow!("handler panicked: {what}")).into_response()
+    metrics::counter!(parley_types::metric_names::HTTP_REFUSED, "reason" => "panic").increment(1);
+    ApiError(AppError::Internal(anyhow::anyhow!(
+        "handler panicked: {what}"
+    )))
+    .into_response()
 }

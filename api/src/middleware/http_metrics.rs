@@ -8,7 +8,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use parley_shared::metric_names::{HTTP_DURATION as DURATION, HTTP_REQUESTS as REQUESTS};
+use parley_types::metric_names::{HTTP_DURATION as DURATION, HTTP_REQUESTS as REQUESTS};
 
 pub async fn http_metrics(req: Request, next: Next) -> Response {
     let started = Instant::now();

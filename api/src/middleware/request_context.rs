@@ -2,11 +2,11 @@
 //! returns it in `X-Request-Id`, puts it on the request's log span, opens the request
 //! context the envelope reads, and logs one line per request.
 
+use crate::envelope::{self, RequestContext};
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
-use parley_shared::envelope::{self, RequestContext};
 use tracing::Instrument;
 
 pub const REQUEST_ID: &str = "x-request-id";

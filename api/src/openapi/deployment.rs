@@ -2,8 +2,9 @@
 //! document states the rules the running service applies: which webhook URLs it accepts, and
 //! the uploads it takes (size, content types, and which `fileType` goes with which type).
 
-use parley_shared::config::{Config, UploadSettings};
-use parley_shared::fields::{CONTENT_TYPE, HTTPS_URL, WEBHOOK_URL};
+use parley_config::Config;
+use parley_domain::files::UploadSettings;
+use parley_types::fields::{CONTENT_TYPE, HTTPS_URL, WEBHOOK_URL};
 use serde_json::{Value, json};
 
 /// What the document needs to know of the configuration.

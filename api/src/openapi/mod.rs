@@ -14,9 +14,9 @@ mod request_rules;
 
 pub use deployment::Deployment;
 
+use crate::envelope::ErrorEnvelope;
 use crate::scopes::{SIGNED_PREFIX, TICKET_SLA_ROUTE, required_scope};
-use parley_shared::envelope::ErrorEnvelope;
-use parley_shared::error::FieldError;
+use parley_types::error::FieldError;
 
 #[derive(utoipa::OpenApi)]
 #[openapi(

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use parley_shared::fields::TEXT;
+use parley_types::fields::TEXT;
 use serde_json::{Value, json};
 
 /// Any JSON value without NUL in a string or key, recursively.

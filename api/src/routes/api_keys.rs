@@ -1,12 +1,12 @@
 //! `/api/v1/api-keys`: issue, list and revoke keys (scope `api-keys:manage`).
 
+use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::auth;
-use parley_shared::db;
-use parley_shared::domain::api_keys::{ApiKey, CreateApiKey, CreatedApiKey, NewApiKey};
-use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_db as db;
+use parley_domain::api_keys::{ApiKey, CreateApiKey, CreatedApiKey, NewApiKey};
+use parley_domain::auth;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -33,7 +33,8 @@ async fn create(
     if let Some(beyond) = new.scopes.iter().find(|s| !auth::allows(&t.scopes, s)) {
         return Err(AppError::Forbidden(format!(
             "a key cannot grant the scope {beyond}, which it does not hold"
-        )));
+        ))
+        .into());
     }
     let key = db::api_keys::create(&s.pool, t.org_id, new).await?;
     Ok(Reply::created(key))
@@ -65,5 +66,5 @@ async fn revoke(
     db::api_keys::revoke(&s.pool, t.org_id, id)
         .await?
         .map(Reply::deleted)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }

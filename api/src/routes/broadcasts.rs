@@ -1,17 +1,17 @@
 //! Broadcasts (endpoints 2, 3 and 4) with their actions and recipients. Sending is the
 //! worker's; the API writes the broadcast and enqueues its dispatch.
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::db::refs::{self, RefTable};
-use parley_shared::domain::broadcasts::{
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, CreateBroadcast,
     MAX_AUDIENCE, RecipientFilter, UpdateBroadcast,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
-use parley_shared::time::Timestamp;
+use parley_types::list::PageParams;
+use parley_types::time::Timestamp;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -46,20 +46,21 @@ async fn dispatch(s: &AppState, id: Uuid, requeue: bool) {
 async fn read(s: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
     db::broadcasts::get(&s.pool, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 async fn template(
     conn: &mut sqlx::PgConnection,
     org: Uuid,
     id: Uuid,
-) -> AppResult<parley_shared::domain::templates::Template> {
+) -> AppResult<parley_domain::templates::Template> {
     db::templates::share(conn, org, id).await?.ok_or_else(|| {
         AppError::validation(
             "templateId",
             "not_found",
             format!("{id} is not a template of this organization"),
         )
+        .into()
     })
 }
 
@@ -140,7 +141,7 @@ async fn update(
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Update.allowed_from().contains(&broadcast.status) {
-        return Err(Action::Update.refused(broadcast.status));
+        return Err(Action::Update.refused(broadcast.status).into());
     }
     if let Some(ids) = &req.contact_ids {
         refs::check_ids(
@@ -180,7 +181,7 @@ async fn delete(
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Delete.allowed_from().contains(&broadcast.status) {
-        return Err(Action::Delete.refused(broadcast.status));
+        return Err(Action::Delete.refused(broadcast.status).into());
     }
     db::broadcasts::delete(&mut *tx, t.org_id, id).await?;
     tx.commit().await?;
@@ -211,7 +212,7 @@ async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Re
         .await?
         .ok_or(AppError::NotFound)?;
     if !action.allowed_from().contains(&broadcast.status) {
-        return Err(action.refused(broadcast.status));
+        return Err(action.refused(broadcast.status).into());
     }
     let to = match action {
         Action::Pause => BroadcastStatus::Paused,
@@ -219,7 +220,7 @@ async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Re
         // A broadcast paused before its dispatch started goes back to the queue.
         Action::Resume if broadcast.started_at.is_some() => BroadcastStatus::Sending,
         Action::Resume => BroadcastStatus::Queued,
-        Action::Update | Action::Delete => return Err(action.refused(broadcast.status)),
+        Action::Update | Action::Delete => return Err(action.refused(broadcast.status).into()),
     };
     db::broadcasts::set_status(&mut *tx, t.org_id, id, to).await?;
     tx.commit().await?;

@@ -1,14 +1,14 @@
 //! Conversation categories (endpoint 12 and the operations beside it).
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::categories::{
+use parley_db as db;
+use parley_domain::categories::{
     CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::fields::next_free_slug;
-use parley_shared::list::PageParams;
+use parley_types::fields::next_free_slug;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -72,7 +72,7 @@ async fn get(
     db::categories::get(&s.pool, t.org_id, id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Update a conversation category.
@@ -111,6 +111,6 @@ async fn delete(
     if db::categories::delete(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }

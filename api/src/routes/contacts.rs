@@ -1,16 +1,16 @@
 //! Endpoint 5 and the everyday contact operations.
 
+use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::db::refs::{self, RefTable};
-use parley_shared::db::tags::{TagLink, set_tags};
-use parley_shared::domain::contacts::{
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags};
+use parley_domain::contacts::{
     ActivityType, Contact, ContactActivity, ContactFilter, CreateContact, UpdateContact,
 };
-use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
-use parley_shared::time::Timestamp;
+use parley_types::list::PageParams;
+use parley_types::time::Timestamp;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateContact,
     responses(
         (status = 201, description = "The new contact, with a `created` activity", body = Envelope<Contact>),
-        (status = 409, description = "Another contact has this email", body = parley_shared::envelope::ErrorEnvelope),
+        (status = 409, description = "Another contact has this email", body = crate::envelope::ErrorEnvelope),
     ))]
 async fn create(
     State(s): State<AppState>,
@@ -41,7 +41,7 @@ async fn create(
     Json(req): Json<CreateContact>,
 ) -> AppResult<Reply<Contact>> {
     let (contact, tag_ids) = req.into_contact(t.org_id);
-    let tag_ids = parley_shared::ids::dedup(tag_ids);
+    let tag_ids = parley_types::ids::dedup(tag_ids);
     let mut tx = s.pool.begin().await?;
     refs::check_id(
         &mut tx,
@@ -124,7 +124,7 @@ async fn get(
     request_body = UpdateContact,
     responses(
         (status = 200, description = "The updated contact", body = Envelope<Contact>),
-        (status = 409, description = "Another contact has this email", body = parley_shared::envelope::ErrorEnvelope),
+        (status = 409, description = "Another contact has this email", body = crate::envelope::ErrorEnvelope),
     ))]
 async fn update(
     State(s): State<AppState>,
@@ -154,7 +154,7 @@ async fn update(
         .map(|c| c.into_activity(id, &actor))
         .collect();
     if let Some(tag_ids) = tag_ids {
-        let tag_ids = parley_shared::ids::dedup(tag_ids);
+        let tag_ids = parley_types::ids::dedup(tag_ids);
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
@@ -203,6 +203,6 @@ async fn delete(
     if db::contacts::delete(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }

@@ -1,21 +1,21 @@
 //! Conversations (endpoint 16 and the operations beside it): messages, assignees, teams,
 //! handover. Every change and its event (`conversation.*`, `message.*`) commit together.
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::db::conversations::AttachmentRow;
-use parley_shared::db::refs::{self, RefTable};
-use parley_shared::db::tags::{TagLink, set_tags};
-use parley_shared::domain::conversations::{
+use parley_db as db;
+use parley_db::conversations::AttachmentRow;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags};
+use parley_domain::conversations::{
     AssignTeams, AssignUsers, Conversation, ConversationFilter, ConversationStatus,
     CreateConversation, CreateMessage, Handover, Message, SenderType, UpdateConversation,
 };
-use parley_shared::domain::sla::SubjectType;
-use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
-use parley_shared::time::Timestamp;
+use parley_domain::sla::SubjectType;
+use parley_domain::webhooks::EventName;
+use parley_types::list::PageParams;
+use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -43,13 +43,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
     db::conversations::get(conn, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
     db::conversations::lock(conn, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Writes a message of a locked conversation with its attachments, its effects (an inbound
@@ -62,9 +62,7 @@ async fn write_message(
 ) -> AppResult<Message> {
     let now = Timestamp::now();
     if c.status == ConversationStatus::Closed {
-        return Err(AppError::invalid_state(
-            "the conversation is closed; start a new one",
-        ));
+        return Err(AppError::invalid_state("the conversation is closed; start a new one").into());
     }
     let (message, attachments) = req.into_message(c, now).map_err(|e| e.under(field))?;
     let org = c.organization_id;
@@ -96,7 +94,7 @@ async fn write_message(
             kind: a
                 .kind
                 .or(files.get(&a.file_id).map(|f| f.file_type))
-                .unwrap_or(parley_shared::domain::files::FileType::Other),
+                .unwrap_or(parley_domain::files::FileType::Other),
             file_id: a.file_id,
             caption: a.caption.map(Into::into),
             external_media_id: a.external_media_id.map(Into::into),
@@ -170,7 +168,7 @@ async fn create(
         req.category_id,
     )
     .await?;
-    let tag_ids = parley_shared::ids::dedup(req.tag_ids.clone().unwrap_or_default());
+    let tag_ids = parley_types::ids::dedup(req.tag_ids.clone().unwrap_or_default());
     refs::check_ids(
         &mut tx,
         RefTable::Tags,
@@ -267,7 +265,7 @@ async fn update(
     )
     .await?;
     if let Some(tag_ids) = &change.tag_ids {
-        let tag_ids = parley_shared::ids::dedup(tag_ids.clone());
+        let tag_ids = parley_types::ids::dedup(tag_ids.clone());
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
@@ -335,7 +333,7 @@ async fn messages(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Message>>> {
     if !db::conversations::exists(&s.pool, t.org_id, id).await? {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     Ok(Reply::page(
         db::conversations::messages(&s.pool, t.org_id, id, &page).await?,
@@ -422,9 +420,9 @@ async fn assign_teams(
 
 fn non_empty(field: &str, ids: Vec<Uuid>) -> AppResult<Vec<Uuid>> {
     if ids.is_empty() {
-        return Err(AppError::validation(field, "required", "at least one id"));
+        return Err(AppError::validation(field, "required", "at least one id").into());
     }
-    Ok(parley_shared::ids::dedup(ids))
+    Ok(parley_types::ids::dedup(ids))
 }
 
 /// The conversation after an assignment, with its event when something was added.
@@ -453,7 +451,7 @@ async fn unassign_user(
     let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
     if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
     Ok(Reply::deleted(user))
@@ -471,7 +469,7 @@ async fn unassign_team(
     let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
     if !db::conversations::remove_team(&mut *tx, id, team).await? {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
     Ok(Reply::deleted(team))

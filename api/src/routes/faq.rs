@@ -1,16 +1,16 @@
 //! FAQ collections (endpoint 1 and the operations beside it), with the FAQ categories and FAQ
 //! entries inside a collection.
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::faq::{
+use parley_db as db;
+use parley_domain::faq::{
     CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
     FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::fields::next_free_slug;
-use parley_shared::list::PageParams;
+use parley_types::fields::next_free_slug;
+use parley_types::list::PageParams;
 use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -130,14 +130,14 @@ async fn delete_collection(
     if db::faq::delete_collection(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }
 
 async fn collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<FaqCollection> {
     db::faq::get_collection(conn, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Create a FAQ category in a collection.
@@ -221,7 +221,7 @@ async fn delete_category(
     if db::faq::delete_category(&s.pool, t.org_id, id, category_id).await? {
         Ok(Reply::deleted(category_id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }
 
@@ -236,7 +236,8 @@ async fn check_category(
                 "categoryId",
                 "not_found",
                 format!("{c} is not a category of this collection"),
-            ))
+            )
+            .into())
         }
         _ => Ok(()),
     }
@@ -362,6 +363,6 @@ async fn delete_faq(
     if db::faq::delete_faq(&s.pool, t.org_id, id, faq_id).await? {
         Ok(Reply::deleted(faq_id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }

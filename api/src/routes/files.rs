@@ -1,14 +1,14 @@
 //! Files (endpoint 6): clients upload straight to object storage with a presigned URL, then
 //! confirm; Parley keeps the records that message and ticket attachments refer to.
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::Json as BareJson;
 use axum::extract::State;
 use axum::http::StatusCode;
-use parley_shared::db;
-use parley_shared::domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::storage::Storage;
+use parley_db as db;
+use parley_domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
+use parley_storage::Storage;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -92,7 +92,8 @@ async fn complete(
             "id",
             "not_uploaded",
             "nothing was uploaded to this file's URL yet",
-        ));
+        )
+        .into());
     };
     if object.size != file.file_size {
         return Err(AppError::validation(
@@ -102,12 +103,13 @@ async fn complete(
                 "the stored object has {} bytes, not the declared {}",
                 object.size, file.file_size
             ),
-        ));
+        )
+        .into());
     }
     db::files::mark_uploaded(&s.pool, t.org_id, id, object.size, object.etag.as_deref())
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Get a file, with a short-lived signed download URL in `fileUrl` once it is uploaded.
@@ -140,7 +142,7 @@ async fn delete(
     // The object goes first: if the store fails, nothing changed and the call can be repeated.
     storage.delete(&file.storage_key).await?;
     if !db::files::mark_deleted(&s.pool, t.org_id, id).await? {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     Ok(Reply::deleted(id))
 }

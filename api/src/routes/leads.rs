@@ -1,16 +1,16 @@
 //! Leads (endpoints 9 and 11, and the operations beside them).
 
+use crate::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::db::refs::{self, RefTable};
-use parley_shared::db::tags::{TagLink, set_tags, tags_of};
-use parley_shared::domain::contacts::{ActivityType, Contact, ContactActivity};
-use parley_shared::domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
-use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
-use parley_shared::time::Timestamp;
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags, tags_of};
+use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
+use parley_domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
+use parley_domain::webhooks::EventName;
+use parley_types::list::PageParams;
+use parley_types::time::Timestamp;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -37,7 +37,7 @@ async fn create(
     Json(req): Json<CreateLead>,
 ) -> AppResult<Reply<Lead>> {
     let (lead, tag_ids) = req.into_lead(t.org_id)?;
-    let tag_ids = parley_shared::ids::dedup(tag_ids);
+    let tag_ids = parley_types::ids::dedup(tag_ids);
     let mut tx = s.pool.begin().await?;
     refs::check_id(
         &mut tx,
@@ -90,7 +90,7 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
     db::leads::get(&mut conn, t.org_id, id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Update a lead. `status` cannot become `converted` here (use convert), nor leave it.
@@ -124,7 +124,7 @@ async fn update(
         .await?;
     }
     if let Some(tag_ids) = tag_ids {
-        let tag_ids = parley_shared::ids::dedup(tag_ids);
+        let tag_ids = parley_types::ids::dedup(tag_ids);
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
@@ -163,7 +163,7 @@ async fn convert(
         .await?
         .ok_or(AppError::NotFound)?;
     if lead.status == LeadStatus::Converted {
-        return Err(AppError::invalid_state("the lead is already converted"));
+        return Err(AppError::invalid_state("the lead is already converted").into());
     }
     let existing = db::contacts::find_by_email_or_phone(
         &mut tx,

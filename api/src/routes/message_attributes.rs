@@ -1,13 +1,13 @@
 //! Message attributes (endpoint 13 and the operations beside it).
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::message_attributes::{
+use parley_db as db;
+use parley_domain::message_attributes::{
     CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -65,7 +65,7 @@ async fn get(
     db::message_attributes::get(&s.pool, t.org_id, id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Update a message attribute.
@@ -104,6 +104,6 @@ async fn delete(
     if db::message_attributes::delete(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }

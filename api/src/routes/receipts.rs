@@ -4,17 +4,17 @@
 //! beyond reading the body within its limit: the header is parsed (a few candidates at most)
 //! before the body is read, then one MAC is computed.
 
+use crate::envelope::{Envelope, Reply};
+use crate::error::{ApiError, AppError, AppResult};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use parley_shared::db;
-use parley_shared::db::delivery::Receipt;
-use parley_shared::domain::Channel;
-use parley_shared::domain::broadcasts::{ReceiptIn, ReceiptsApplied};
-use parley_shared::envelope::{Envelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::metric_names::RECIPIENTS;
-use parley_shared::signature;
-use parley_shared::time::Timestamp;
+use parley_db as db;
+use parley_db::delivery::Receipt;
+use parley_domain::Channel;
+use parley_domain::broadcasts::{ReceiptIn, ReceiptsApplied};
+use parley_domain::signature;
+use parley_types::metric_names::RECIPIENTS;
+use parley_types::time::Timestamp;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -43,9 +43,9 @@ struct Signed {
 }
 
 impl FromRequestParts<AppState> for Signed {
-    type Rejection = AppError;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, AppError> {
+    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, ApiError> {
         let Path(channel) = Path::<Channel>::from_request_parts(parts, s).await?;
         let secret = s
             .config
@@ -83,11 +83,11 @@ async fn receive(
     RawBody(body): RawBody,
 ) -> AppResult<Reply<ReceiptsApplied>> {
     if !signed.candidates.verify(&signed.secret, &body) {
-        return Err(AppError::Unauthorized);
+        return Err(AppError::Unauthorized.into());
     }
     let channel = signed.channel;
     let receipts: Vec<ReceiptIn> = parse_json(&body)?;
-    parley_shared::fields::check_len("body", receipts.len(), MAX_RECEIPTS)?;
+    parley_types::fields::check_len("body", receipts.len(), MAX_RECEIPTS)?;
     let now = Timestamp::now();
     let receipts: Vec<Receipt> = receipts
         .into_iter()

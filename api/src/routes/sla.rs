@@ -1,15 +1,15 @@
 //! SLA policies, SLA statistics (endpoint 14), and the organization's business hours the
 //! policies may count in.
 
+use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::orgs::{Organization, UpdateOrganization};
-use parley_shared::domain::sla::{
+use parley_db as db;
+use parley_domain::orgs::{Organization, UpdateOrganization};
+use parley_domain::sla::{
     CreateSlaPolicy, SlaPolicy, SlaPolicyFilter, SlaStats, SlaStatsQuery, UpdateSlaPolicy,
 };
-use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -67,7 +67,7 @@ async fn get(
     db::sla::get_policy(&s.pool, t.org_id, id, false)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Update an SLA policy. Running clocks keep the targets they started with.
@@ -103,7 +103,7 @@ async fn delete(
     if db::sla::delete_policy(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }
 
@@ -129,7 +129,7 @@ async fn organization(State(s): State<AppState>, t: Tenant) -> AppResult<Reply<O
     db::orgs::get(&s.pool, t.org_id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Rename the organization or set its business hours.

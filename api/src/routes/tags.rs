@@ -1,11 +1,11 @@
 //! Tags and companies, which contacts and leads refer to (scope `contacts:*`).
 
+use crate::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::tags::{Company, CreateCompany, CreateTag, Tag};
-use parley_shared::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::AppResult;
-use parley_shared::list::PageParams;
+use parley_db as db;
+use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag};
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

@@ -1,12 +1,12 @@
 //! Teams (endpoint 10 and the operations beside it) and their members.
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::db::refs::{self, RefTable};
-use parley_shared::domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -41,7 +41,7 @@ async fn create(
     Json(req): Json<CreateTeam>,
 ) -> AppResult<Reply<Team>> {
     let (team, member_ids) = req.into_team(t.org_id);
-    let member_ids = parley_shared::ids::dedup(member_ids);
+    let member_ids = parley_types::ids::dedup(member_ids);
     let mut tx = s.pool.begin().await?;
     refs::check_id(
         &mut tx,
@@ -93,7 +93,7 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
     db::teams::get(&mut conn, t.org_id, id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Update a team.
@@ -132,7 +132,7 @@ async fn delete(
     if db::teams::delete(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }
 
@@ -152,13 +152,9 @@ async fn add_members(
         .await?
         .ok_or(AppError::NotFound)?;
     if req.user_ids.is_empty() {
-        return Err(AppError::validation(
-            "userIds",
-            "required",
-            "at least one user id",
-        ));
+        return Err(AppError::validation("userIds", "required", "at least one user id").into());
     }
-    let user_ids = parley_shared::ids::dedup(req.user_ids);
+    let user_ids = parley_types::ids::dedup(req.user_ids);
     refs::check_ids(
         &mut tx,
         RefTable::Users,
@@ -191,6 +187,6 @@ async fn remove_member(
     if db::teams::remove_member(&s.pool, t.org_id, id, user_id).await? {
         Ok(Reply::deleted(user_id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }

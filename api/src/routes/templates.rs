@@ -1,15 +1,15 @@
 //! Templates (endpoint 7, duplicate, and the operations beside it).
 
+use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::analytics::TemplateAnalytics;
-use parley_shared::domain::broadcasts::check_template_change;
-use parley_shared::domain::templates::{
+use parley_db as db;
+use parley_domain::analytics::TemplateAnalytics;
+use parley_domain::broadcasts::check_template_change;
+use parley_domain::templates::{
     ChannelParam, CreateTemplate, Template, TemplateFilter, UpdateTemplate,
 };
-use parley_shared::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -66,7 +66,7 @@ async fn get(
     db::templates::get(&s.pool, t.org_id, id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// Update a template.
@@ -104,7 +104,7 @@ async fn delete(
     if db::templates::delete(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }
 

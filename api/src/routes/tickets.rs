@@ -1,22 +1,22 @@
 //! Tickets (endpoint 15 and the operations beside it): replies, assignees, an activity for
 //! every change, and the SLA clock. Every change and its event (`ticket.*`) commit together.
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::db::refs::{self, RefTable};
-use parley_shared::db::tags::{TagLink, set_tags};
-use parley_shared::domain::Actor;
-use parley_shared::domain::conversations::AssignUsers;
-use parley_shared::domain::sla::{SlaState, SubjectType};
-use parley_shared::domain::tickets::{
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags};
+use parley_domain::Actor;
+use parley_domain::conversations::AssignUsers;
+use parley_domain::sla::{SlaState, SubjectType};
+use parley_domain::tickets::{
     AuthorType, CreateReply, CreateTicket, Ticket, TicketActivity, TicketFilter, TicketReply,
     TicketStatus, UpdateTicket,
 };
-use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
-use parley_shared::time::Timestamp;
+use parley_domain::webhooks::EventName;
+use parley_types::list::PageParams;
+use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -42,13 +42,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
     db::tickets::get(conn, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
     db::tickets::lock(conn, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// The ticket as it now reads, with its `ticket.updated` event.
@@ -255,7 +255,7 @@ async fn update(
         })
         .collect();
     if let Some(tag_ids) = change.tag_ids {
-        let tag_ids = parley_shared::ids::dedup(tag_ids);
+        let tag_ids = parley_types::ids::dedup(tag_ids);
         refs::check_ids(&mut tx, RefTable::Tags, org, "tagIds", &tag_ids, MAX_TAGS).await?;
         let (added, removed) = set_tags(&mut tx, TagLink::Ticket, org, id, &tag_ids).await?;
         if !added.is_empty() || !removed.is_empty() {
@@ -311,7 +311,7 @@ async fn add_reply(
     let mut tx = s.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     if ticket.status == TicketStatus::Closed {
-        return Err(AppError::invalid_state("the ticket is closed"));
+        return Err(AppError::invalid_state("the ticket is closed").into());
     }
     let mut reply = req.into_reply(&ticket)?;
     reply.created_at = now;
@@ -388,7 +388,7 @@ async fn replies(
         .await?
         .is_none_or(|tk| tk.organization_id != t.org_id)
     {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     Ok(Reply::page(db::tickets::replies(&s.pool, id, &page).await?))
 }
@@ -408,13 +408,9 @@ async fn assign(
     let mut tx = s.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     if req.user_ids.is_empty() {
-        return Err(AppError::validation(
-            "userIds",
-            "required",
-            "at least one id",
-        ));
+        return Err(AppError::validation("userIds", "required", "at least one id").into());
     }
-    let users = parley_shared::ids::dedup(req.user_ids);
+    let users = parley_types::ids::dedup(req.user_ids);
     refs::check_ids(
         &mut tx,
         RefTable::Users,
@@ -463,7 +459,7 @@ async fn unassign(
     let mut tx = s.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     let activity = TicketActivity::new(
         ticket.id,
@@ -498,7 +494,7 @@ async fn sla(
             .filter(|tk| tk.organization_id == t.org_id)
             .ok_or(AppError::NotFound)?,
         TicketReader::Token(token) => ticket
-            .filter(|tk| parley_shared::auth::same_secret(&tk.access_token, &token.0))
+            .filter(|tk| parley_domain::auth::same_secret(&tk.access_token, &token.0))
             .ok_or(AppError::Unauthorized)?,
     };
     let mut states =

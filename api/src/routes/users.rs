@@ -1,12 +1,12 @@
 //! Workspace users (agents).
 
+use crate::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::users::{CreateUser, User, UserFilter};
-use parley_shared::domain::webhooks::EventName;
-use parley_shared::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_db as db;
+use parley_domain::users::{CreateUser, User, UserFilter};
+use parley_domain::webhooks::EventName;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -63,5 +63,5 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
     db::users::get(&s.pool, t.org_id, id)
         .await?
         .map(Reply::ok)
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }

@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_shared::db;
-use parley_shared::domain::webhooks::{
+use parley_db as db;
+use parley_domain::webhooks::{
     AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, UpdateWebhook, Webhook,
     WebhookAttempt, WebhookWithSecret, new_secret,
 };
-use parley_shared::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use parley_shared::error::{AppError, AppResult};
-use parley_shared::list::PageParams;
+use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -47,7 +47,7 @@ async fn enqueue(s: &AppState, d: &Delivery) {
 async fn read(s: &AppState, org: Uuid, id: Uuid) -> AppResult<Webhook> {
     db::webhooks::get(&s.pool, org, id)
         .await?
-        .ok_or(AppError::NotFound)
+        .ok_or(AppError::NotFound.into())
 }
 
 /// The events a webhook can subscribe to (endpoint 17); this list is authoritative.
@@ -138,7 +138,7 @@ async fn delete(
     if db::webhooks::delete(&s.pool, t.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
-        Err(AppError::NotFound)
+        Err(AppError::NotFound.into())
     }
 }
 
@@ -153,7 +153,7 @@ async fn rotate_secret(
 ) -> AppResult<Reply<WebhookWithSecret>> {
     let secret = new_secret();
     if !db::webhooks::rotate_secret(&s.pool, t.org_id, id, &secret, ROTATION_OVERLAP).await? {
-        return Err(AppError::NotFound);
+        return Err(AppError::NotFound.into());
     }
     let webhook = read(&s, t.org_id, id).await?;
     Ok(Reply::ok(WebhookWithSecret { webhook, secret }))
@@ -176,9 +176,7 @@ async fn test(
         .await?
         .ok_or(AppError::NotFound)?;
     if !webhook.is_active {
-        return Err(AppError::invalid_state(
-            "the webhook is disabled; enable it first",
-        ));
+        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
     let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
     tx.commit().await?;
@@ -221,9 +219,7 @@ async fn redeliver(
 ) -> AppResult<Reply<Delivery>> {
     let webhook = read(&s, t.org_id, id).await?;
     if !webhook.is_active {
-        return Err(AppError::invalid_state(
-            "the webhook is disabled; enable it first",
-        ));
+        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
     let delivery = db::webhooks::redeliver(&s.pool, id, delivery)
         .await?

@@ -54,18 +54,12 @@ impl Bench {
             .map(|(s, _)| s)
             .unwrap_or(&admin_url);
         let url = format!("{server}/{name}");
-        let pool = parley_shared::db::pool(&url, 8)?;
-        parley_shared::db::migrate(&pool).await?;
-        let org = parley_shared::db::orgs::create(&mut *pool.acquire().await?, "Bench").await?;
-        let new = parley_shared::domain::api_keys::NewApiKey::parse(
-            "bench".into(),
-            vec!["*".into()],
-            None,
-        )
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let key = parley_shared::db::api_keys::create(&pool, org.id, new)
-            .await?
-            .key;
+        let pool = parley_db::pool(&url, 8)?;
+        parley_db::migrate(&pool).await?;
+        let org = parley_db::orgs::create(&mut *pool.acquire().await?, "Bench").await?;
+        let new = parley_domain::api_keys::NewApiKey::parse("bench".into(), vec!["*".into()], None)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let key = parley_db::api_keys::create(&pool, org.id, new).await?.key;
         Ok(Bench {
             name: name.to_owned(),
             url,

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use parking_lot::Mutex;
 use parley_bench::Bench;
-use parley_shared::db::outbox;
-use parley_shared::domain::webhooks::EventName;
+use parley_db::outbox;
+use parley_domain::webhooks::EventName;
 use serde_json::json;
 
 /// Counts deliveries to `/live`, and keeps each one's latency from the event's timestamp;
@@ -65,8 +65,8 @@ async fn receiver() -> anyhow::Result<(String, Arc<Receiver>)> {
 const WORKER: &[(&str, &str)] = &[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")];
 
 async fn subscribe(bench: &Bench, url: &str) -> anyhow::Result<()> {
-    let new = parley_shared::domain::webhooks::CreateWebhook {
-        url: parley_shared::fields::WebhookUrl::parse(url).map_err(|e| anyhow::anyhow!("{e:?}"))?,
+    let new = parley_domain::webhooks::CreateWebhook {
+        url: parley_types::fields::WebhookUrl::parse(url).map_err(|e| anyhow::anyhow!("{e:?}"))?,
         events: vec!["lead.created".into()],
         description: None,
         is_active: None,
@@ -74,7 +74,7 @@ async fn subscribe(bench: &Bench, url: &str) -> anyhow::Result<()> {
     let (webhook, secret) = new
         .into_webhook(bench.org, true)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    parley_shared::db::webhooks::insert(&bench.pool, &webhook, &secret).await?;
+    parley_db::webhooks::insert(&bench.pool, &webhook, &secret).await?;
     Ok(())
 }
 

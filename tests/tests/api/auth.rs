@@ -71,7 +71,7 @@ async fn keys_are_stored_hashed() {
             .fetch_all(&app.pool)
             .await
             .unwrap();
-    assert_eq!(stored, vec![parley_shared::auth::hash_key(&app.key)]);
+    assert_eq!(stored, vec![parley_domain::auth::hash_key(&app.key)]);
     let clear: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM api_keys WHERE organization_id = $1 AND (prefix = $2 OR name = $2)",
     )

@@ -347,7 +347,7 @@ async fn receipts_move_recipients_forward_only() {
     assert_eq!(bad.status(), 401);
     let ok = post(
         body.clone(),
-        parley_shared::signature::sign(secret, body.as_bytes()),
+        parley_domain::signature::sign(secret, body.as_bytes()),
     )
     .await;
     assert_eq!(ok.status(), 200);
@@ -357,7 +357,7 @@ async fn receipts_move_recipients_forward_only() {
     let late = json!([{"messageId": message(0), "status": "delivered"}]).to_string();
     post(
         late.clone(),
-        parley_shared::signature::sign(secret, late.as_bytes()),
+        parley_domain::signature::sign(secret, late.as_bytes()),
     )
     .await;
 
@@ -418,7 +418,7 @@ async fn receipts_move_recipients_forward_only() {
         .header("content-type", "application/json")
         .header(
             "x-parley-signature",
-            parley_shared::signature::sign("x", unsigned.as_bytes()),
+            parley_domain::signature::sign("x", unsigned.as_bytes()),
         )
         .body(unsigned)
         .send()
@@ -902,7 +902,7 @@ async fn receipts_with_bad_bodies_are_refused() {
                 .header("content-type", content_type)
                 .header(
                     "x-parley-signature",
-                    parley_shared::signature::sign(secret, body.as_bytes()),
+                    parley_domain::signature::sign(secret, body.as_bytes()),
                 )
                 .body(body)
                 .send()

@@ -1,4 +1,4 @@
-use parley_shared::auth::all_scopes;
+use parley_domain::auth::all_scopes;
 use parley_tests::fixture::Fixture;
 use parley_tests::openapi::{document, example, keyed_operations};
 use parley_tests::spawn_app;

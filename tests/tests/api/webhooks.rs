@@ -107,7 +107,7 @@ async fn a_delivery_carries_the_payload_headers_and_a_signature_over_the_raw_bod
     );
     let sent_at: i64 = r.header("x-parley-timestamp").parse().unwrap();
     assert!((sent_at - chrono::Utc::now().timestamp()).abs() < 60);
-    assert!(parley_shared::time::Timestamp::parse(body["timestamp"].as_str().unwrap()).is_some());
+    assert!(parley_types::time::Timestamp::parse(body["timestamp"].as_str().unwrap()).is_some());
     let log = wait_logs(&app, &webhook, 1).await;
     assert_eq!(log[0]["status"], "succeeded");
     assert_eq!(log[0]["responseStatus"], 200);

@@ -69,7 +69,7 @@ async fn a_flooded_signature_header_is_refused_without_work_on_the_body() {
         .header("content-type", "application/json")
         .header(
             "x-parley-signature",
-            parley_shared::signature::sign(SECRET, receipts),
+            parley_domain::signature::sign(SECRET, receipts),
         )
         .body(receipts.to_vec())
         .send()

@@ -1,0 +1,84 @@
+use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
+
+use super::ListQuery;
+
+use parley_domain::api_keys::{ApiKey, CreatedApiKey, KeyIdentity, NewApiKey};
+use parley_domain::auth;
+use parley_types::list::{Page, PageRequest};
+
+pub async fn create(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    new: NewApiKey,
+) -> Result<CreatedApiKey, sqlx::Error> {
+    let key = auth::generate_key();
+    let api_key: ApiKey = sqlx::query_as(
+        "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, daily_limit)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
+    )
+    .bind(parley_types::ids::new_id())
+    .bind(org)
+    .bind(&new.name)
+    .bind(&key.prefix)
+    .bind(&key.hash)
+    .bind(&new.scopes)
+    .bind(new.limit)
+    .fetch_one(db)
+    .await?;
+    Ok(CreatedApiKey {
+        api_key,
+        key: key.secret,
+    })
+}
+
+/// The active key with this secret, if any.
+pub async fn identify(
+    db: impl PgExecutor<'_>,
+    secret: &str,
+) -> Result<Option<KeyIdentity>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, organization_id, name, scopes, daily_limit FROM api_keys
+         WHERE key_hash = $1 AND revoked_at IS NULL",
+    )
+    .bind(auth::hash_key(secret))
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn list(
+    pool: &PgPool,
+    org: Uuid,
+    page: &PageRequest,
+) -> Result<Page<ApiKey>, sqlx::Error> {
+    let q = ListQuery {
+        select: "SELECT k.* FROM api_keys k",
+        count_from: "FROM api_keys k",
+        alias: "k",
+    };
+    super::page(
+        pool,
+        q,
+        |qb| {
+            qb.push(" WHERE k.organization_id = ").push_bind(org);
+        },
+        page,
+    )
+    .await
+}
+
+/// Revokes a key; revoking a revoked key is a no-op. `None` when there is no such key.
+pub async fn revoke(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
+         WHERE organization_id = $1 AND id = $2 RETURNING id",
+    )
+    .bind(org)
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}

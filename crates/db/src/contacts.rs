@@ -1,0 +1,299 @@
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::ListQuery;
+
+use super::tags::{TagLink, tags_of};
+use parley_domain::contacts::{Contact, ContactActivity, ContactFilter};
+use parley_types::list::{Page, PageRequest};
+
+macro_rules! select {
+    () => {
+        "SELECT c.*, co.name AS company_name, co.domain AS company_domain
+         FROM contacts c LEFT JOIN companies co ON co.id = c.company_id"
+    };
+}
+
+pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO contacts (id, organization_id, type, name, email, phone, avatar, country,
+            language, position, source, external_id, channel_data, company_id, widget_guest_id,
+            do_not_contact, is_anonymous, is_potential_client, messaging_a_opted_out,
+            messaging_a_opted_out_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+            $19, $20, $21, $22)",
+    )
+    .bind(c.id)
+    .bind(c.organization_id)
+    .bind(c.kind)
+    .bind(&c.name)
+    .bind(&c.email)
+    .bind(&c.phone)
+    .bind(&c.avatar)
+    .bind(&c.country)
+    .bind(&c.language)
+    .bind(&c.position)
+    .bind(&c.source)
+    .bind(&c.external_id)
+    .bind(&c.channel_data)
+    .bind(c.company_id)
+    .bind(&c.widget_guest_id)
+    .bind(c.do_not_contact)
+    .bind(c.is_anonymous)
+    .bind(c.is_potential_client)
+    .bind(c.messaging_a_opted_out)
+    .bind(c.messaging_a_opted_out_at)
+    .bind(c.created_at)
+    .bind(c.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE contacts SET type = $3, name = $4, email = $5, phone = $6, avatar = $7,
+            country = $8, language = $9, position = $10, source = $11, external_id = $12,
+            channel_data = $13, company_id = $14, widget_guest_id = $15, do_not_contact = $16,
+            is_anonymous = $17, is_potential_client = $18, messaging_a_opted_out = $19,
+            messaging_a_opted_out_at = $20, updated_at = $21
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(c.organization_id)
+    .bind(c.id)
+    .bind(c.kind)
+    .bind(&c.name)
+    .bind(&c.email)
+    .bind(&c.phone)
+    .bind(&c.avatar)
+    .bind(&c.country)
+    .bind(&c.language)
+    .bind(&c.position)
+    .bind(&c.source)
+    .bind(&c.external_id)
+    .bind(&c.channel_data)
+    .bind(c.company_id)
+    .bind(&c.widget_guest_id)
+    .bind(c.do_not_contact)
+    .bind(c.is_anonymous)
+    .bind(c.is_potential_client)
+    .bind(c.messaging_a_opted_out)
+    .bind(c.messaging_a_opted_out_at)
+    .bind(c.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// One contact with its company and tags (not its activities).
+pub async fn get(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Contact>, sqlx::Error> {
+    let row: Option<Contact> = sqlx::query_as(concat!(
+        select!(),
+        " WHERE c.organization_id = $1 AND c.id = $2"
+    ))
+    .bind(org)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(mut contact) = row else {
+        return Ok(None);
+    };
+    contact.fill_company();
+    contact.tags = tags_of(&mut *conn, TagLink::Contact, &[id])
+        .await?
+        .remove(&id)
+        .unwrap_or_default();
+    Ok(Some(contact))
+}
+
+/// Locks a contact for a change in this transaction.
+pub async fn lock(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Contact>, sqlx::Error> {
+    let found: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM contacts WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(org)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match found {
+        Some(_) => get(conn, org, id).await,
+        None => Ok(None),
+    }
+}
+
+/// A contact of the organization with this email (without case) or phone, for lead conversion.
+pub async fn find_by_email_or_phone(
+    conn: &mut PgConnection,
+    org: Uuid,
+    email: Option<&str>,
+    phone: Option<&str>,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT id FROM contacts WHERE organization_id = $1
+           AND ((lower(email) = lower($2)) OR (phone = $3))
+         ORDER BY (lower(email) = lower($2)) DESC NULLS LAST, created_at
+         LIMIT 1",
+    )
+    .bind(org)
+    .bind(email)
+    .bind(phone)
+    .fetch_optional(conn)
+    .await
+}
+
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &ContactFilter, tag: Option<Uuid>) {
+    qb.push(" WHERE c.organization_id = ").push_bind(org);
+    if let Some(tag) = tag {
+        qb.push(" AND EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.contact_id = c.id AND ct.tag_id = ")
+            .push_bind(tag)
+            .push(")");
+    }
+    if let Some(company) = f.company_id {
+        qb.push(" AND c.company_id = ").push_bind(company);
+    }
+    if let Some(source) = &f.source {
+        qb.push(" AND c.source = ")
+            .push_bind(source.as_str().to_owned());
+    }
+    if let Some(kind) = f.kind {
+        qb.push(" AND c.type = ").push_bind(kind);
+    }
+    if let Some(email) = &f.email {
+        qb.push(" AND lower(c.email) = lower(")
+            .push_bind(email.as_str().to_owned())
+            .push(")");
+    }
+}
+
+/// `f.tag` is resolved by the caller into `tag` (a tag id) first.
+pub async fn list(
+    pool: &PgPool,
+    org: Uuid,
+    f: &ContactFilter,
+    tag: Option<Uuid>,
+    page: &PageRequest,
+) -> Result<Page<Contact>, sqlx::Error> {
+    let q = ListQuery {
+        select: select!(),
+        count_from: "FROM contacts c",
+        alias: "c",
+    };
+    let mut page: Page<Contact> =
+        super::page(pool, q, |qb| push_filter(qb, org, f, tag), page).await?;
+    let ids: Vec<Uuid> = page.items().iter().map(|c| c.id).collect();
+    let mut tags = tags_of(pool, TagLink::Contact, &ids).await?;
+    for c in page.items_mut() {
+        c.fill_company();
+        c.tags = tags.remove(&c.id).unwrap_or_default();
+    }
+    Ok(page)
+}
+
+/// The id of the organization's tag named `name_or_id` (an id, or a name without case).
+pub async fn resolve_tag(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    name_or_id: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    let id = name_or_id.parse::<Uuid>().ok();
+    sqlx::query_scalar(
+        "SELECT id FROM tags WHERE organization_id = $1 AND (id = $2 OR lower(name) = lower($3))",
+    )
+    .bind(org)
+    .bind(id)
+    .bind(name_or_id)
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM contacts WHERE organization_id = $1 AND id = $2")
+        .bind(org)
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn add_activities(
+    conn: &mut PgConnection,
+    org: Uuid,
+    activities: &[ContactActivity],
+) -> Result<(), sqlx::Error> {
+    if activities.is_empty() {
+        return Ok(());
+    }
+    let mut qb = QueryBuilder::<Postgres>::new(
+        "INSERT INTO contact_activities (id, organization_id, contact_id, type, actor_id,
+            actor_name, actor_type, description, metadata, old_value, new_value, created_at,
+            updated_at) ",
+    );
+    qb.push_values(activities, |mut b, a| {
+        b.push_bind(a.id)
+            .push_bind(org)
+            .push_bind(a.contact_id)
+            .push_bind(a.kind)
+            .push_bind(a.actor_id.clone())
+            .push_bind(a.actor_name.clone())
+            .push_bind(a.actor_type.clone())
+            .push_bind(a.description.clone())
+            .push_bind(a.metadata.clone())
+            .push_bind(a.old_value.clone())
+            .push_bind(a.new_value.clone())
+            .push_bind(a.created_at)
+            .push_bind(a.updated_at);
+    });
+    qb.build().execute(conn).await.map(|_| ())
+}
+
+/// A contact's history, newest first, at most `limit` entries.
+pub async fn activities(
+    db: impl PgExecutor<'_>,
+    contact: Uuid,
+    limit: i64,
+) -> Result<Vec<ContactActivity>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM contact_activities WHERE contact_id = $1
+         ORDER BY created_at DESC, id DESC LIMIT $2",
+    )
+    .bind(contact)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Several contacts with their company and tags, by id.
+pub async fn get_many(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Contact>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let rows: Vec<Contact> = sqlx::query_as(concat!(
+        select!(),
+        " WHERE c.organization_id = $1 AND c.id = ANY($2)"
+    ))
+    .bind(org)
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut tags = tags_of(&mut *conn, TagLink::Contact, ids).await?;
+    Ok(rows
+        .into_iter()
+        .map(|mut c| {
+            c.fill_company();
+            c.tags = tags.remove(&c.id).unwrap_or_default();
+            (c.id, c)
+        })
+        .collect())
+}

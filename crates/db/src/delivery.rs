@@ -1,0 +1,637 @@
+//! The worker's side of broadcasts: claiming a broadcast for fan-out, writing recipients in
+//! slices, claiming recipients for sending, recording outcomes and receipts, finishing, and
+//! finding work that a lost job left behind. Every function is safe to run from any number of
+//! worker processes at once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
+
+use parley_domain::Channel;
+use parley_domain::broadcasts::{BroadcastStatus, RecipientStatus, TemplateVariables};
+use parley_domain::webhooks::EventName;
+use parley_types::time::Timestamp;
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DispatchState {
+    pub organization_id: Uuid,
+    pub status: BroadcastStatus,
+    pub fanout_done: bool,
+}
+
+/// Takes the broadcast's dispatch lease if it is queued or sending and nobody holds it; a
+/// queued broadcast starts sending, with its template's content captured. `None` when the
+/// broadcast is not there, not sendable, or held by another dispatcher.
+pub async fn begin_dispatch(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    lease: Duration,
+) -> Result<Option<DispatchState>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE broadcasts b SET
+            dispatch_lease_until = clock_timestamp() + make_interval(secs => $2),
+            status = 'sending',
+            started_at = coalesce(b.started_at, clock_timestamp()),
+            message_body = coalesce(b.message_body, t.body),
+            message_subject = coalesce(b.message_subject, b.subject_override, t.subject)
+         FROM templates t
+         WHERE b.id = $1 AND t.id = b.template_id AND b.status IN ('queued', 'sending')
+           AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
+         RETURNING b.organization_id, b.status, b.fanout_done",
+    )
+    .bind(id)
+    .bind(secs(lease))
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn release_dispatch(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE broadcasts SET dispatch_lease_until = NULL WHERE id = $1")
+        .bind(id)
+        .execute(db)
+        .await
+        .map(|_| ())
+}
+
+/// Writes recipient rows for the next `slice` contacts of the audience (the API checked that
+/// they are the organization's; one deleted since is skipped at sending), advances the fan-out
+/// and renews the lease. Returns the new recipients' ids and whether the audience is done.
+pub async fn fan_out(
+    pool: &PgPool,
+    id: Uuid,
+    org: Uuid,
+    slice: i32,
+    lease: Duration,
+) -> Result<(Vec<Uuid>, bool), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (offset, len, contacts): (i32, i32, Vec<Uuid>) = sqlx::query_as(
+        "SELECT fanout_offset, cardinality(contact_ids),
+                contact_ids[fanout_offset + 1 : fanout_offset + $2]
+         FROM broadcasts WHERE id = $1 FOR UPDATE",
+    )
+    .bind(id)
+    .bind(slice)
+    .fetch_one(&mut *tx)
+    .await?;
+    let ids: Vec<Uuid> = contacts
+        .iter()
+        .map(|_| parley_types::ids::new_id())
+        .collect();
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
+         SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
+         FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(id, contact_id, n)
+         ORDER BY u.n
+         ON CONFLICT (broadcast_id, contact_id) DO NOTHING
+         RETURNING id",
+    )
+    .bind(org)
+    .bind(id)
+    .bind(&ids)
+    .bind(&contacts)
+    .fetch_all(&mut *tx)
+    .await?;
+    let next = offset + contacts.len() as i32;
+    let done = next >= len;
+    sqlx::query(
+        "UPDATE broadcasts SET fanout_offset = $2, fanout_done = $3,
+            dispatch_lease_until = clock_timestamp() + make_interval(secs => $4)
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(next)
+    .bind(done)
+    .bind(secs(lease))
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok((inserted, done))
+}
+
+/// The next pending recipients of a broadcast after `after` (by id), marked as enqueued now.
+pub async fn take_pending(
+    db: impl PgExecutor<'_>,
+    broadcast: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp()
+         WHERE id IN (
+            SELECT id FROM broadcast_recipients
+            WHERE broadcast_id = $1 AND status = 'pending' AND id > coalesce($2, '00000000-0000-0000-0000-000000000000'::uuid)
+            ORDER BY id LIMIT $3)
+         RETURNING id",
+    )
+    .bind(broadcast)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// What sending needs to know about a broadcast.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeliveryContext {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    pub status: BroadcastStatus,
+    pub channel: Channel,
+    pub template_id: Uuid,
+    pub message_body: Option<String>,
+    pub message_subject: Option<String>,
+    pub template_variables: Option<Json<TemplateVariables>>,
+    pub email_variables: Option<Json<serde_json::Value>>,
+}
+
+pub async fn delivery_context(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<DeliveryContext>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, organization_id, status, channel, template_id, message_body, message_subject,
+                template_variables, email_variables
+         FROM broadcasts WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn status(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<BroadcastStatus>, sqlx::Error> {
+    sqlx::query_scalar("SELECT status FROM broadcasts WHERE id = $1")
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+/// A recipient this worker holds for sending, with what its message needs of the contact.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Claimed {
+    pub id: Uuid,
+    /// Absent when the contact was deleted since the fan-out.
+    pub contact_id: Option<Uuid>,
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub country: Option<String>,
+    pub language: Option<String>,
+    pub position: Option<String>,
+    pub external_id: Option<String>,
+    pub company_name: Option<String>,
+    pub do_not_contact: Option<bool>,
+    pub messaging_a_opted_out: Option<bool>,
+}
+
+/// The recipients among `ids` that are still pending, with what their message needs of the
+/// contact. Read only: holding them is the worker's claim (in Redis), and the outcome is
+/// written only while a recipient is still pending.
+pub async fn pending_for_send(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    broadcast: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    // Only the primary key leads to the rows: with the broadcast or the status in the WHERE
+    // clause the planner may scan a broadcast-wide index instead, which costs as much as the
+    // broadcast is big. The few rows are checked here.
+    let rows: Vec<(Uuid, RecipientStatus, Claimed)> = sqlx::query_as::<_, ClaimRow>(
+        "SELECT r.broadcast_id, r.status, r.id, k.id AS contact_id, k.name, k.email, k.phone,
+                k.country, k.language, k.position, k.external_id, co.name AS company_name,
+                k.do_not_contact, k.messaging_a_opted_out
+         FROM unnest($2::uuid[]) AS u(id)
+         JOIN broadcast_recipients r ON r.id = u.id
+         LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
+         LEFT JOIN companies co ON co.id = k.company_id
+         ORDER BY r.id",
+    )
+    .bind(org)
+    .bind(ids)
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(|r| (r.broadcast_id, r.status, r.claimed))
+    .collect();
+    Ok(rows
+        .into_iter()
+        .filter(|(b, status, _)| *b == broadcast && *status == RecipientStatus::Pending)
+        .map(|(_, _, c)| c)
+        .collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    broadcast_id: Uuid,
+    status: RecipientStatus,
+    #[sqlx(flatten)]
+    claimed: Claimed,
+}
+
+/// How one claimed recipient ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Sent {
+        message_id: Option<String>,
+    },
+    Failed {
+        code: String,
+        message: String,
+    },
+    Skipped {
+        code: String,
+        message: String,
+    },
+    /// Not sent (the broadcast paused or the worker is stopping): back to the pool.
+    Released,
+}
+
+/// Records outcomes in one statement (the counters follow by trigger); a recipient no longer
+/// pending keeps the outcome it has. Released recipients are not written.
+pub async fn record(
+    db: impl PgExecutor<'_>,
+    outcomes: &[(Uuid, Outcome)],
+) -> Result<(), sqlx::Error> {
+    let outcomes: Vec<&(Uuid, Outcome)> = outcomes
+        .iter()
+        .filter(|(_, o)| *o != Outcome::Released)
+        .collect();
+    if outcomes.is_empty() {
+        return Ok(());
+    }
+    let n = outcomes.len();
+    let (mut ids, mut statuses, mut message_ids, mut codes, mut messages) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (id, outcome) in outcomes {
+        let (status, message_id, code, message) = match outcome {
+            Outcome::Sent { message_id } => (RecipientStatus::Sent, message_id.clone(), None, None),
+            Outcome::Failed { code, message } => (
+                RecipientStatus::Failed,
+                None,
+                Some(code.clone()),
+                Some(message.clone()),
+            ),
+            Outcome::Skipped { code, message } => (
+                RecipientStatus::Skipped,
+                None,
+                Some(code.clone()),
+                Some(message.clone()),
+            ),
+            Outcome::Released => continue,
+        };
+        ids.push(*id);
+        statuses.push(status.as_str());
+        message_ids.push(message_id);
+        codes.push(code);
+        messages.push(message);
+    }
+    sqlx::query(
+        "UPDATE broadcast_recipients r SET
+            status = u.status,
+            external_message_id = coalesce(u.message_id, r.external_message_id),
+            error_code = u.code,
+            error_message = u.message,
+            sent_at = CASE WHEN u.status = 'sent' THEN clock_timestamp() ELSE r.sent_at END,
+            failed_at = CASE WHEN u.status = 'failed' THEN clock_timestamp() ELSE r.failed_at END
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
+              AS u(id, status, message_id, code, message)
+         WHERE r.id = u.id AND r.status = $6",
+    )
+    .bind(&ids)
+    .bind(&statuses)
+    .bind(&message_ids)
+    .bind(&codes)
+    .bind(&messages)
+    // As a parameter, so that the only path to the rows is the primary key: with a literal
+    // `'pending'` the planner may scan the partial index of pending recipients instead, which
+    // looks small in the statistics and holds a whole broadcast while it sends.
+    .bind(RecipientStatus::Pending)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// Ends a broadcast whose audience is written and whose recipients are all past `pending`:
+/// `completed`, or `failed` when none was sent, with its `broadcast.sent` or
+/// `broadcast.failed` event in the same transaction. Returns the final status when this call
+/// ended it.
+pub async fn finish_if_done(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<BroadcastStatus>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let ended: Option<(BroadcastStatus, Uuid)> = sqlx::query_as(
+        "UPDATE broadcasts b SET
+            status = CASE WHEN coalesce(k.sent, 0) > 0 THEN 'completed' ELSE 'failed' END,
+            error_message = CASE WHEN coalesce(k.sent, 0) > 0 THEN b.error_message
+                                 ELSE 'no recipient could be sent to' END,
+            completed_at = clock_timestamp(),
+            dispatch_lease_until = NULL
+         FROM broadcasts x LEFT JOIN broadcast_totals k ON k.broadcast_id = x.id
+         WHERE x.id = $1 AND b.id = x.id AND b.status = 'sending' AND b.fanout_done
+           AND coalesce(k.pending, 0) = 0
+         RETURNING b.status, b.organization_id",
+    )
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((status, org)) = ended else {
+        return Ok(None);
+    };
+    if let Some(broadcast) = super::broadcasts::get(&mut *tx, org, id).await? {
+        let event = if status == BroadcastStatus::Completed {
+            EventName::BroadcastSent
+        } else {
+            EventName::BroadcastFailed
+        };
+        super::outbox::emit(&mut tx, org, event, &broadcast).await?;
+    }
+    tx.commit().await?;
+    Ok(Some(status))
+}
+
+/// Pauses a sending broadcast on the service's own account.
+pub async fn auto_pause(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE broadcasts SET status = 'paused', paused_at = clock_timestamp(), error_message = $2
+         WHERE id = $1 AND status = 'sending'",
+    )
+    .bind(id)
+    .bind(reason)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Scheduled broadcasts whose time has come, moved to `queued` (at most `limit`).
+pub async fn queue_due(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE broadcasts SET status = 'queued', queued_at = clock_timestamp(), send_now = true
+         WHERE id IN (
+            SELECT id FROM broadcasts WHERE status = 'scheduled' AND scheduled_at <= clock_timestamp()
+            ORDER BY scheduled_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+         RETURNING id",
+    )
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Broadcasts whose dispatch job seems lost: queued for longer than `after`, or sending with
+/// an unfinished fan-out and no live dispatcher. Their queue time is renewed.
+pub async fn stale_dispatches(
+    db: impl PgExecutor<'_>,
+    after: Duration,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE broadcasts SET queued_at = clock_timestamp()
+         WHERE id IN (
+            SELECT id FROM broadcasts
+            WHERE status IN ('queued', 'sending')
+              AND (dispatch_lease_until IS NULL OR dispatch_lease_until < clock_timestamp())
+              AND (status = 'queued' OR NOT fanout_done)
+              AND coalesce(queued_at, created_at) < clock_timestamp() - make_interval(secs => $1)
+            LIMIT $2 FOR UPDATE SKIP LOCKED)
+         RETURNING id",
+    )
+    .bind(secs(after))
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Times the reconciler enqueues a recipient or a webhook delivery again without an outcome
+/// being recorded before it gives the work up (`failed`, `attempts_exhausted`).
+pub const MAX_REQUEUES: i16 = 5;
+
+/// Pending recipients of sending broadcasts whose job seems lost (enqueued longer than
+/// `after` ago): (broadcast, recipient). Read only: the caller leaves out those a worker
+/// still holds a claim on, and passes the rest to [`requeue`].
+pub async fn stale_recipients(
+    db: impl PgExecutor<'_>,
+    after: Duration,
+    limit: i64,
+) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT r.broadcast_id, r.id FROM broadcasts b
+         JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.status = 'pending'
+         WHERE b.status = 'sending'
+           AND r.enqueued_at < clock_timestamp() - make_interval(secs => $1)
+         LIMIT $2",
+    )
+    .bind(secs(after))
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Marks lost recipients (of [`stale_recipients`], still pending and stale) as enqueued
+/// again, counting it. One enqueued [`MAX_REQUEUES`] times already is failed instead
+/// (`attempts_exhausted`): however its outcome fails to be written, it is not sent forever.
+pub async fn requeue(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+    after: Duration,
+) -> Result<StaleRecipients, sqlx::Error> {
+    let rows: Vec<(Uuid, Uuid, RecipientStatus)> = sqlx::query_as(
+        "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp(),
+            requeues = requeues + 1,
+            status = CASE WHEN requeues >= $3 THEN 'failed' ELSE status END,
+            failed_at = CASE WHEN requeues >= $3 THEN clock_timestamp() ELSE failed_at END,
+            error_code = CASE WHEN requeues >= $3 THEN 'attempts_exhausted' ELSE error_code END,
+            error_message = CASE WHEN requeues >= $3
+                THEN 'given up: no outcome could be recorded after ' || requeues + 1 || ' tries'
+                ELSE error_message END
+         WHERE id IN (
+            SELECT r.id FROM unnest($1::uuid[]) AS u(id)
+            JOIN broadcast_recipients r ON r.id = u.id
+            WHERE r.status = 'pending'
+              AND r.enqueued_at < clock_timestamp() - make_interval(secs => $2)
+            FOR UPDATE OF r SKIP LOCKED)
+         RETURNING broadcast_id, id, status",
+    )
+    .bind(ids)
+    .bind(secs(after))
+    .bind(MAX_REQUEUES)
+    .fetch_all(db)
+    .await?;
+    let mut out = StaleRecipients::default();
+    for (broadcast, id, status) in rows {
+        if status == RecipientStatus::Pending {
+            out.requeued.push((broadcast, id));
+        } else {
+            out.given_up.push(broadcast);
+        }
+    }
+    Ok(out)
+}
+
+/// What [`requeue`] did: recipients to enqueue again, and the broadcasts of those it gave up
+/// (one entry per recipient).
+#[derive(Debug, Default)]
+pub struct StaleRecipients {
+    pub requeued: Vec<(Uuid, Uuid)>,
+    pub given_up: Vec<Uuid>,
+}
+
+/// Sending broadcasts that are done but not yet ended (an ending check that was missed).
+pub async fn done_but_sending(
+    db: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT b.id FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
+         WHERE b.status = 'sending' AND b.fanout_done AND coalesce(k.pending, 0) = 0
+         LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// One delivery receipt.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub message_id: String,
+    pub status: RecipientStatus,
+    pub at: Timestamp,
+    pub error_code: Option<String>,
+}
+
+/// Applies receipts of `channel`: each recipient moves forward only (a `read` before its
+/// `delivered` counts both; a `delivered` after `read` changes nothing). Returns the status
+/// each applied receipt moved a recipient to.
+pub async fn apply_receipts(
+    pool: &PgPool,
+    channel: Channel,
+    receipts: &[Receipt],
+) -> Result<Vec<RecipientStatus>, sqlx::Error> {
+    let message_ids: Vec<&str> = receipts.iter().map(|r| r.message_id.as_str()).collect();
+    let mut tx = pool.begin().await?;
+    let current: Vec<(Uuid, String, RecipientStatus)> = sqlx::query_as(
+        "SELECT r.id, r.external_message_id, r.status FROM broadcast_recipients r
+         JOIN broadcasts b ON b.id = r.broadcast_id
+         WHERE r.external_message_id = ANY($1) AND b.channel = $2
+         ORDER BY r.id FOR UPDATE OF r",
+    )
+    .bind(&message_ids)
+    .bind(channel)
+    .fetch_all(&mut *tx)
+    .await?;
+    // Receipts by message id: one pass, so a call costs what its receipts and rows do.
+    let mut by_message: HashMap<&str, Vec<&Receipt>> = HashMap::new();
+    for r in receipts {
+        by_message.entry(r.message_id.as_str()).or_default().push(r);
+    }
+    let mut changed = Vec::new();
+    let mut rows = ReceiptRows::default();
+    for (id, message_id, status) in current {
+        let mut now = status;
+        // Milestones reached by this call, with the time each receipt gave.
+        let mut reached: Vec<(RecipientStatus, Timestamp, Option<String>)> = Vec::new();
+        // Apply this recipient's receipts from the lowest rank up, so order of arrival is moot.
+        let mut mine = by_message
+            .get(message_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        mine.sort_by_key(|r| (r.status == RecipientStatus::Failed, r.status.rank()));
+        for r in mine {
+            if now.may_become(r.status) {
+                now = r.status;
+                reached.push((r.status, r.at, r.error_code.clone()));
+                changed.push(r.status);
+            }
+        }
+        if !reached.is_empty() {
+            rows.push(id, now, &reached);
+        }
+    }
+    if !rows.ids.is_empty() {
+        // Each milestone takes its own receipt's time, or the time of the first later one
+        // (a `read` with no `delivered` was delivered by then); set milestones stay.
+        sqlx::query(
+            "UPDATE broadcast_recipients r SET
+                status = u.status,
+                delivered_at = coalesce(r.delivered_at, u.delivered_at),
+                read_at = coalesce(r.read_at, u.read_at),
+                replied_at = coalesce(r.replied_at, u.replied_at),
+                failed_at = coalesce(u.failed_at, r.failed_at),
+                error_code = CASE WHEN u.status = 'failed' THEN coalesce(u.code, 'delivery_failed') ELSE r.error_code END
+             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[],
+                         $6::timestamptz[], $7::text[])
+                  AS u(id, status, delivered_at, read_at, replied_at, failed_at, code)
+             WHERE r.id = u.id",
+        )
+        .bind(&rows.ids)
+        .bind(&rows.statuses)
+        .bind(&rows.delivered)
+        .bind(&rows.read)
+        .bind(&rows.replied)
+        .bind(&rows.failed)
+        .bind(&rows.codes)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// Receipt changes as columns, for one `UPDATE ... FROM unnest(...)`.
+#[derive(Default)]
+struct ReceiptRows {
+    ids: Vec<Uuid>,
+    statuses: Vec<&'static str>,
+    delivered: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    read: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    replied: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    failed: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    codes: Vec<Option<String>>,
+}
+
+impl ReceiptRows {
+    fn push(
+        &mut self,
+        id: Uuid,
+        status: RecipientStatus,
+        reached: &[(RecipientStatus, Timestamp, Option<String>)],
+    ) {
+        // The time of milestone `rank`: its own receipt's, else the first later receipt's.
+        let at = |rank: u8| {
+            if status.rank() < rank {
+                return None;
+            }
+            reached
+                .iter()
+                .filter(|(s, ..)| s.rank() >= rank)
+                .min_by_key(|(s, ..)| s.rank())
+                .map(|(_, t, _)| t.0)
+        };
+        let failed = reached.iter().find(|(s, ..)| *s == RecipientStatus::Failed);
+        self.ids.push(id);
+        self.statuses.push(status.as_str());
+        self.delivered.push(at(2));
+        self.read.push(at(3));
+        self.replied.push(at(4));
+        self.failed.push(failed.map(|(_, t, _)| t.0));
+        self.codes.push(failed.and_then(|(_, _, c)| c.clone()));
+    }
+}

@@ -1,0 +1,135 @@
+//! Database access: one module per aggregate, small functions over an executor or connection.
+//! Handlers and jobs call these; SQL lives nowhere else.
+
+pub mod analytics;
+pub mod api_keys;
+pub mod broadcasts;
+pub mod categories;
+pub mod contacts;
+pub mod conversations;
+pub mod delivery;
+pub mod error;
+pub mod faq;
+pub mod files;
+pub mod leads;
+pub mod message_attributes;
+pub mod orgs;
+pub mod outbox;
+pub mod refs;
+pub mod sla;
+pub mod tags;
+pub mod teams;
+pub mod templates;
+pub mod tickets;
+pub mod users;
+pub mod webhooks;
+
+use std::time::Duration;
+
+use parley_types::list::PageRequest;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Postgres, QueryBuilder};
+
+/// The migrations in `migrations/`, embedded in the binaries.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// A pool that connects on first use, so a process starts (and reports not ready) while
+/// Postgres is down instead of crashing.
+pub fn pool(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy(url)
+}
+
+/// The API's pool: no statement outlives the request that runs it (`statement_timeout`, the
+/// request timeout; a statement cut short is a 503), and no transaction idles open for long.
+pub fn api_pool(
+    url: &str,
+    max_connections: u32,
+    statement_timeout: Duration,
+) -> Result<PgPool, sqlx::Error> {
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    let statement_ms = statement_timeout.as_millis().to_string();
+    let idle_ms = (statement_timeout * 2).as_millis().to_string();
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with(options.options([
+            ("statement_timeout", statement_ms.as_str()),
+            ("idle_in_transaction_session_timeout", idle_ms.as_str()),
+        ])))
+}
+
+/// The worker's pool: commits do not wait for the WAL to reach disk. A Postgres crash may
+/// then forget the last few milliseconds of outcomes; those recipients are sent again under
+/// the same idempotency key, so the provider still sees each message once.
+pub fn worker_pool(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with(options.options([("synchronous_commit", "off")])))
+}
+
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Appends the keyset condition (when continuing from a cursor), the order and the limit of
+/// `page`. `alias` is the table alias whose `created_at` and `id` order the list.
+pub fn push_window(page: &PageRequest, qb: &mut QueryBuilder<Postgres>, alias: &'static str) {
+    let (cmp, dir) = if page.descending {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    if let Some(c) = &page.cursor {
+        qb.push(format_args!(
+            " AND ({alias}.created_at, {alias}.id) {cmp} ("
+        ))
+        .push_bind(c.created_at.0)
+        .push(", ")
+        .push_bind(c.id)
+        .push(")");
+    }
+    qb.push(format_args!(
+        " ORDER BY {alias}.created_at {dir}, {alias}.id {dir} LIMIT "
+    ))
+    .push_bind(i64::from(page.size) + 1);
+    if page.cursor.is_none() {
+        qb.push(" OFFSET ")
+            .push_bind(i64::from(page.page - 1) * i64::from(page.size));
+    }
+}
+
+/// The two queries of a list: what to select, from where, and which alias orders it.
+pub(crate) struct ListQuery {
+    /// `SELECT ... FROM ...` of the rows.
+    pub select: &'static str,
+    /// `FROM ...` for the count (without joins the count does not need).
+    pub count_from: &'static str,
+    /// The alias whose `created_at` and `id` order and window the list.
+    pub alias: &'static str,
+}
+
+/// One page of a list: counts the filtered rows and reads the window `req` asks for. `filter`
+/// appends the same `WHERE ...` to both queries.
+pub(crate) async fn page<T>(
+    pool: &PgPool,
+    q: ListQuery,
+    filter: impl Fn(&mut sqlx::QueryBuilder<sqlx::Postgres>),
+    req: &parley_types::list::PageRequest,
+) -> Result<parley_types::list::Page<T>, sqlx::Error>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin + parley_types::list::Keyed,
+{
+    let mut count = sqlx::QueryBuilder::new(format!("SELECT count(*) {}", q.count_from));
+    filter(&mut count);
+    let total: i64 = count.build_query_scalar().fetch_one(pool).await?;
+    let mut rows = sqlx::QueryBuilder::new(q.select);
+    filter(&mut rows);
+    push_window(req, &mut rows, q.alias);
+    let rows: Vec<T> = rows.build_query_as().fetch_all(pool).await?;
+    Ok(parley_types::list::Page::new(rows, req, total))
+}

@@ -1,0 +1,109 @@
+use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::ListQuery;
+
+use parley_domain::message_attributes::{MessageAttribute, MessageAttributeFilter};
+use parley_types::list::{Page, PageRequest};
+
+pub async fn insert(db: impl PgExecutor<'_>, a: &MessageAttribute) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO message_attributes (id, organization_id, key, label, category, data_source,
+            default_value, attribute_type, is_active, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(a.id)
+    .bind(a.organization_id)
+    .bind(&a.key)
+    .bind(&a.label)
+    .bind(&a.category)
+    .bind(&a.data_source)
+    .bind(&a.default_value)
+    .bind(a.attribute_type)
+    .bind(a.is_active)
+    .bind(a.created_at)
+    .bind(a.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn update(db: impl PgExecutor<'_>, a: &MessageAttribute) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE message_attributes SET key = $3, label = $4, category = $5, data_source = $6,
+            default_value = $7, attribute_type = $8, is_active = $9, updated_at = $10
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(a.organization_id)
+    .bind(a.id)
+    .bind(&a.key)
+    .bind(&a.label)
+    .bind(&a.category)
+    .bind(&a.data_source)
+    .bind(&a.default_value)
+    .bind(a.attribute_type)
+    .bind(a.is_active)
+    .bind(a.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<MessageAttribute>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2")
+        .bind(org)
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+pub async fn lock(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<MessageAttribute>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(org)
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &MessageAttributeFilter) {
+    qb.push(" WHERE a.organization_id = ").push_bind(org);
+    if let Some(kind) = f.attribute_type {
+        qb.push(" AND a.attribute_type = ").push_bind(kind);
+    }
+    if let Some(active) = f.is_active {
+        qb.push(" AND a.is_active = ").push_bind(active);
+    }
+}
+
+pub async fn list(
+    pool: &PgPool,
+    org: Uuid,
+    f: &MessageAttributeFilter,
+    page: &PageRequest,
+) -> Result<Page<MessageAttribute>, sqlx::Error> {
+    let q = ListQuery {
+        select: "SELECT a.* FROM message_attributes a",
+        count_from: "FROM message_attributes a",
+        alias: "a",
+    };
+    super::page(pool, q, |qb| push_filter(qb, org, f), page).await
+}
+
+pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM message_attributes WHERE organization_id = $1 AND id = $2")
+        .bind(org)
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -1,0 +1,172 @@
+//! The webhook outbox: events written in the transaction of the change that causes them, and
+//! the relay that turns them into deliveries. A crash or a lost Redis delays a delivery; it
+//! cannot lose one, because the event and then the delivery are rows before any job exists.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::{PgConnection, PgExecutor, PgPool};
+use uuid::Uuid;
+
+use parley_domain::webhooks::EventName;
+
+/// The channel `emit` notifies, so relays wake at once instead of at their next tick.
+pub const CHANNEL: &str = "parley_outbox";
+
+/// Records `event` with `data` (the resource as the API returns it) for the organization's
+/// webhooks. Call it in the transaction that makes the change: the event exists exactly when
+/// the change does.
+pub async fn emit(
+    conn: &mut PgConnection,
+    org: Uuid,
+    event: EventName,
+    data: &impl Serialize,
+) -> Result<(), sqlx::Error> {
+    let data = serde_json::to_value(data).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    emit_many(conn, &[(org, event, data)]).await
+}
+
+/// [`emit`] for many events in one statement.
+pub async fn emit_many(
+    conn: &mut PgConnection,
+    events: &[(Uuid, EventName, serde_json::Value)],
+) -> Result<(), sqlx::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = events.iter().map(|_| parley_types::ids::new_id()).collect();
+    let orgs: Vec<Uuid> = events.iter().map(|e| e.0).collect();
+    let names: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+    let data: Vec<sqlx::types::Json<&serde_json::Value>> =
+        events.iter().map(|e| sqlx::types::Json(&e.2)).collect();
+    sqlx::query(
+        "INSERT INTO webhook_events (id, organization_id, event, data)
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[])",
+    )
+    .bind(&ids)
+    .bind(&orgs)
+    .bind(&names)
+    .bind(&data)
+    .execute(&mut *conn)
+    .await?;
+    // Delivered on commit, and only then.
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(CHANNEL)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Relays up to `limit` unrelayed events: one delivery per active webhook of the event's
+/// organization that subscribes to it, marked enqueued now, unless the webhook is stalled
+/// (those are left to [`take_due`]). Returns the deliveries to enqueue as (webhook, delivery)
+/// pairs, and how many events were relayed.
+pub async fn relay(
+    db: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<(Vec<(Uuid, Uuid)>, usize), sqlx::Error> {
+    let rows: Vec<(Option<Uuid>, Option<Uuid>, bool)> = sqlx::query_as(
+        "WITH ev AS (
+            SELECT id, organization_id, event FROM webhook_events
+            WHERE relayed_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+         ), marked AS (
+            UPDATE webhook_events e SET relayed_at = clock_timestamp()
+            FROM ev WHERE e.id = ev.id RETURNING e.id
+         ), made AS (
+            INSERT INTO webhook_deliveries
+                (id, organization_id, webhook_id, event_id, event, next_attempt_at, enqueued_at)
+            SELECT uuid_v7(), ev.organization_id, w.id, ev.id, ev.event, now(),
+                   CASE WHEN w.stalled_until > now() THEN NULL ELSE now() END
+            FROM ev JOIN webhooks w
+              ON w.organization_id = ev.organization_id AND w.is_active AND ev.event = ANY (w.events)
+            ON CONFLICT (webhook_id, event_id) DO NOTHING
+            RETURNING webhook_id, id, enqueued_at IS NOT NULL
+         )
+         SELECT * FROM made
+         UNION ALL
+         SELECT NULL, NULL, false FROM marked",
+    )
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    let relayed = rows.iter().filter(|(w, _, _)| w.is_none()).count();
+    let deliveries = rows
+        .into_iter()
+        .filter(|(_, _, enqueue)| *enqueue)
+        .filter_map(|(w, d, _)| Some((w?, d?)))
+        .collect();
+    Ok((deliveries, relayed))
+}
+
+/// Deliveries due for an attempt that no job holds yet (retries whose time has come), marked
+/// enqueued now: (webhook, delivery), oldest due first, at most `limit`, and at most
+/// `per_webhook` of any one webhook, so a slow endpoint's backlog is fed to it a few at a time
+/// instead of churning through the queue. With `lost_after`, also those enqueued longer ago
+/// than that and not attempted since (their job was lost). One worker at a time takes them.
+pub async fn take_due(
+    pool: &PgPool,
+    limit: i64,
+    per_webhook: i64,
+    lost_after: Option<Duration>,
+) -> Result<Due, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let ours: bool =
+        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due'))")
+            .fetch_one(&mut *tx)
+            .await?;
+    if !ours {
+        return Ok(Due::default());
+    }
+    // A delivery taken again while its last enqueue is not followed by a recorded attempt
+    // (`enqueued_at >= next_attempt_at`) is a requeue of lost work; past the ceiling it is
+    // given up, so a delivery whose outcome cannot be written is not posted forever.
+    let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
+        "UPDATE webhook_deliveries d SET enqueued_at = clock_timestamp(),
+            requeues = CASE WHEN d.enqueued_at >= d.next_attempt_at THEN d.requeues + 1
+                            ELSE d.requeues END,
+            status = CASE WHEN d.enqueued_at >= d.next_attempt_at AND d.requeues >= $4
+                          THEN 'failed' ELSE d.status END
+         WHERE d.id IN (
+            SELECT id FROM (
+                SELECT id, next_attempt_at,
+                       row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at) AS n
+                FROM webhook_deliveries
+                WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
+                  AND (enqueued_at IS NULL OR enqueued_at < next_attempt_at
+                       OR ($3::float8 IS NOT NULL
+                           AND enqueued_at < clock_timestamp() - make_interval(secs => $3)))
+            ) due
+            WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1)
+         RETURNING d.webhook_id, d.id, d.status",
+    )
+    .bind(limit)
+    .bind(per_webhook)
+    .bind(lost_after.map(|d| d.as_secs_f64()))
+    .bind(super::delivery::MAX_REQUEUES)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let mut due = Due::default();
+    for (webhook, id, status) in rows {
+        if status == "pending" {
+            due.taken.push((webhook, id));
+        } else {
+            due.given_up.push(id);
+        }
+    }
+    Ok(due)
+}
+
+/// What [`take_due`] found: deliveries to enqueue (webhook, delivery), and those it gave up.
+#[derive(Debug, Default)]
+pub struct Due {
+    pub taken: Vec<(Uuid, Uuid)>,
+    pub given_up: Vec<Uuid>,
+}
+
+/// Events not yet relayed: the outbox backlog.
+pub async fn backlog(db: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM webhook_events WHERE relayed_at IS NULL")
+        .fetch_one(db)
+        .await
+}

@@ -1,0 +1,153 @@
+//! Checks that ids a request refers to are records of the caller's organization, so an unknown
+//! id is a 422 naming the field (`tagIds[1]`) rather than a foreign-key failure.
+
+use sqlx::{AssertSqlSafe, PgConnection};
+use uuid::Uuid;
+
+use std::collections::HashSet;
+
+use crate::error::app_error;
+
+use parley_types::error::{AppError, AppResult, FieldError, MAX_DETAILS};
+
+#[derive(Debug, Clone, Copy)]
+pub enum RefTable {
+    Tags,
+    Companies,
+    Users,
+    Teams,
+    Templates,
+    Contacts,
+    Categories,
+    Conversations,
+    Files,
+}
+
+impl RefTable {
+    fn table(self) -> &'static str {
+        match self {
+            RefTable::Tags => "tags",
+            RefTable::Companies => "companies",
+            RefTable::Users => "users",
+            RefTable::Teams => "teams",
+            RefTable::Templates => "templates",
+            RefTable::Contacts => "contacts",
+            RefTable::Categories => "conversation_categories",
+            RefTable::Conversations => "conversations",
+            RefTable::Files => "files",
+        }
+    }
+
+    /// What else a row must be to count: a file must be uploaded and not deleted.
+    fn condition(self) -> &'static str {
+        match self {
+            RefTable::Files => "AND t.status = 'uploaded' AND t.deleted_at IS NULL",
+            _ => "",
+        }
+    }
+
+    fn missing_message(self, id: Uuid) -> String {
+        match self {
+            RefTable::Files => {
+                format!(
+                    "{id} is not an uploaded file of this organization (complete the upload first)"
+                )
+            }
+            _ => format!("{id} is not a record of this organization"),
+        }
+    }
+}
+
+/// The ids of `ids` that are not records of `table` in organization `org`.
+async fn missing(
+    conn: &mut PgConnection,
+    table: RefTable,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The table name comes from the enum above, never from input.
+    let sql = format!(
+        "SELECT x.id FROM unnest($2::uuid[]) AS x(id) \
+         WHERE NOT EXISTS (SELECT 1 FROM {} t WHERE t.organization_id = $1 AND t.id = x.id {})",
+        table.table(),
+        table.condition()
+    );
+    sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(org)
+        .bind(ids)
+        .fetch_all(conn)
+        .await
+}
+
+/// Refuses a list field (`tagIds`) with a detail per unknown id (the first
+/// [`MAX_DETAILS`](parley_types::error::MAX_DETAILS), then one that counts the rest), and lists
+/// longer than `max`. Linear in the list.
+pub async fn check_ids(
+    conn: &mut PgConnection,
+    table: RefTable,
+    org: Uuid,
+    field: &str,
+    ids: &[Uuid],
+    max: usize,
+) -> AppResult<()> {
+    parley_types::fields::check_len(field, ids.len(), max)?;
+    let missing: HashSet<Uuid> = missing(conn, table, org, ids)
+        .await
+        .map_err(app_error)?
+        .into_iter()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut unknown = ids
+        .iter()
+        .enumerate()
+        .filter(|(_, id)| missing.contains(id));
+    let mut errors: Vec<FieldError> = unknown
+        .by_ref()
+        .take(MAX_DETAILS)
+        .map(|(i, id)| {
+            FieldError::new(
+                format!("{field}[{i}]"),
+                "not_found",
+                table.missing_message(*id),
+            )
+        })
+        .collect();
+    let rest = unknown.count();
+    if rest > 0 {
+        errors.push(FieldError::new(
+            field,
+            "not_found",
+            format!("and {rest} more ids that are not records of this organization"),
+        ));
+    }
+    Err(AppError::Validation(errors))
+}
+
+/// Refuses a single id field (`companyId`) that is not a record of the organization.
+pub async fn check_id(
+    conn: &mut PgConnection,
+    table: RefTable,
+    org: Uuid,
+    field: &str,
+    id: Option<Uuid>,
+) -> AppResult<()> {
+    let Some(id) = id else { return Ok(()) };
+    if missing(conn, table, org, &[id])
+        .await
+        .map_err(app_error)?
+        .is_empty()
+    {
+        Ok(())
+    } else {
+        Err(AppError::validation(
+            field,
+            "not_found",
+            table.missing_message(id),
+        ))
+    }
+}

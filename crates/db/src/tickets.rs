@@ -1,0 +1,437 @@
+//! Tickets, their assignees, attachments, replies, activities and tags.
+
+use std::collections::HashMap;
+
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::ListQuery;
+use super::tags::{TagLink, tags_of};
+use parley_domain::sla::SubjectType;
+use parley_domain::tickets::{
+    Ticket, TicketActivity, TicketAssignee, TicketAttachment, TicketFilter, TicketReply,
+};
+use parley_types::list::{Page, PageRequest};
+use parley_types::time::Timestamp;
+
+/// Activities and replies `GET /tickets/{id}` embeds: the latest ones.
+pub const EMBEDDED: i64 = 100;
+
+macro_rules! select {
+    () => {
+        "SELECT t.id, t.organization_id, t.reference_number, t.subject, t.description,
+                t.customer_id, t.category_id, t.team_id, t.conversation_id, t.email_message_id,
+                t.external_id, t.resolution_notes, t.access_token, t.channel_data, t.channel,
+                t.status, t.priority, t.estimated_hours,
+                t.actual_hours, t.reply_count, t.email_thread_ids,
+                t.due_date, t.first_response_at, t.last_reply_at, t.resolved_at, t.closed_at,
+                t.created_at, t.updated_at
+         FROM tickets t"
+    };
+}
+
+pub async fn insert(db: impl PgExecutor<'_>, t: &Ticket) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO tickets (id, organization_id, reference_number, subject, description,
+            customer_id, category_id, team_id, conversation_id, email_message_id, external_id,
+            access_token, channel_data, channel, status, priority, estimated_hours, due_date,
+            created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+            $17, $18, $19, $19)",
+    )
+    .bind(t.id)
+    .bind(t.organization_id)
+    .bind(t.reference_number)
+    .bind(&t.subject)
+    .bind(&t.description)
+    .bind(t.customer_id)
+    .bind(t.category_id)
+    .bind(t.team_id)
+    .bind(t.conversation_id)
+    .bind(&t.email_message_id)
+    .bind(&t.external_id)
+    .bind(&t.access_token)
+    .bind(&t.channel_data)
+    .bind(t.channel)
+    .bind(t.status)
+    .bind(t.priority)
+    .bind(t.estimated_hours)
+    .bind(t.due_date)
+    .bind(t.created_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn update(db: impl PgExecutor<'_>, t: &Ticket) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE tickets SET subject = $3, description = $4, customer_id = $5, category_id = $6,
+            team_id = $7, external_id = $8, resolution_notes = $9, status = $10, priority = $11,
+            estimated_hours = $12, actual_hours = $13,
+            due_date = $14, resolved_at = $15, closed_at = $16, updated_at = $17
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(t.organization_id)
+    .bind(t.id)
+    .bind(&t.subject)
+    .bind(&t.description)
+    .bind(t.customer_id)
+    .bind(t.category_id)
+    .bind(t.team_id)
+    .bind(&t.external_id)
+    .bind(&t.resolution_notes)
+    .bind(t.status)
+    .bind(t.priority)
+    .bind(t.estimated_hours)
+    .bind(t.actual_hours)
+    .bind(t.due_date)
+    .bind(t.resolved_at)
+    .bind(t.closed_at)
+    .bind(t.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// The ticket's row, locked for the rest of the transaction (without embeds).
+pub async fn lock(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        select!(),
+        " WHERE t.organization_id = $1 AND t.id = $2 FOR UPDATE"
+    ))
+    .bind(org)
+    .bind(id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// The ticket's row only, by id in any organization: for a read with its access token.
+pub async fn find(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as(concat!(select!(), " WHERE t.id = $1"))
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+/// A ticket with everything it embeds, its latest activities and replies included.
+pub async fn get(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    let row: Option<Ticket> = sqlx::query_as(concat!(
+        select!(),
+        " WHERE t.organization_id = $1 AND t.id = $2"
+    ))
+    .bind(org)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(t) = row else { return Ok(None) };
+    let mut all = [t];
+    embed(&mut *conn, org, &mut all).await?;
+    let [mut t] = all;
+    let activities: Vec<TicketActivity> = sqlx::query_as(
+        "SELECT * FROM ticket_activities WHERE ticket_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+    )
+    .bind(id)
+    .bind(EMBEDDED)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut replies: Vec<TicketReply> = sqlx::query_as(
+        "SELECT * FROM ticket_replies WHERE ticket_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+    )
+    .bind(id)
+    .bind(EMBEDDED)
+    .fetch_all(&mut *conn)
+    .await?;
+    replies.reverse();
+    t.activities = Some(activities);
+    t.replies = Some(replies);
+    Ok(Some(t))
+}
+
+/// Fills the embedded customer, category, team, SLA state, assignees, attachments and tags.
+pub async fn embed(
+    conn: &mut PgConnection,
+    org: Uuid,
+    items: &mut [Ticket],
+) -> Result<(), sqlx::Error> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = items.iter().map(|t| t.id).collect();
+    let customers: Vec<Uuid> = items.iter().filter_map(|t| t.customer_id).collect();
+    let categories: Vec<Uuid> = items.iter().filter_map(|t| t.category_id).collect();
+    let teams: Vec<Uuid> = items.iter().filter_map(|t| t.team_id).collect();
+    let customers = super::contacts::get_many(&mut *conn, org, &customers).await?;
+    let categories = super::categories::get_many(&mut *conn, org, &categories).await?;
+    let teams = super::teams::summaries(&mut *conn, org, &teams).await?;
+    let mut states =
+        super::sla::states_of(&mut *conn, SubjectType::Ticket, &ids, Timestamp::now()).await?;
+    let mut assignees = assignees_of(&mut *conn, org, &ids).await?;
+    let mut attachments = attachments_of(&mut *conn, org, &ids).await?;
+    let mut tags = tags_of(&mut *conn, TagLink::Ticket, &ids).await?;
+    for t in items {
+        t.customer = t.customer_id.and_then(|id| customers.get(&id).cloned());
+        t.category = t.category_id.and_then(|id| categories.get(&id).cloned());
+        t.team = t.team_id.and_then(|id| teams.get(&id).cloned());
+        t.sla_state = states.remove(&t.id);
+        t.assignees = assignees.remove(&t.id).unwrap_or_default();
+        t.attachments = attachments.remove(&t.id).unwrap_or_default();
+        t.tags = tags.remove(&t.id).unwrap_or_default();
+    }
+    Ok(())
+}
+
+async fn assignees_of(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<TicketAssignee>>, sqlx::Error> {
+    let rows: Vec<TicketAssignee> = sqlx::query_as(
+        "SELECT id, ticket_id, user_id, assigned_at, assigned_by, created_at, updated_at
+         FROM ticket_assignees WHERE ticket_id = ANY($1) ORDER BY assigned_at, id",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let users: Vec<Uuid> = rows
+        .iter()
+        .flat_map(|r| [Some(r.user_id), r.assigned_by])
+        .flatten()
+        .collect();
+    let users = super::users::summaries(&mut *conn, org, &users).await?;
+    let mut out: HashMap<Uuid, Vec<TicketAssignee>> = HashMap::new();
+    for mut r in rows {
+        r.user = users.get(&r.user_id).cloned();
+        r.assigned_by_user = r.assigned_by.and_then(|u| users.get(&u).cloned());
+        out.entry(r.ticket_id).or_default().push(r);
+    }
+    Ok(out)
+}
+
+async fn attachments_of(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<TicketAttachment>>, sqlx::Error> {
+    let rows: Vec<TicketAttachment> = sqlx::query_as(
+        "SELECT * FROM ticket_attachments WHERE ticket_id = ANY($1) ORDER BY created_at, id",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let files: Vec<Uuid> = rows.iter().map(|a| a.file_id).collect();
+    let files = super::files::get_many(&mut *conn, org, &files).await?;
+    let mut out: HashMap<Uuid, Vec<TicketAttachment>> = HashMap::new();
+    for mut a in rows {
+        a.file = files.get(&a.file_id).cloned();
+        out.entry(a.ticket_id).or_default().push(a);
+    }
+    Ok(out)
+}
+
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TicketFilter, tag: Option<Uuid>) {
+    qb.push(" WHERE t.organization_id = ").push_bind(org);
+    if let Some(v) = f.status {
+        qb.push(" AND t.status = ").push_bind(v);
+    }
+    if let Some(v) = f.priority {
+        qb.push(" AND t.priority = ").push_bind(v);
+    }
+    if let Some(v) = f.channel {
+        qb.push(" AND t.channel = ").push_bind(v);
+    }
+    if let Some(v) = f.team_id {
+        qb.push(" AND t.team_id = ").push_bind(v);
+    }
+    if let Some(v) = f.customer_id {
+        qb.push(" AND t.customer_id = ").push_bind(v);
+    }
+    if let Some(v) = f.category_id {
+        qb.push(" AND t.category_id = ").push_bind(v);
+    }
+    if let Some(v) = f.assignee_id {
+        qb.push(" AND t.id IN (SELECT ticket_id FROM ticket_assignees WHERE user_id = ")
+            .push_bind(v)
+            .push(")");
+    }
+    if f.tag.is_some() {
+        // An unknown tag matches nothing.
+        qb.push(" AND t.id IN (SELECT ticket_id FROM ticket_tags WHERE tag_id = ")
+            .push_bind(tag.unwrap_or_default())
+            .push(")");
+    }
+}
+
+/// `f.tag` is resolved by the caller into `tag` (a tag id) first. Lists leave activities and
+/// replies out.
+pub async fn list(
+    pool: &PgPool,
+    org: Uuid,
+    f: &TicketFilter,
+    tag: Option<Uuid>,
+    page: &PageRequest,
+) -> Result<Page<Ticket>, sqlx::Error> {
+    let q = ListQuery {
+        select: select!(),
+        count_from: "FROM tickets t",
+        alias: "t",
+    };
+    let mut page = super::page(pool, q, |qb| push_filter(qb, org, f, tag), page).await?;
+    let mut conn = pool.acquire().await?;
+    embed(&mut conn, org, page.items_mut()).await?;
+    Ok(page)
+}
+
+/// Assigns users (already assigned ones stay as they are); returns the ones that were new.
+pub async fn add_assignees(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ticket: Uuid,
+    users: &[Uuid],
+    by: Option<Uuid>,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO ticket_assignees (id, organization_id, ticket_id, user_id, assigned_by)
+         SELECT uuid_v7(), $1, $2, u, $4 FROM unnest($3::uuid[]) AS u
+         ON CONFLICT (ticket_id, user_id) DO NOTHING
+         RETURNING user_id",
+    )
+    .bind(org)
+    .bind(ticket)
+    .bind(users)
+    .bind(by)
+    .fetch_all(conn)
+    .await
+}
+
+pub async fn remove_assignee(
+    db: impl PgExecutor<'_>,
+    ticket: Uuid,
+    user: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM ticket_assignees WHERE ticket_id = $1 AND user_id = $2")
+        .bind(ticket)
+        .bind(user)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Attaches files (each with its file's type).
+pub async fn add_attachments(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ticket: Uuid,
+    files: &[Uuid],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO ticket_attachments (id, organization_id, ticket_id, file_id, type)
+         SELECT uuid_v7(), $1, $2, f.id, f.file_type
+         FROM unnest($3::uuid[]) AS x(id) JOIN files f ON f.id = x.id AND f.organization_id = $1
+         ON CONFLICT (ticket_id, file_id) DO NOTHING",
+    )
+    .bind(org)
+    .bind(ticket)
+    .bind(files)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
+/// Writes a reply; a reply to the customer (an agent's, not internal) counts on the ticket.
+pub async fn insert_reply(
+    conn: &mut PgConnection,
+    org: Uuid,
+    r: &TicketReply,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO ticket_replies (id, organization_id, ticket_id, content, author_type, author_id,
+            is_internal, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+    )
+    .bind(r.id)
+    .bind(org)
+    .bind(r.ticket_id)
+    .bind(&r.content)
+    .bind(r.author_type)
+    .bind(r.author_id)
+    .bind(r.is_internal)
+    .bind(r.created_at)
+    .execute(&mut *conn)
+    .await?;
+    if r.is_internal {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE tickets SET reply_count = reply_count + 1, last_reply_at = $2,
+            first_response_at = CASE WHEN $3 THEN coalesce(first_response_at, $2)
+                                     ELSE first_response_at END,
+            updated_at = $2
+         WHERE id = $1",
+    )
+    .bind(r.ticket_id)
+    .bind(r.created_at)
+    .bind(r.author_type == parley_domain::tickets::AuthorType::Agent)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// A ticket's replies, a page at a time.
+pub async fn replies(
+    pool: &PgPool,
+    ticket: Uuid,
+    page: &PageRequest,
+) -> Result<Page<TicketReply>, sqlx::Error> {
+    let q = ListQuery {
+        select: "SELECT r.* FROM ticket_replies r",
+        count_from: "FROM ticket_replies r",
+        alias: "r",
+    };
+    super::page(
+        pool,
+        q,
+        |qb| {
+            qb.push(" WHERE r.ticket_id = ").push_bind(ticket);
+        },
+        page,
+    )
+    .await
+}
+
+pub async fn add_activities(
+    conn: &mut PgConnection,
+    org: Uuid,
+    activities: &[TicketActivity],
+) -> Result<(), sqlx::Error> {
+    if activities.is_empty() {
+        return Ok(());
+    }
+    let mut qb = QueryBuilder::new(
+        "INSERT INTO ticket_activities (id, organization_id, ticket_id, actor, actor_id, actor_type,
+            type, description, metadata, old_value, new_value, created_at, updated_at) ",
+    );
+    qb.push_values(activities, |mut b, a| {
+        b.push_bind(a.id)
+            .push_bind(org)
+            .push_bind(a.ticket_id)
+            .push_bind(&a.actor)
+            .push_bind(a.actor_id)
+            .push_bind(&a.actor_type)
+            .push_bind(&a.kind)
+            .push_bind(&a.description)
+            .push_bind(&a.metadata)
+            .push_bind(&a.old_value)
+            .push_bind(&a.new_value)
+            .push_bind(a.created_at)
+            .push_bind(a.updated_at);
+    });
+    qb.build().execute(conn).await.map(|_| ())
+}

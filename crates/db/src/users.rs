@@ -1,0 +1,92 @@
+use std::collections::HashMap;
+
+use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::ListQuery;
+
+use parley_domain::users::{User, UserFilter, UserSummary};
+use parley_types::list::{Page, PageRequest};
+
+pub async fn insert(db: impl PgExecutor<'_>, u: &User) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO users (id, organization_id, first_name, last_name, email, phone_number, avatar,
+            job_title, language, timezone, agent_status, is_active, max_concurrent_chats,
+            created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+    )
+    .bind(u.id)
+    .bind(u.organization_id)
+    .bind(&u.first_name)
+    .bind(&u.last_name)
+    .bind(&u.email)
+    .bind(&u.phone_number)
+    .bind(&u.avatar)
+    .bind(&u.job_title)
+    .bind(&u.language)
+    .bind(&u.timezone)
+    .bind(u.agent_status)
+    .bind(u.is_active)
+    .bind(u.max_concurrent_chats)
+    .bind(u.created_at)
+    .bind(u.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<User>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM users WHERE organization_id = $1 AND id = $2")
+        .bind(org)
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &UserFilter) {
+    qb.push(" WHERE u.organization_id = ").push_bind(org);
+    if let Some(active) = f.is_active {
+        qb.push(" AND u.is_active = ").push_bind(active);
+    }
+    if let Some(status) = f.agent_status {
+        qb.push(" AND u.agent_status = ").push_bind(status);
+    }
+}
+
+pub async fn list(
+    pool: &PgPool,
+    org: Uuid,
+    f: &UserFilter,
+    page: &PageRequest,
+) -> Result<Page<User>, sqlx::Error> {
+    let q = ListQuery {
+        select: "SELECT u.* FROM users u",
+        count_from: "FROM users u",
+        alias: "u",
+    };
+    super::page(pool, q, |qb| push_filter(qb, org, f), page).await
+}
+
+/// Summaries of the given users, by id.
+pub async fn summaries(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, UserSummary>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<UserSummary> = sqlx::query_as(
+        "SELECT id, first_name, last_name, email, phone_number, avatar FROM users
+         WHERE organization_id = $1 AND id = ANY($2)",
+    )
+    .bind(org)
+    .bind(ids)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|u| (u.id, u)).collect())
+}

@@ -1,0 +1,453 @@
+//! Webhooks: the management API's reads and writes, and the worker's side of deliveries
+//! (what an attempt needs, and writing what it did).
+
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::ListQuery;
+use parley_domain::webhooks::{
+    AttemptFilter, AttemptStatus, Delivery, EventName, Webhook, WebhookAttempt,
+};
+use parley_types::list::{Page, PageRequest};
+use parley_types::time::Timestamp;
+
+const COLUMNS: &str = "id, organization_id, url, events, description, is_active, failing_since,
+    disabled_at, previous_secret_expires_at, created_at, updated_at";
+
+pub async fn insert(db: impl PgExecutor<'_>, w: &Webhook, secret: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO webhooks (id, organization_id, url, events, description, is_active, secret,
+            created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(w.id)
+    .bind(w.organization_id)
+    .bind(&w.url)
+    .bind(&w.events)
+    .bind(&w.description)
+    .bind(w.is_active)
+    .bind(secret)
+    .bind(w.created_at)
+    .bind(w.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn update(db: impl PgExecutor<'_>, w: &Webhook) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE webhooks SET url = $3, events = $4, description = $5, is_active = $6,
+            failing_since = $7, disabled_at = $8, updated_at = $9
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(w.organization_id)
+    .bind(w.id)
+    .bind(&w.url)
+    .bind(&w.events)
+    .bind(&w.description)
+    .bind(w.is_active)
+    .bind(w.failing_since)
+    .bind(w.disabled_at)
+    .bind(w.updated_at)
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Webhook>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM webhooks WHERE organization_id = $1 AND id = $2"
+    )))
+    .bind(org)
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn lock(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<Webhook>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE"
+    )))
+    .bind(org)
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn list(
+    pool: &PgPool,
+    org: Uuid,
+    page: &PageRequest,
+) -> Result<Page<Webhook>, sqlx::Error> {
+    let q = ListQuery {
+        select: "SELECT w.id, w.organization_id, w.url, w.events, w.description, w.is_active,
+                    w.failing_since, w.disabled_at, w.previous_secret_expires_at, w.created_at,
+                    w.updated_at
+                 FROM webhooks w",
+        count_from: "FROM webhooks w",
+        alias: "w",
+    };
+    super::page(
+        pool,
+        q,
+        |qb| {
+            qb.push(" WHERE w.organization_id = ").push_bind(org);
+        },
+        page,
+    )
+    .await
+}
+
+pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM webhooks WHERE organization_id = $1 AND id = $2")
+        .bind(org)
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Replaces the secret; the old one keeps signing (beside the new) for `overlap`.
+pub async fn rotate_secret(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+    secret: &str,
+    overlap: Duration,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE webhooks SET previous_secret = secret, secret = $3,
+            previous_secret_expires_at = clock_timestamp() + make_interval(secs => $4)
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(org)
+    .bind(id)
+    .bind(secret)
+    .bind(overlap.as_secs_f64())
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+fn push_attempt_filter(qb: &mut QueryBuilder<Postgres>, webhook: Uuid, f: &AttemptFilter) {
+    qb.push(" WHERE a.webhook_id = ").push_bind(webhook);
+    if let Some(status) = f.status {
+        qb.push(" AND a.status = ").push_bind(status);
+    }
+    if let Some(event) = f.event {
+        qb.push(" AND a.event = ").push_bind(event);
+    }
+}
+
+/// The attempt log of a webhook.
+pub async fn attempts(
+    pool: &PgPool,
+    webhook: Uuid,
+    f: &AttemptFilter,
+    page: &PageRequest,
+) -> Result<Page<WebhookAttempt>, sqlx::Error> {
+    let q = ListQuery {
+        select: "SELECT a.* FROM webhook_attempts a",
+        count_from: "FROM webhook_attempts a",
+        alias: "a",
+    };
+    super::page(pool, q, |qb| push_attempt_filter(qb, webhook, f), page).await
+}
+
+/// A `webhook.test` event and its delivery to this webhook alone, due now.
+pub async fn create_test_delivery(
+    conn: &mut PgConnection,
+    webhook: &Webhook,
+) -> Result<Delivery, sqlx::Error> {
+    let event = parley_types::ids::new_id();
+    let data = serde_json::json!({
+        "webhookId": webhook.id,
+        "message": "A test delivery from Parley.",
+    });
+    sqlx::query(
+        "INSERT INTO webhook_events (id, organization_id, event, data, relayed_at)
+         VALUES ($1, $2, $3, $4, clock_timestamp())",
+    )
+    .bind(event)
+    .bind(webhook.organization_id)
+    .bind(EventName::WebhookTest)
+    .bind(sqlx::types::Json(data))
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query_as(
+        "INSERT INTO webhook_deliveries
+            (id, organization_id, webhook_id, event_id, event, next_attempt_at, enqueued_at)
+         VALUES ($1, $2, $3, $4, $5, now(), now())
+         RETURNING id, webhook_id, event, status, attempts, next_attempt_at, delivered_at, created_at",
+    )
+    .bind(parley_types::ids::new_id())
+    .bind(webhook.organization_id)
+    .bind(webhook.id)
+    .bind(event)
+    .bind(EventName::WebhookTest)
+    .fetch_one(&mut *conn)
+    .await
+}
+
+/// Makes a logged delivery of this webhook due again now, keeping its id; its attempts go on
+/// counting. `None` when the webhook has no such delivery.
+pub async fn redeliver(
+    db: impl PgExecutor<'_>,
+    webhook: Uuid,
+    delivery: Uuid,
+) -> Result<Option<Delivery>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), enqueued_at = now(),
+            requeues = 0
+         WHERE webhook_id = $1 AND id = $2
+         RETURNING id, webhook_id, event, status, attempts, next_attempt_at, delivered_at, created_at",
+    )
+    .bind(webhook)
+    .bind(delivery)
+    .fetch_optional(db)
+    .await
+}
+
+/// What an attempt needs: the delivery, its event and its webhook.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Due {
+    pub delivery_id: Uuid,
+    pub organization_id: Uuid,
+    pub webhook_id: Uuid,
+    pub event: String,
+    pub attempts: i32,
+    pub pending: bool,
+    pub due: bool,
+    pub data: String,
+    pub occurred_at: Timestamp,
+    pub url: String,
+    pub secret: String,
+    /// The secret before the last rotation, while it still signs.
+    pub previous_secret: Option<String>,
+    pub is_active: bool,
+}
+
+/// The deliveries among `ids` with their event and webhook. Only the primary keys lead to the
+/// rows (see `db::delivery::pending_for_send`); the caller keeps those pending and due.
+pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT d.id AS delivery_id, d.organization_id, d.webhook_id, d.event, d.attempts,
+                d.status = 'pending' AS pending, d.next_attempt_at <= clock_timestamp() AS due,
+                e.data::text AS data, e.created_at AS occurred_at, w.url, w.secret,
+                CASE WHEN w.previous_secret_expires_at > clock_timestamp() THEN w.previous_secret END
+                    AS previous_secret,
+                w.is_active
+         FROM unnest($1::uuid[]) AS u(id)
+         JOIN webhook_deliveries d ON d.id = u.id
+         JOIN webhook_events e ON e.id = d.event_id
+         JOIN webhooks w ON w.id = d.webhook_id",
+    )
+    .bind(ids)
+    .fetch_all(db)
+    .await
+}
+
+/// What one attempt did.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub delivery_id: Uuid,
+    pub organization_id: Uuid,
+    pub webhook_id: Uuid,
+    pub event: String,
+    pub attempt: i32,
+    pub succeeded: bool,
+    pub response_status: Option<i32>,
+    pub response_body: Option<String>,
+    pub duration_ms: i32,
+    pub error: Option<String>,
+    /// When to try again; `None` with a failure means the delivery is given up.
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+/// What a webhook job did: attempts made; deliveries put back for `busy_for` because their
+/// webhook had no free slot; and the webhooks whose slots were all stuck, marked stalled for
+/// `stall_for`.
+pub struct JobOutcome {
+    pub attempts: Vec<AttemptRecord>,
+    pub busy: Vec<Uuid>,
+    pub busy_for: Duration,
+    pub stalled: Vec<Uuid>,
+    pub stall_for: Duration,
+}
+
+/// Writes a job's outcome in one transaction: the attempts' log, the deliveries, the webhooks'
+/// failure streaks, and the deliveries put back. Returns the webhooks this disabled (failing
+/// since longer than `disable_after`).
+pub async fn record_outcome(
+    pool: &PgPool,
+    outcome: &JobOutcome,
+    disable_after: Duration,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if outcome.attempts.is_empty() && outcome.busy.is_empty() && outcome.stalled.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = pool.begin().await?;
+    let disabled = record_attempts(&mut tx, &outcome.attempts, disable_after).await?;
+    defer(&mut *tx, &outcome.busy, outcome.busy_for).await?;
+    if !outcome.stalled.is_empty() {
+        // Renewed at most every half period, so jobs finding the same stuck endpoint rarely
+        // write its row.
+        sqlx::query(
+            "UPDATE webhooks SET stalled_until = clock_timestamp() + make_interval(secs => $2)
+             WHERE id = ANY($1)
+               AND (stalled_until IS NULL
+                    OR stalled_until < clock_timestamp() + make_interval(secs => $2 / 2))",
+        )
+        .bind(&outcome.stalled)
+        .bind(outcome.stall_for.as_secs_f64())
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(disabled)
+}
+
+async fn record_attempts(
+    tx: &mut PgConnection,
+    records: &[AttemptRecord],
+    disable_after: Duration,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    let col = |f: fn(&AttemptRecord) -> Option<String>| records.iter().map(f).collect::<Vec<_>>();
+    let ids: Vec<Uuid> = records.iter().map(|r| r.delivery_id).collect();
+    let attempt_ids: Vec<Uuid> = records
+        .iter()
+        .map(|_| parley_types::ids::new_id())
+        .collect();
+    let orgs: Vec<Uuid> = records.iter().map(|r| r.organization_id).collect();
+    let webhooks: Vec<Uuid> = records.iter().map(|r| r.webhook_id).collect();
+    let events = col(|r| Some(r.event.clone()));
+    let attempts: Vec<i32> = records.iter().map(|r| r.attempt).collect();
+    let statuses: Vec<&str> = records
+        .iter()
+        .map(|r| {
+            if r.succeeded {
+                AttemptStatus::Succeeded.as_str()
+            } else {
+                AttemptStatus::Failed.as_str()
+            }
+        })
+        .collect();
+    let response_status: Vec<Option<i32>> = records.iter().map(|r| r.response_status).collect();
+    let bodies = col(|r| r.response_body.clone());
+    let durations: Vec<i32> = records.iter().map(|r| r.duration_ms).collect();
+    let errors = col(|r| r.error.clone());
+    let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = records
+        .iter()
+        .map(|r| r.next_attempt_at.map(|t| t.0))
+        .collect();
+
+    sqlx::query(
+        "INSERT INTO webhook_attempts (id, organization_id, webhook_id, delivery_id, event, attempt,
+            status, response_status, response_body, duration_ms, error, next_attempt_at)
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
+            $6::int4[], $7::text[], $8::int4[], $9::text[], $10::int4[], $11::text[],
+            $12::timestamptz[])",
+    )
+    .bind(&attempt_ids)
+    .bind(&orgs)
+    .bind(&webhooks)
+    .bind(&ids)
+    .bind(&events)
+    .bind(&attempts)
+    .bind(&statuses)
+    .bind(&response_status)
+    .bind(&bodies)
+    .bind(&durations)
+    .bind(&errors)
+    .bind(&next)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE webhook_deliveries d SET
+            attempts = u.attempt,
+            requeues = 0,
+            status = CASE WHEN u.status = 'succeeded' THEN 'delivered'
+                          WHEN u.next_at IS NULL THEN 'failed' ELSE 'pending' END,
+            delivered_at = CASE WHEN u.status = 'succeeded' THEN clock_timestamp() ELSE d.delivered_at END,
+            next_attempt_at = coalesce(u.next_at, d.next_attempt_at)
+         FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[]) AS u(id, attempt, status, next_at)
+         WHERE d.id = u.id",
+    )
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&statuses)
+    .bind(&next)
+    .execute(&mut *tx)
+    .await?;
+    // A success ends a webhook's failure streak; a failure starts one or lengthens it.
+    let ok: Vec<Uuid> = records
+        .iter()
+        .filter(|r| r.succeeded)
+        .map(|r| r.webhook_id)
+        .collect();
+    let failed: Vec<Uuid> = records
+        .iter()
+        .filter(|r| !r.succeeded && !ok.contains(&r.webhook_id))
+        .map(|r| r.webhook_id)
+        .collect();
+    if !ok.is_empty() {
+        sqlx::query(
+            "UPDATE webhooks SET failing_since = NULL
+             WHERE id = ANY($1) AND failing_since IS NOT NULL",
+        )
+        .bind(&ok)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let disabled = if failed.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query(
+            "UPDATE webhooks SET failing_since = clock_timestamp()
+             WHERE id = ANY($1) AND failing_since IS NULL",
+        )
+        .bind(&failed)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query_scalar(
+            "UPDATE webhooks SET is_active = false, disabled_at = clock_timestamp()
+             WHERE id = ANY($1) AND is_active
+               AND failing_since <= clock_timestamp() - make_interval(secs => $2)
+             RETURNING id",
+        )
+        .bind(&failed)
+        .bind(disable_after.as_secs_f64())
+        .fetch_all(&mut *tx)
+        .await?
+    };
+    Ok(disabled)
+}
+
+/// Puts deliveries that found their webhook busy back for `delay`, without using an attempt.
+async fn defer(db: impl PgExecutor<'_>, ids: &[Uuid], delay: Duration) -> Result<(), sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE webhook_deliveries d SET next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+         FROM unnest($1::uuid[]) AS u(id) WHERE d.id = u.id AND d.status = 'pending'",
+    )
+    .bind(ids)
+    .bind(delay.as_secs_f64())
+    .execute(db)
+    .await
+    .map(|_| ())
+}

@@ -1,0 +1,298 @@
+//! Job queues: one apalis Redis queue per job kind, carrying small, typed, versioned payloads.
+//!
+//! The queue design follows ../shared/JOBS.md: payloads name rows in Postgres (which holds the
+//! truth) and carry batches; apalis' own delayed jobs and retries are never used (mass timers
+//! live in Postgres and a ticker moves due rows here); task locking and events are off, which
+//! is the fast path; results are acknowledged so the in-flight sets stay small, and the
+//! maintenance tick vacuums what acknowledgements leave behind.
+
+use std::time::Duration;
+
+use apalis_core::backend::TaskSink;
+use apalis_redis::{Config, RedisStorage};
+use redis::aio::ConnectionManager;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub mod redis_conn;
+
+use crate::redis_conn::Redis;
+
+/// Version of every payload below; a worker drops (and logs) payloads of another version.
+pub const PAYLOAD_VERSION: u16 = 1;
+
+fn version() -> u16 {
+    PAYLOAD_VERSION
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueueName {
+    BroadcastDispatch,
+    RecipientDelivery,
+    WebhookDelivery,
+    SlaCheck,
+}
+
+impl QueueName {
+    pub const ALL: &'static [QueueName] = &[
+        QueueName::BroadcastDispatch,
+        QueueName::RecipientDelivery,
+        QueueName::WebhookDelivery,
+        QueueName::SlaCheck,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueName::BroadcastDispatch => "broadcast-dispatch",
+            QueueName::RecipientDelivery => "recipient-delivery",
+            QueueName::WebhookDelivery => "webhook-delivery",
+            QueueName::SlaCheck => "sla-check",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|q| q.as_str() == s)
+    }
+}
+
+/// Make progress on a broadcast: fan out its audience, or enqueue its pending recipients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispatchBroadcast {
+    #[serde(default = "version")]
+    pub version: u16,
+    pub broadcast_id: Uuid,
+    /// After a resume: enqueue every pending recipient again, not only new ones.
+    #[serde(default)]
+    pub requeue: bool,
+}
+
+/// Send a batch of a broadcast's recipients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliverRecipients {
+    #[serde(default = "version")]
+    pub version: u16,
+    pub broadcast_id: Uuid,
+    pub recipient_ids: Vec<Uuid>,
+}
+
+/// Attempt a batch of webhook deliveries (of one webhook, as the relay groups them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliverWebhooks {
+    #[serde(default = "version")]
+    pub version: u16,
+    pub delivery_ids: Vec<Uuid>,
+}
+
+/// Deliveries per webhook job.
+pub const WEBHOOK_BATCH: usize = 25;
+
+/// Run a batch of SLA checks (warning times and deadlines that have come).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckSla {
+    #[serde(default = "version")]
+    pub version: u16,
+    pub check_ids: Vec<Uuid>,
+}
+
+/// Checks per SLA job.
+pub const SLA_BATCH: usize = 250;
+
+/// The apalis configuration of a queue, shared by producers and consumers.
+pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
+    Config::default()
+        .queue(format!("{prefix}:queue:{}", queue.as_str()))
+        .lock_tasks(false)
+        .persist_results(true)
+        .emit_events(false)
+        .batch_size(4)
+        // A worker that stops heartbeating is presumed dead after 15 s, and its in-flight jobs
+        // go back to the queue (Postgres reconciliation covers the rest).
+        .heartbeat_interval(Duration::from_secs(3))
+        .missed_heartbeats(5)
+}
+
+/// Producer side: enqueues jobs. Cheap to clone.
+#[derive(Clone)]
+pub struct Jobs {
+    conn: ConnectionManager,
+    prefix: String,
+}
+
+/// Recipients per delivery job.
+pub const DELIVERY_BATCH: usize = 200;
+
+impl Jobs {
+    pub fn new(redis: &Redis) -> Self {
+        Jobs {
+            conn: redis.conn.clone(),
+            prefix: redis.prefix().to_owned(),
+        }
+    }
+
+    pub fn storage<T>(&self, queue: QueueName) -> RedisStorage<T> {
+        RedisStorage::new(self.conn.clone()).with_config(queue_config(&self.prefix, queue))
+    }
+
+    pub async fn dispatch(&self, broadcast_id: Uuid, requeue: bool) -> Result<(), JobError> {
+        self.storage(QueueName::BroadcastDispatch)
+            .push(DispatchBroadcast {
+                version: PAYLOAD_VERSION,
+                broadcast_id,
+                requeue,
+            })
+            .await
+            .map_err(|e| JobError(e.to_string()))
+    }
+
+    /// Enqueues delivery jobs of at most [`DELIVERY_BATCH`] recipients each.
+    pub async fn deliver(&self, broadcast_id: Uuid, recipients: &[Uuid]) -> Result<(), JobError> {
+        if recipients.is_empty() {
+            return Ok(());
+        }
+        let jobs = recipients
+            .chunks(DELIVERY_BATCH)
+            .map(|chunk| DeliverRecipients {
+                version: PAYLOAD_VERSION,
+                broadcast_id,
+                recipient_ids: chunk.to_vec(),
+            })
+            .collect();
+        self.storage::<DeliverRecipients>(QueueName::RecipientDelivery)
+            .push_bulk(jobs)
+            .await
+            .map_err(|e| JobError(e.to_string()))
+    }
+
+    /// Enqueues webhook delivery jobs, keeping each webhook's deliveries together: (webhook,
+    /// delivery) pairs, in any order.
+    pub async fn deliver_webhooks(&self, deliveries: &[(Uuid, Uuid)]) -> Result<(), JobError> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let mut by_webhook: std::collections::BTreeMap<Uuid, Vec<Uuid>> = Default::default();
+        for (webhook, delivery) in deliveries {
+            by_webhook.entry(*webhook).or_default().push(*delivery);
+        }
+        // Round-robin over the webhooks, so the workers take up many endpoints at once rather
+        // than one endpoint's whole backlog.
+        let mut chunks: Vec<std::slice::Chunks<'_, Uuid>> = by_webhook
+            .values()
+            .map(|ids| ids.chunks(WEBHOOK_BATCH))
+            .collect();
+        let mut jobs = Vec::new();
+        loop {
+            let before = jobs.len();
+            for c in &mut chunks {
+                if let Some(chunk) = c.next() {
+                    jobs.push(DeliverWebhooks {
+                        version: PAYLOAD_VERSION,
+                        delivery_ids: chunk.to_vec(),
+                    });
+                }
+            }
+            if jobs.len() == before {
+                break;
+            }
+        }
+        self.storage::<DeliverWebhooks>(QueueName::WebhookDelivery)
+            .push_bulk(jobs)
+            .await
+            .map_err(|e| JobError(e.to_string()))
+    }
+
+    /// Enqueues SLA check jobs of at most [`SLA_BATCH`] checks each.
+    pub async fn check_sla(&self, checks: &[Uuid]) -> Result<(), JobError> {
+        if checks.is_empty() {
+            return Ok(());
+        }
+        let jobs = checks
+            .chunks(SLA_BATCH)
+            .map(|chunk| CheckSla {
+                version: PAYLOAD_VERSION,
+                check_ids: chunk.to_vec(),
+            })
+            .collect();
+        self.storage::<CheckSla>(QueueName::SlaCheck)
+            .push_bulk(jobs)
+            .await
+            .map_err(|e| JobError(e.to_string()))
+    }
+
+    /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how
+    /// long the next ready one (the list's head) has waited.
+    pub async fn depth(&self, queue: QueueName) -> Result<QueueDepth, redis::RedisError> {
+        let config = queue_config(&self.prefix, queue);
+        let mut conn = self.conn.clone();
+        let (ready, scheduled, head): (u64, u64, Option<String>) = redis::pipe()
+            .llen(config.active_jobs_list())
+            .zcard(config.scheduled_jobs_set())
+            .lindex(config.active_jobs_list(), 0)
+            .query_async(&mut conn)
+            .await?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        Ok(QueueDepth {
+            ready,
+            scheduled,
+            oldest_ready_age: head
+                .as_deref()
+                .and_then(ulid_millis)
+                .map(|ms| Duration::from_millis(u64::try_from(now_ms - ms).unwrap_or(0))),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub oldest_ready_age: Option<Duration>,
+}
+
+/// The creation time (Unix milliseconds) in a ULID, the id apalis-redis gives each job: its
+/// first ten Crockford base32 characters.
+fn ulid_millis(id: &str) -> Option<i64> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    if id.len() != 26 {
+        return None;
+    }
+    id.bytes().take(10).try_fold(0i64, |acc, c| {
+        let digit = ALPHABET.iter().position(|a| *a == c.to_ascii_uppercase())?;
+        Some(acc * 32 + digit as i64)
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("could not enqueue a job: {0}")]
+pub struct JobError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ulid_carries_its_creation_time() {
+        // 01ARZ3NDEKTSV4RRFFQ69G5FAV is the ULID spec's example: 1469922850259 ms.
+        assert_eq!(
+            ulid_millis("01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+            Some(1_469_922_850_259)
+        );
+        assert_eq!(ulid_millis("not a ulid"), None);
+        assert_eq!(ulid_millis("0!ARZ3NDEKTSV4RRFFQ69G5FAV"), None);
+    }
+
+    #[test]
+    fn queue_names_round_trip() {
+        for q in QueueName::ALL {
+            assert_eq!(QueueName::parse(q.as_str()), Some(*q));
+        }
+        assert_eq!(QueueName::parse("nope"), None);
+    }
+
+    #[test]
+    fn payloads_without_a_version_are_version_one() {
+        let id = Uuid::now_v7();
+        let job: DispatchBroadcast =
+            serde_json::from_value(serde_json::json!({"broadcast_id": id})).unwrap();
+        assert_eq!(job.version, 1);
+    }
+}

@@ -1,0 +1,187 @@
+//! Validated field types. Request bodies are deserialized straight into these, so a value that
+//! breaks a field rule never gets past the JSON extractor, and the rule is reported with the
+//! field's path (`email`, `tagIds[1]`). Each type also describes itself in the OpenAPI document,
+//! with exactly the rule it applies: text in [`text`], numbers in [`numbers`].
+
+mod numbers;
+mod text;
+
+pub use numbers::*;
+pub use text::*;
+
+use serde::{Deserialize, Deserializer};
+
+/// Marks a serde error message as ours, carrying a rule code before the text.
+pub(crate) const RULE_MARK: char = '\u{1}';
+
+/// A serde error for a broken field rule: `code` becomes `details[].code`.
+pub fn invalid<E: serde::de::Error>(code: &str, message: &str) -> E {
+    E::custom(format!("{RULE_MARK}{code}{RULE_MARK}{message}"))
+}
+
+/// Turns a serde error message into a rule code and a client-facing message.
+/// Returns the name of a missing field too, since serde reports that at the parent's path.
+pub fn classify_serde_message(raw: &str) -> (&'static str, String, Option<String>) {
+    let msg = match raw.rfind(" at line ") {
+        Some(i) => &raw[..i],
+        None => raw,
+    };
+    if let Some(rest) = msg.strip_prefix(RULE_MARK)
+        && let Some((code, text)) = rest.split_once(RULE_MARK)
+    {
+        return (known_code(code), text.to_owned(), None);
+    }
+    if let Some(rest) = msg.strip_prefix("missing field `") {
+        let name = rest.trim_end_matches('`').to_owned();
+        return ("required", "is required".to_owned(), Some(name));
+    }
+    let code = if msg.starts_with("invalid type") {
+        "invalid_type"
+    } else if msg.starts_with("unknown variant")
+        || msg.starts_with("invalid value")
+        || msg.starts_with("invalid length")
+    {
+        "invalid_value"
+    } else {
+        "invalid"
+    };
+    (code, msg.to_owned(), None)
+}
+
+fn known_code(code: &str) -> &'static str {
+    match code {
+        "too_long" => "too_long",
+        "blank" => "blank",
+        "invalid_format" => "invalid_format",
+        "out_of_range" => "out_of_range",
+        _ => "invalid",
+    }
+}
+
+/// For update bodies: a field that may be absent (left alone) but not `null`.
+pub fn non_null<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// For update bodies: absent (`None`, left alone), `null` (`Some(None)`, cleared) or a value.
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Derives a slug from a name: lowercase ASCII letters and digits, other runs become one dash.
+pub fn slugify(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        let c = fold_accent(c);
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let mut slug = out.trim_end_matches('-').to_owned();
+    slug.truncate(80);
+    let slug = slug.trim_end_matches('-').to_owned();
+    if slug.is_empty() {
+        "item".to_owned()
+    } else {
+        slug
+    }
+}
+
+/// `base`, or `base-2`, `base-3`, ... whichever is the first not in `taken`. Linear in
+/// `taken`, however many of them follow the pattern.
+pub fn next_free_slug(base: &str, taken: &[String]) -> String {
+    let taken: std::collections::HashSet<&str> = taken.iter().map(String::as_str).collect();
+    if !taken.contains(base) {
+        return base.to_owned();
+    }
+    (2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|s| !taken.contains(s.as_str()))
+        .unwrap_or_else(|| base.to_owned())
+}
+
+#[cfg(feature = "openapi")]
+/// The document's schema of a list of 1 to `max_items` strings, each one of `choices` (the
+/// parser checks each item against the same choices).
+pub fn choice_list<I: IntoIterator<Item = V>, V: Into<serde_json::Value>>(
+    choices: I,
+    max_items: usize,
+) -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(choices)),
+        )
+        .min_items(Some(1))
+        .max_items(Some(max_items))
+        .build()
+}
+
+/// Refuses a list longer than `max` items.
+pub fn check_len(field: &str, len: usize, max: usize) -> Result<(), crate::error::AppError> {
+    if len > max {
+        return Err(crate::error::AppError::validation(
+            field,
+            "too_many",
+            format!("at most {max} items"),
+        ));
+    }
+    Ok(())
+}
+
+fn fold_accent(c: char) -> char {
+    match c {
+        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' => 'a',
+        'ç' => 'c',
+        'è' | 'é' | 'ê' | 'ë' => 'e',
+        'ì' | 'í' | 'î' | 'ï' => 'i',
+        'ñ' => 'n',
+        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' => 'o',
+        'ù' | 'ú' | 'û' | 'ü' => 'u',
+        'ý' | 'ÿ' => 'y',
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_free_slug_is_chosen() {
+        assert_eq!(next_free_slug("faq", &[]), "faq");
+        let taken = vec!["faq".to_owned(), "faq-2".to_owned(), "faq-4".to_owned()];
+        assert_eq!(next_free_slug("faq", &taken), "faq-3");
+    }
+
+    #[test]
+    fn slugify_names() {
+        assert_eq!(slugify("Getting Started!"), "getting-started");
+        assert_eq!(slugify("  Über   uns  "), "uber-uns");
+        assert_eq!(slugify("!!!"), "item");
+    }
+
+    #[test]
+    fn serde_messages_are_classified() {
+        let err = serde_json::from_str::<Email>("\"nope\"").unwrap_err();
+        let (code, message, _) = classify_serde_message(&err.to_string());
+        assert_eq!(code, "invalid_format");
+        assert!(message.starts_with("must be an email"));
+        let (code, _, missing) = classify_serde_message("missing field `name` at line 1 column 2");
+        assert_eq!((code, missing.as_deref()), ("required", Some("name")));
+        let (code, _, _) = classify_serde_message("invalid type: integer `1`, expected a string");
+        assert_eq!(code, "invalid_type");
+    }
+}

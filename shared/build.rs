@@ -1,4 +1,0 @@
-// The migrations are embedded with `sqlx::migrate!`; rebuild when they change.
-fn main() {
-    println!("cargo:rerun-if-changed=../migrations");
-}

@@ -1,0 +1,279 @@
+//! The worker as a process: stopped with SIGTERM (a deploy) or killed with SIGKILL in the
+//! middle of a send, and two of them on one broadcast. Every recipient still ends terminal
+//! once, under one idempotency key.
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use parley_tests::provider::FakeProvider;
+use parley_tests::receiver::{Answer, Receiver};
+use parley_tests::{TestApp, seed, spawn_isolated_app};
+use serde_json::{Value, json};
+
+/// Starts `parley-worker` against the test's database and Redis prefix.
+fn worker(app: &TestApp, provider: &FakeProvider) -> Child {
+    worker_with(
+        app,
+        &[
+            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
+            ("PARLEY_CHANNEL_EMAIL_RATE", "200"),
+        ],
+    )
+}
+
+fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_worker-under-test"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATABASE_URL", &app.database_url)
+        .env("REDIS_URL", parley_tests::redis_url())
+        .env("PARLEY_REDIS_PREFIX", &app.redis_prefix)
+        .env("PARLEY_WORKER_METRICS_ADDR", "127.0.0.1:0")
+        .env("PARLEY_DB_MAX_CONNECTIONS", "4")
+        .env("PARLEY_WORKER_POLL_MS", "50")
+        .env("PARLEY_TICK_MS", "100")
+        .env("PARLEY_RECONCILE_AFTER_SECS", "2")
+        .env("PARLEY_RECIPIENT_LEASE_SECS", "3")
+        .env("RUST_LOG", "warn")
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in extra {
+        command.env(k, v);
+    }
+    command.spawn().expect("parley-worker starts")
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn broadcast(app: &TestApp, n: usize) -> String {
+    let contacts = seed::contacts(app, n).await;
+    let template = app
+        .post(
+            "/api/v1/templates",
+            json!({"name": "T", "channel": "email", "body": "Hi"}),
+        )
+        .await
+        .id();
+    app.post(
+        "/api/v1/broadcasts",
+        json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true}),
+    )
+    .await
+    .expect(201)
+    .id()
+}
+
+async fn all_recipients(app: &TestApp, id: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = app
+            .get(&format!(
+                "/api/v1/broadcasts/{id}/recipients?pageSize=100{cursor}"
+            ))
+            .await;
+        out.extend(page.data().as_array().unwrap().iter().cloned());
+        if page.body["meta"]["hasNext"] != true {
+            return out;
+        }
+        cursor = format!(
+            "&cursor={}",
+            page.body["meta"]["endCursor"].as_str().unwrap()
+        );
+    }
+}
+
+fn ended(b: &Value) -> bool {
+    matches!(b["data"]["status"].as_str(), Some("completed" | "failed"))
+}
+
+/// Each recipient sent and accepted once, under its own id as the only key.
+fn assert_each_recipient_sent_once(recipients: &[Value], provider: &FakeProvider) {
+    assert!(
+        recipients.iter().all(|r| r["status"] == "sent"),
+        "every recipient is sent"
+    );
+    let ids: HashSet<&str> = recipients
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let accepted = provider.accepted();
+    assert_eq!(
+        accepted.len(),
+        recipients.len(),
+        "one accepted message per recipient"
+    );
+    assert!(
+        accepted.keys().all(|k| ids.contains(k.as_str())),
+        "no key but a recipient's id"
+    );
+    for r in recipients {
+        let id = r["id"].as_str().unwrap();
+        assert_eq!(
+            r["externalMessageId"].as_str(),
+            accepted.get(id).map(String::as_str)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_send_leaves_nothing_unsent_or_sent_twice() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let first = Killed(worker(&app, &provider));
+    let id = broadcast(&app, 600).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
+        b["data"]["sentCount"].as_i64() >= Some(100)
+    })
+    .await;
+    drop(first); // SIGKILL: no drain, claims and in-flight jobs left behind
+    let sent_when_killed =
+        app.get(&format!("/api/v1/broadcasts/{id}")).await.data()["sentCount"].clone();
+    assert!(
+        sent_when_killed.as_i64() < Some(600),
+        "the kill came mid-send"
+    );
+    let _second = Killed(worker(&app, &provider));
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(b["data"]["sentCount"], 600);
+    assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
+}
+
+#[tokio::test]
+async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let env = [
+        ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+        ("PARLEY_CHANNEL_EMAIL_RATE", "200"),
+        // Jobs in flight hold up to 800 recipients, 4 s of sending at 200/s: the drain is
+        // cut short and the rest is found again from Postgres.
+        ("PARLEY_WORKER_DRAIN_SECS", "2"),
+    ];
+    let mut first = Killed(worker_with(&app, &env));
+    let id = broadcast(&app, 2_000).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
+        b["data"]["sentCount"].as_i64() >= Some(100)
+    })
+    .await;
+    let asked = std::time::Instant::now();
+    parley_tests::terminate(&first.0);
+    let status = loop {
+        if let Some(status) = first.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(6),
+            "the worker stops within PARLEY_WORKER_DRAIN_SECS"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "a drained worker exits 0: {status}");
+    let stopped = app.get(&format!("/api/v1/broadcasts/{id}")).await;
+    assert!(
+        stopped.data()["sentCount"].as_i64() < Some(2_000),
+        "the stop came mid-send"
+    );
+    let _second = Killed(worker_with(&app, &env));
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(b["data"]["sentCount"], 2_000);
+    assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
+}
+
+#[tokio::test]
+async fn two_worker_processes_share_a_broadcast_without_double_sends() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let _a = Killed(worker(&app, &provider));
+    let _b = Killed(worker(&app, &provider));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = broadcast(&app, 1_000).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
+        .await;
+    assert_eq!(b["data"]["sentCount"], 1_000);
+    let recipients = all_recipients(&app, &id).await;
+    assert_each_recipient_sent_once(&recipients, &provider);
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    for c in provider.calls() {
+        *calls.entry(c.idempotency_key).or_default() += 1;
+    }
+    assert!(
+        calls.values().all(|n| *n == 1),
+        "a recipient was sent twice"
+    );
+}
+
+#[tokio::test]
+async fn webhook_events_survive_a_killed_worker_and_a_flushed_redis() {
+    let receiver = Receiver::start().await;
+    receiver.always(Answer::Sleep(Duration::from_millis(150)));
+    let app = spawn_isolated_app(&[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")]).await;
+    let env = [
+        ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("PARLEY_WEBHOOK_RETRY_BASE_MS", "100"),
+        ("PARLEY_WEBHOOK_TIMEOUT_MS", "2000"),
+        ("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", "4"),
+    ];
+    let first = Killed(worker_with(&app, &env));
+    app.post(
+        "/api/v1/webhooks",
+        json!({"url": receiver.url, "events": ["lead.created"]}),
+    )
+    .await
+    .expect(201);
+    let mut leads = HashSet::new();
+    for i in 0..40 {
+        leads.insert(
+            app.post("/api/v1/leads", json!({"name": format!("Lead {i}")}))
+                .await
+                .id(),
+        );
+    }
+    receiver.wait_for(4, 30).await;
+    drop(first); // SIGKILL with deliveries in flight
+    app.flush_redis().await;
+    let _second = Killed(worker_with(&app, &env));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let delivered: HashSet<String> = receiver
+            .received()
+            .iter()
+            .map(|r| r.json()["data"]["id"].as_str().unwrap().to_owned())
+            .collect();
+        if delivered == leads {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of 40 events delivered",
+            delivered.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The receiver can dedupe: one delivery id per event.
+    let mut ids_per_lead: HashMap<String, HashSet<String>> = HashMap::new();
+    for r in receiver.received() {
+        ids_per_lead
+            .entry(r.json()["data"]["id"].as_str().unwrap().to_owned())
+            .or_default()
+            .insert(r.header("x-parley-delivery").to_owned());
+    }
+    assert!(ids_per_lead.values().all(|ids| ids.len() == 1));
+}
