@@ -137,7 +137,7 @@ async fn update(
     Json(req): Json<UpdateBroadcast>,
 ) -> AppResult<Reply<Broadcast>> {
     let mut tx = s.pool.begin().await?;
-    let mut broadcast = db::broadcasts::lock(&mut *tx, t.org_id, id)
+    let mut broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Update.allowed_from().contains(&broadcast.status) {
@@ -177,7 +177,7 @@ async fn delete(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
     let mut tx = s.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut *tx, t.org_id, id)
+    let broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Delete.allowed_from().contains(&broadcast.status) {
@@ -208,7 +208,7 @@ async fn recipients(
 /// Runs an action: checks the state under a row lock, then moves the broadcast.
 async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Reply<Broadcast>> {
     let mut tx = s.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut *tx, t.org_id, id)
+    let broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !action.allowed_from().contains(&broadcast.status) {

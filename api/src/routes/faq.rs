@@ -76,7 +76,7 @@ async fn read_collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppRes
     let mut c = db::faq::get_collection(&mut *conn, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
-    c.faqs = Some(db::faq::faqs_of(conn, id).await?);
+    c.faqs = Some(db::faq::faqs_of(conn, org, id).await?);
     Ok(c)
 }
 
@@ -108,7 +108,7 @@ async fn update_collection(
     Json(req): Json<UpdateFaqCollection>,
 ) -> AppResult<Reply<FaqCollection>> {
     let mut tx = s.pool.begin().await?;
-    let mut c = db::faq::lock_collection(&mut *tx, t.org_id, id)
+    let mut c = db::faq::lock_collection(&mut tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut c);
@@ -337,7 +337,7 @@ async fn update_faq(
     Json(req): Json<UpdateFaq>,
 ) -> AppResult<Reply<Faq>> {
     let mut tx = s.pool.begin().await?;
-    let mut faq = db::faq::lock_faq(&mut *tx, t.org_id, id, faq_id)
+    let mut faq = db::faq::lock_faq(&mut tx, t.org_id, id, faq_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut faq)?;

@@ -117,7 +117,7 @@ async fn update(
     Json(req): Json<UpdateWebhook>,
 ) -> AppResult<Reply<Webhook>> {
     let mut tx = s.pool.begin().await?;
-    let mut webhook = db::webhooks::lock(&mut *tx, t.org_id, id)
+    let mut webhook = db::webhooks::lock(&mut tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut webhook, s.config.webhooks.allow_private)?;
@@ -172,7 +172,7 @@ async fn test(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Delivery>> {
     let mut tx = s.pool.begin().await?;
-    let webhook = db::webhooks::lock(&mut *tx, t.org_id, id)
+    let webhook = db::webhooks::lock(&mut tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !webhook.is_active {

@@ -12,34 +12,38 @@ pub async fn template(
     template: Uuid,
     channel: Option<Channel>,
 ) -> Result<TemplateAnalytics, sqlx::Error> {
-    let totals: Totals = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE b.started_at IS NOT NULL) AS broadcast_count,
-                coalesce(sum(k.total), 0)::int8 AS total_recipients,
-                coalesce(sum(k.sent), 0)::int8 AS sent_count,
-                coalesce(sum(k.delivered), 0)::int8 AS delivered_count,
-                coalesce(sum(k.read), 0)::int8 AS read_count,
-                coalesce(sum(k.replied), 0)::int8 AS replied_count,
-                coalesce(sum(k.failed), 0)::int8 AS failed_count,
+    let channel_text = channel.map(|c| c.as_str());
+    let totals: Totals = sqlx::query_as!(
+        Totals,
+        r#"SELECT count(*) FILTER (WHERE b.started_at IS NOT NULL) AS "broadcast_count!",
+                coalesce(sum(k.total), 0)::int8 AS "total_recipients!",
+                coalesce(sum(k.sent), 0)::int8 AS "sent_count!",
+                coalesce(sum(k.delivered), 0)::int8 AS "delivered_count!",
+                coalesce(sum(k.read), 0)::int8 AS "read_count!",
+                coalesce(sum(k.replied), 0)::int8 AS "replied_count!",
+                coalesce(sum(k.failed), 0)::int8 AS "failed_count!",
                 max(b.started_at) FILTER (WHERE k.sent > 0) AS last_sent_at
          FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
          WHERE b.organization_id = $1 AND b.template_id = $2
-           AND ($3::text IS NULL OR b.channel = $3)",
+           AND ($3::text IS NULL OR b.channel = $3)"#,
+        org,
+        template,
+        channel_text,
     )
-    .bind(org)
-    .bind(template)
-    .bind(channel)
     .fetch_one(pool)
     .await?;
-    let daily: Vec<DailyFigures> = sqlx::query_as(
-        "SELECT to_char(day, 'YYYY-MM-DD') AS date, sum(sent)::int8 AS sent,
-                sum(delivered)::int8 AS delivered, sum(read)::int8 AS read, sum(failed)::int8 AS failed
+    let daily: Vec<DailyFigures> = sqlx::query_as!(
+        DailyFigures,
+        r#"SELECT to_char(day, 'YYYY-MM-DD') AS "date!", sum(sent)::int8 AS "sent!",
+                sum(delivered)::int8 AS "delivered!", sum(read)::int8 AS "read!",
+                sum(failed)::int8 AS "failed!"
          FROM template_daily_stats
          WHERE template_id = $1 AND organization_id = $2 AND ($3::text IS NULL OR channel = $3)
-         GROUP BY day ORDER BY day",
+         GROUP BY day ORDER BY day"#,
+        template,
+        org,
+        channel_text,
     )
-    .bind(template)
-    .bind(org)
-    .bind(channel)
     .fetch_all(pool)
     .await?;
     Ok(TemplateAnalytics::new(template, channel, totals, daily))

@@ -13,17 +13,20 @@ pub async fn create(
     new: NewApiKey,
 ) -> Result<CreatedApiKey, sqlx::Error> {
     let key = auth::generate_key();
-    let api_key: ApiKey = sqlx::query_as(
-        "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, daily_limit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
+    let api_key: ApiKey = sqlx::query_as!(
+        ApiKey,
+        r#"INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, daily_limit)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         RETURNING id, organization_id, name, prefix, scopes, daily_limit AS "limit",
+            revoked_at, created_at, updated_at"#,
+        parley_types::ids::new_id(),
+        org,
+        &new.name,
+        &key.prefix,
+        &key.hash,
+        &new.scopes,
+        new.limit,
     )
-    .bind(parley_types::ids::new_id())
-    .bind(org)
-    .bind(&new.name)
-    .bind(&key.prefix)
-    .bind(&key.hash)
-    .bind(&new.scopes)
-    .bind(new.limit)
     .fetch_one(db)
     .await?;
     Ok(CreatedApiKey {
@@ -37,11 +40,12 @@ pub async fn identify(
     db: impl PgExecutor<'_>,
     secret: &str,
 ) -> Result<Option<KeyIdentity>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        KeyIdentity,
         "SELECT id, organization_id, name, scopes, daily_limit FROM api_keys
          WHERE key_hash = $1 AND revoked_at IS NULL",
+        auth::hash_key(secret),
     )
-    .bind(auth::hash_key(secret))
     .fetch_optional(db)
     .await
 }
@@ -52,7 +56,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<ApiKey>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT k.* FROM api_keys k",
+        select: "SELECT k.* FROM api_keys k".into(),
         count_from: "FROM api_keys k",
         alias: "k",
     };
@@ -73,12 +77,12 @@ pub async fn revoke(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
          WHERE organization_id = $1 AND id = $2 RETURNING id",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(db)
     .await
 }

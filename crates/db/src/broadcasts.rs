@@ -1,10 +1,10 @@
 //! Broadcasts as the API reads and changes them. The worker's side (fan-out, claims,
 //! outcomes, reconciliation) is in `db::delivery`.
 
-use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::ListQuery;
+use parley_types::time::Timestamp;
 
 use parley_domain::Channel;
 use parley_domain::broadcasts::{
@@ -14,29 +14,12 @@ use parley_domain::broadcasts::{
 use parley_types::list::{Page, PageRequest};
 use sqlx::types::Json;
 
-macro_rules! select {
-    () => {
-        "SELECT b.id, b.organization_id, b.broadcast_name, b.description, b.template_id, b.channel,
-            b.template_channel, b.status, b.is_draft, b.send_now, b.scheduled_at,
-            b.sender_email_address_id, b.subject_override, b.template_variables, b.email_variables,
-            b.error_message, cardinality(b.contact_ids) AS audience_size,
-            coalesce(k.total, 0) AS total_recipients, coalesce(k.sent, 0) AS sent_count,
-            coalesce(k.delivered, 0) AS delivered_count, coalesce(k.read, 0) AS read_count,
-            coalesce(k.replied, 0) AS replied_count, coalesce(k.failed, 0) AS failed_count,
-            coalesce(k.skipped, 0) AS skipped_count, coalesce(k.pending, 0) AS pending_count,
-            b.message_length, b.has_emojis, b.has_images,
-            b.has_links, b.queued_at, b.started_at, b.paused_at, b.completed_at, b.cancelled_at,
-            b.created_at, b.updated_at
-         FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id"
-    };
-}
-
 pub async fn insert(
     db: impl PgExecutor<'_>,
     b: &Broadcast,
     contacts: &[Uuid],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO broadcasts (id, organization_id, broadcast_name, description, template_id,
             channel, template_channel, status, is_draft, send_now, scheduled_at,
             sender_email_address_id, subject_override, template_variables, email_variables,
@@ -44,30 +27,30 @@ pub async fn insert(
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
             $19, $20, $21, $22, $23)",
+        b.id,
+        b.organization_id,
+        &b.broadcast_name,
+        b.description.as_deref(),
+        b.template_id,
+        b.channel.as_str(),
+        &b.template_channel,
+        b.status.as_str(),
+        b.is_draft,
+        b.send_now,
+        b.scheduled_at,
+        b.sender_email_address_id.as_deref(),
+        b.subject_override.as_deref(),
+        &b.template_variables as _,
+        &b.email_variables as _,
+        contacts,
+        b.message_length,
+        b.has_emojis,
+        b.has_images,
+        b.has_links,
+        b.queued_at,
+        b.created_at,
+        b.updated_at,
     )
-    .bind(b.id)
-    .bind(b.organization_id)
-    .bind(&b.broadcast_name)
-    .bind(&b.description)
-    .bind(b.template_id)
-    .bind(b.channel)
-    .bind(&b.template_channel)
-    .bind(b.status)
-    .bind(b.is_draft)
-    .bind(b.send_now)
-    .bind(b.scheduled_at)
-    .bind(&b.sender_email_address_id)
-    .bind(&b.subject_override)
-    .bind(&b.template_variables)
-    .bind(&b.email_variables)
-    .bind(contacts)
-    .bind(b.message_length)
-    .bind(b.has_emojis)
-    .bind(b.has_images)
-    .bind(b.has_links)
-    .bind(b.queued_at)
-    .bind(b.created_at)
-    .bind(b.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -79,33 +62,33 @@ pub async fn update(
     b: &Broadcast,
     contacts: Option<&[Uuid]>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE broadcasts SET broadcast_name = $3, description = $4, status = $5, is_draft = $6,
             send_now = $7, scheduled_at = $8, sender_email_address_id = $9, subject_override = $10,
             template_variables = $11, email_variables = $12,
             contact_ids = coalesce($13, contact_ids), message_length = $14, has_emojis = $15,
             has_images = $16, has_links = $17, queued_at = $18, updated_at = $19
          WHERE organization_id = $1 AND id = $2",
+        b.organization_id,
+        b.id,
+        &b.broadcast_name,
+        b.description.as_deref(),
+        b.status.as_str(),
+        b.is_draft,
+        b.send_now,
+        b.scheduled_at,
+        b.sender_email_address_id.as_deref(),
+        b.subject_override.as_deref(),
+        &b.template_variables as _,
+        &b.email_variables as _,
+        contacts,
+        b.message_length,
+        b.has_emojis,
+        b.has_images,
+        b.has_links,
+        b.queued_at,
+        b.updated_at,
     )
-    .bind(b.organization_id)
-    .bind(b.id)
-    .bind(&b.broadcast_name)
-    .bind(&b.description)
-    .bind(b.status)
-    .bind(b.is_draft)
-    .bind(b.send_now)
-    .bind(b.scheduled_at)
-    .bind(&b.sender_email_address_id)
-    .bind(&b.subject_override)
-    .bind(&b.template_variables)
-    .bind(&b.email_variables)
-    .bind(contacts)
-    .bind(b.message_length)
-    .bind(b.has_emojis)
-    .bind(b.has_images)
-    .bind(b.has_links)
-    .bind(b.queued_at)
-    .bind(b.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -116,37 +99,63 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Broadcast>, sqlx::Error> {
-    let row: Option<Broadcast> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE b.organization_id = $1 AND b.id = $2"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(db)
-    .await?;
-    Ok(row.map(|mut b| {
-        b.fill_rates();
-        b
-    }))
+    Ok(get_many(db, org, &[id]).await?.pop())
 }
 
+/// Locks the broadcast's row (`FOR UPDATE`) and reads it.
 pub async fn lock(
-    db: impl PgExecutor<'_>,
+    db: &mut PgConnection,
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Broadcast>, sqlx::Error> {
-    let row: Option<Broadcast> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE b.organization_id = $1 AND b.id = $2 FOR UPDATE OF b"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(db)
+    let found = sqlx::query_scalar!(
+        "SELECT id FROM broadcasts WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
+    )
+    .fetch_optional(&mut *db)
     .await?;
-    Ok(row.map(|mut b| {
-        b.fill_rates();
-        b
-    }))
+    match found {
+        Some(_) => get(db, org, id).await,
+        None => Ok(None),
+    }
+}
+
+/// The broadcasts of `org` among `ids`, in no particular order, with their counters.
+pub async fn get_many(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Broadcast>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        BroadcastRow,
+        r#"SELECT b.id AS "id!", b.organization_id AS "organization_id!",
+            b.broadcast_name AS "broadcast_name!", b.description, b.template_id AS "template_id!",
+            b.channel AS "channel!", b.template_channel AS "template_channel!",
+            b.status AS "status!", b.is_draft AS "is_draft!", b.send_now AS "send_now!",
+            b.scheduled_at, b.sender_email_address_id, b.subject_override, b.template_variables,
+            b.email_variables, b.error_message,
+            cardinality(b.contact_ids) AS "audience_size!",
+            coalesce(k.total, 0) AS "total_recipients!",
+            coalesce(k.sent, 0) AS "sent_count!",
+            coalesce(k.delivered, 0) AS "delivered_count!",
+            coalesce(k.read, 0) AS "read_count!",
+            coalesce(k.replied, 0) AS "replied_count!",
+            coalesce(k.failed, 0) AS "failed_count!",
+            coalesce(k.skipped, 0) AS "skipped_count!",
+            coalesce(k.pending, 0) AS "pending_count!",
+            b.message_length AS "message_length!", b.has_emojis AS "has_emojis!",
+            b.has_images AS "has_images!", b.has_links AS "has_links!", b.queued_at, b.started_at,
+            b.paused_at, b.completed_at, b.cancelled_at, b.created_at AS "created_at!",
+            b.updated_at AS "updated_at!"
+         FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
+         WHERE b.organization_id = $1 AND b.id = ANY($2)"#,
+        org,
+        ids,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(Broadcast::from).collect())
 }
 
 fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &BroadcastFilter) {
@@ -168,15 +177,15 @@ pub async fn list(
     f: &BroadcastFilter,
     page: &PageRequest,
 ) -> Result<Page<Broadcast>, sqlx::Error> {
-    let q = ListQuery {
-        select: select!(),
-        count_from: "FROM broadcasts b",
-        alias: "b",
-    };
-    let mut page: Page<Broadcast> =
-        super::page(pool, q, |qb| push_filter(qb, org, f), page).await?;
-    page.items_mut().iter_mut().for_each(Broadcast::fill_rates);
-    Ok(page)
+    super::page_of(
+        pool,
+        "FROM broadcasts b",
+        "b",
+        |qb| push_filter(qb, org, f),
+        page,
+        |ids| async move { get_many(pool, org, &ids).await },
+    )
+    .await
 }
 
 /// Sets a locked broadcast's status, with the time of the change.
@@ -186,28 +195,30 @@ pub async fn set_status(
     id: Uuid,
     to: BroadcastStatus,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE broadcasts SET status = $3,
             paused_at = CASE WHEN $3 = 'paused' THEN clock_timestamp() ELSE paused_at END,
             cancelled_at = CASE WHEN $3 = 'cancelled' THEN clock_timestamp() ELSE cancelled_at END,
             queued_at = CASE WHEN $3 = 'queued' THEN clock_timestamp() ELSE queued_at END,
             error_message = CASE WHEN $3 IN ('queued', 'sending') THEN NULL ELSE error_message END
          WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+        to.as_str(),
     )
-    .bind(org)
-    .bind(id)
-    .bind(to)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM broadcasts WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM broadcasts WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -256,13 +267,122 @@ pub async fn rendering_from(
     org: Uuid,
     template: Uuid,
 ) -> Result<Vec<(Uuid, Channel, Option<Json<TemplateVariables>>)>, sqlx::Error> {
-    sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT id, channel, template_variables FROM broadcasts
          WHERE organization_id = $1 AND template_id = $2 AND message_body IS NULL
            AND status NOT IN ('completed', 'failed', 'cancelled')",
+        org,
+        template,
     )
-    .bind(org)
-    .bind(template)
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.id, r.channel, r.template_variables))
+        .collect())
+}
+
+/// A broadcast as its checked statement reads it (the derived figures are filled in).
+struct BroadcastRow {
+    id: Uuid,
+    organization_id: Uuid,
+    broadcast_name: String,
+    description: Option<String>,
+    template_id: Uuid,
+    channel: Channel,
+    template_channel: String,
+    status: BroadcastStatus,
+    is_draft: bool,
+    send_now: bool,
+    scheduled_at: Option<Timestamp>,
+    sender_email_address_id: Option<String>,
+    subject_override: Option<String>,
+    template_variables: Option<Json<TemplateVariables>>,
+    email_variables: Option<Json<serde_json::Value>>,
+    error_message: Option<String>,
+    audience_size: i32,
+    total_recipients: i32,
+    sent_count: i32,
+    delivered_count: i32,
+    read_count: i32,
+    replied_count: i32,
+    failed_count: i32,
+    skipped_count: i32,
+    pending_count: i32,
+    message_length: i32,
+    has_emojis: bool,
+    has_images: bool,
+    has_links: bool,
+    queued_at: Option<Timestamp>,
+    started_at: Option<Timestamp>,
+    paused_at: Option<Timestamp>,
+    completed_at: Option<Timestamp>,
+    cancelled_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<BroadcastRow> for Broadcast {
+    fn from(r: BroadcastRow) -> Self {
+        let mut b = Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            broadcast_name: r.broadcast_name,
+            description: r.description,
+            template_id: r.template_id,
+            channel: r.channel,
+            template_channel: r.template_channel,
+            status: r.status,
+            is_draft: r.is_draft,
+            send_now: r.send_now,
+            scheduled_at: r.scheduled_at,
+            sender_email_address_id: r.sender_email_address_id,
+            subject_override: r.subject_override,
+            template_variables: r.template_variables,
+            email_variables: r.email_variables,
+            error_message: r.error_message,
+            audience_size: r.audience_size,
+            total_recipients: r.total_recipients,
+            sent_count: r.sent_count,
+            delivered_count: r.delivered_count,
+            read_count: r.read_count,
+            replied_count: r.replied_count,
+            failed_count: r.failed_count,
+            skipped_count: r.skipped_count,
+            pending_count: r.pending_count,
+            message_length: r.message_length,
+            has_emojis: r.has_emojis,
+            has_images: r.has_images,
+            has_links: r.has_links,
+            open_rate: Default::default(),
+            bounce_rate: Default::default(),
+            is_ab_test: Default::default(),
+            audience_segment: Default::default(),
+            target_demographic: Default::default(),
+            variant_name: Default::default(),
+            winning_variant: Default::default(),
+            performance_trend: Default::default(),
+            peak_engagement_hour: Default::default(),
+            avg_response_time: Default::default(),
+            click_rate: Default::default(),
+            conversion_rate: Default::default(),
+            unsubscribe_rate: Default::default(),
+            cost: Default::default(),
+            revenue: Default::default(),
+            roi: Default::default(),
+            trend_percentage: Default::default(),
+            age_group_breakdown: Default::default(),
+            device_breakdown: Default::default(),
+            location_breakdown: Default::default(),
+            queued_at: r.queued_at,
+            started_at: r.started_at,
+            paused_at: r.paused_at,
+            completed_at: r.completed_at,
+            cancelled_at: r.cancelled_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        };
+        b.fill_rates();
+        b
+    }
 }

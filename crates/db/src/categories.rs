@@ -12,50 +12,50 @@ pub async fn taken_slugs(
     org: Uuid,
     base: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT slug FROM conversation_categories WHERE organization_id = $1
            AND (slug = $2 OR slug ~ ('^' || $2 || '-[0-9]+$'))",
+        org,
+        base,
     )
-    .bind(org)
-    .bind(base)
     .fetch_all(db)
     .await
 }
 
 pub async fn insert(db: impl PgExecutor<'_>, c: &ConversationCategory) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO conversation_categories (id, organization_id, name, slug, description, icon,
             is_active, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        c.id,
+        c.organization_id,
+        &c.name,
+        &c.slug,
+        c.description.as_deref(),
+        c.icon.as_deref(),
+        c.is_active,
+        c.created_at,
+        c.updated_at,
     )
-    .bind(c.id)
-    .bind(c.organization_id)
-    .bind(&c.name)
-    .bind(&c.slug)
-    .bind(&c.description)
-    .bind(&c.icon)
-    .bind(c.is_active)
-    .bind(c.created_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, c: &ConversationCategory) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE conversation_categories SET name = $3, slug = $4, description = $5, icon = $6,
             is_active = $7, updated_at = $8
          WHERE organization_id = $1 AND id = $2",
+        c.organization_id,
+        c.id,
+        &c.name,
+        &c.slug,
+        c.description.as_deref(),
+        c.icon.as_deref(),
+        c.is_active,
+        c.updated_at,
     )
-    .bind(c.organization_id)
-    .bind(c.id)
-    .bind(&c.name)
-    .bind(&c.slug)
-    .bind(&c.description)
-    .bind(&c.icon)
-    .bind(c.is_active)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -66,11 +66,14 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<ConversationCategory>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        ConversationCategory,
+        "SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// Several categories, by id.
@@ -82,11 +85,12 @@ pub async fn get_many(
     if ids.is_empty() {
         return Ok(Default::default());
     }
-    let rows: Vec<ConversationCategory> = sqlx::query_as(
+    let rows: Vec<ConversationCategory> = sqlx::query_as!(
+        ConversationCategory,
         "SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = ANY($2)",
+        org,
+        ids,
     )
-    .bind(org)
-    .bind(ids)
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(|c| (c.id, c)).collect())
@@ -97,11 +101,12 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<ConversationCategory>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ConversationCategory,
         "SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(db)
     .await
 }
@@ -120,7 +125,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<ConversationCategory>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT c.* FROM conversation_categories c",
+        select: "SELECT c.* FROM conversation_categories c".into(),
         count_from: "FROM conversation_categories c",
         alias: "c",
     };
@@ -128,11 +133,12 @@ pub async fn list(
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done =
-        sqlx::query("DELETE FROM conversation_categories WHERE organization_id = $1 AND id = $2")
-            .bind(org)
-            .bind(id)
-            .execute(db)
-            .await?;
+    let done = sqlx::query!(
+        "DELETE FROM conversation_categories WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -1,85 +1,77 @@
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::ListQuery;
-
 use super::tags::{TagLink, tags_of};
-use parley_domain::contacts::{Contact, ContactActivity, ContactFilter};
+use parley_domain::contacts::{Contact, ContactActivity, ContactFilter, ContactType};
 use parley_types::list::{Page, PageRequest};
-
-macro_rules! select {
-    () => {
-        "SELECT c.*, co.name AS company_name, co.domain AS company_domain
-         FROM contacts c LEFT JOIN companies co ON co.id = c.company_id"
-    };
-}
+use parley_types::time::Timestamp;
 
 pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO contacts (id, organization_id, type, name, email, phone, avatar, country,
             language, position, source, external_id, channel_data, company_id, widget_guest_id,
             do_not_contact, is_anonymous, is_potential_client, messaging_a_opted_out,
             messaging_a_opted_out_at, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
             $19, $20, $21, $22)",
+        c.id,
+        c.organization_id,
+        c.kind.as_str(),
+        c.name.as_deref(),
+        c.email.as_deref(),
+        c.phone.as_deref(),
+        c.avatar.as_deref(),
+        c.country.as_deref(),
+        c.language.as_deref(),
+        c.position.as_deref(),
+        &c.source,
+        c.external_id.as_deref(),
+        c.channel_data.as_deref(),
+        c.company_id,
+        c.widget_guest_id.as_deref(),
+        c.do_not_contact,
+        c.is_anonymous,
+        c.is_potential_client,
+        c.messaging_a_opted_out,
+        c.messaging_a_opted_out_at,
+        c.created_at,
+        c.updated_at,
     )
-    .bind(c.id)
-    .bind(c.organization_id)
-    .bind(c.kind)
-    .bind(&c.name)
-    .bind(&c.email)
-    .bind(&c.phone)
-    .bind(&c.avatar)
-    .bind(&c.country)
-    .bind(&c.language)
-    .bind(&c.position)
-    .bind(&c.source)
-    .bind(&c.external_id)
-    .bind(&c.channel_data)
-    .bind(c.company_id)
-    .bind(&c.widget_guest_id)
-    .bind(c.do_not_contact)
-    .bind(c.is_anonymous)
-    .bind(c.is_potential_client)
-    .bind(c.messaging_a_opted_out)
-    .bind(c.messaging_a_opted_out_at)
-    .bind(c.created_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE contacts SET type = $3, name = $4, email = $5, phone = $6, avatar = $7,
             country = $8, language = $9, position = $10, source = $11, external_id = $12,
             channel_data = $13, company_id = $14, widget_guest_id = $15, do_not_contact = $16,
             is_anonymous = $17, is_potential_client = $18, messaging_a_opted_out = $19,
             messaging_a_opted_out_at = $20, updated_at = $21
          WHERE organization_id = $1 AND id = $2",
+        c.organization_id,
+        c.id,
+        c.kind.as_str(),
+        c.name.as_deref(),
+        c.email.as_deref(),
+        c.phone.as_deref(),
+        c.avatar.as_deref(),
+        c.country.as_deref(),
+        c.language.as_deref(),
+        c.position.as_deref(),
+        &c.source,
+        c.external_id.as_deref(),
+        c.channel_data.as_deref(),
+        c.company_id,
+        c.widget_guest_id.as_deref(),
+        c.do_not_contact,
+        c.is_anonymous,
+        c.is_potential_client,
+        c.messaging_a_opted_out,
+        c.messaging_a_opted_out_at,
+        c.updated_at,
     )
-    .bind(c.organization_id)
-    .bind(c.id)
-    .bind(c.kind)
-    .bind(&c.name)
-    .bind(&c.email)
-    .bind(&c.phone)
-    .bind(&c.avatar)
-    .bind(&c.country)
-    .bind(&c.language)
-    .bind(&c.position)
-    .bind(&c.source)
-    .bind(&c.external_id)
-    .bind(&c.channel_data)
-    .bind(c.company_id)
-    .bind(&c.widget_guest_id)
-    .bind(c.do_not_contact)
-    .bind(c.is_anonymous)
-    .bind(c.is_potential_client)
-    .bind(c.messaging_a_opted_out)
-    .bind(c.messaging_a_opted_out_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -91,23 +83,7 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Contact>, sqlx::Error> {
-    let row: Option<Contact> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE c.organization_id = $1 AND c.id = $2"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(mut contact) = row else {
-        return Ok(None);
-    };
-    contact.fill_company();
-    contact.tags = tags_of(&mut *conn, TagLink::Contact, &[id])
-        .await?
-        .remove(&id)
-        .unwrap_or_default();
-    Ok(Some(contact))
+    Ok(read(conn, org, &[id]).await?.pop())
 }
 
 /// Locks a contact for a change in this transaction.
@@ -116,11 +92,11 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Contact>, sqlx::Error> {
-    let found: Option<Uuid> = sqlx::query_scalar(
+    let found: Option<Uuid> = sqlx::query_scalar!(
         "SELECT id FROM contacts WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(&mut *conn)
     .await?;
     match found {
@@ -136,15 +112,15 @@ pub async fn find_by_email_or_phone(
     email: Option<&str>,
     phone: Option<&str>,
 ) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM contacts WHERE organization_id = $1
            AND ((lower(email) = lower($2)) OR (phone = $3))
          ORDER BY (lower(email) = lower($2)) DESC NULLS LAST, created_at
          LIMIT 1",
+        org,
+        email,
+        phone,
     )
-    .bind(org)
-    .bind(email)
-    .bind(phone)
     .fetch_optional(conn)
     .await
 }
@@ -181,20 +157,15 @@ pub async fn list(
     tag: Option<Uuid>,
     page: &PageRequest,
 ) -> Result<Page<Contact>, sqlx::Error> {
-    let q = ListQuery {
-        select: select!(),
-        count_from: "FROM contacts c",
-        alias: "c",
-    };
-    let mut page: Page<Contact> =
-        super::page(pool, q, |qb| push_filter(qb, org, f, tag), page).await?;
-    let ids: Vec<Uuid> = page.items().iter().map(|c| c.id).collect();
-    let mut tags = tags_of(pool, TagLink::Contact, &ids).await?;
-    for c in page.items_mut() {
-        c.fill_company();
-        c.tags = tags.remove(&c.id).unwrap_or_default();
-    }
-    Ok(page)
+    super::page_of(
+        pool,
+        "FROM contacts c",
+        "c",
+        |qb| push_filter(qb, org, f, tag),
+        page,
+        |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
+    )
+    .await
 }
 
 /// The id of the organization's tag named `name_or_id` (an id, or a name without case).
@@ -204,22 +175,24 @@ pub async fn resolve_tag(
     name_or_id: &str,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     let id = name_or_id.parse::<Uuid>().ok();
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM tags WHERE organization_id = $1 AND (id = $2 OR lower(name) = lower($3))",
+        org,
+        id,
+        name_or_id,
     )
-    .bind(org)
-    .bind(id)
-    .bind(name_or_id)
     .fetch_optional(db)
     .await
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM contacts WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM contacts WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -260,12 +233,15 @@ pub async fn activities(
     contact: Uuid,
     limit: i64,
 ) -> Result<Vec<ContactActivity>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM contact_activities WHERE contact_id = $1
+    sqlx::query_as!(
+        ContactActivity,
+        "SELECT id, contact_id, type AS kind, actor_id, actor_name, actor_type, description,
+                metadata, old_value, new_value, created_at, updated_at
+         FROM contact_activities WHERE contact_id = $1
          ORDER BY created_at DESC, id DESC LIMIT $2",
+        contact,
+        limit,
     )
-    .bind(contact)
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -279,21 +255,101 @@ pub async fn get_many(
     if ids.is_empty() {
         return Ok(Default::default());
     }
-    let rows: Vec<Contact> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE c.organization_id = $1 AND c.id = ANY($2)"
-    ))
-    .bind(org)
-    .bind(ids)
+    let rows = read(conn, org, ids).await?;
+    Ok(rows.into_iter().map(|c| (c.id, c)).collect())
+}
+
+/// The contacts of `org` among `ids`, in no particular order, with their company and tags.
+async fn read(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Contact>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        ContactRow,
+        r#"SELECT c.id, c.organization_id, c.type AS kind, c.name, c.email, c.phone, c.avatar,
+                c.country, c.language, c.position, c.source, c.external_id, c.channel_data,
+                c.company_id, co.name AS "company_name", co.domain AS "company_domain",
+                c.widget_guest_id, c.do_not_contact, c.is_anonymous, c.is_potential_client,
+                c.messaging_a_opted_out, c.messaging_a_opted_out_at, c.created_at, c.updated_at
+         FROM contacts c LEFT JOIN companies co ON co.id = c.company_id
+         WHERE c.organization_id = $1 AND c.id = ANY($2)"#,
+        org,
+        ids,
+    )
     .fetch_all(&mut *conn)
     .await?;
     let mut tags = tags_of(&mut *conn, TagLink::Contact, ids).await?;
     Ok(rows
         .into_iter()
-        .map(|mut c| {
-            c.fill_company();
+        .map(|r| {
+            let mut c = Contact::from(r);
             c.tags = tags.remove(&c.id).unwrap_or_default();
-            (c.id, c)
+            c
         })
         .collect())
+}
+
+/// A contact as its checked statement reads it (tags and activities are read apart).
+struct ContactRow {
+    id: Uuid,
+    organization_id: Uuid,
+    kind: ContactType,
+    name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    avatar: Option<String>,
+    country: Option<String>,
+    language: Option<String>,
+    position: Option<String>,
+    source: String,
+    external_id: Option<String>,
+    channel_data: Option<String>,
+    company_id: Option<Uuid>,
+    company_name: Option<String>,
+    company_domain: Option<String>,
+    widget_guest_id: Option<String>,
+    do_not_contact: bool,
+    is_anonymous: bool,
+    is_potential_client: bool,
+    messaging_a_opted_out: bool,
+    messaging_a_opted_out_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<ContactRow> for Contact {
+    fn from(r: ContactRow) -> Self {
+        let mut c = Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            kind: r.kind,
+            name: r.name,
+            email: r.email,
+            phone: r.phone,
+            avatar: r.avatar,
+            country: r.country,
+            language: r.language,
+            position: r.position,
+            source: r.source,
+            external_id: r.external_id,
+            channel_data: r.channel_data,
+            company_id: r.company_id,
+            company_name: r.company_name,
+            company: Default::default(),
+            company_domain: r.company_domain,
+            widget_guest_id: r.widget_guest_id,
+            do_not_contact: r.do_not_contact,
+            is_anonymous: r.is_anonymous,
+            is_potential_client: r.is_potential_client,
+            messaging_a_opted_out: r.messaging_a_opted_out,
+            messaging_a_opted_out_at: r.messaging_a_opted_out_at,
+            tags: Default::default(),
+            activities: Default::default(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        };
+        c.fill_company();
+        c
+    }
 }

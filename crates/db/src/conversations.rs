@@ -5,64 +5,51 @@ use std::collections::HashMap;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::ListQuery;
 use super::tags::{TagLink, tags_of};
+use parley_domain::Channel;
 use parley_domain::conversations::{
-    Conversation, ConversationAssignee, ConversationFilter, ConversationTeam, Message,
-    MessageAttachment,
+    Conversation, ConversationAssignee, ConversationFilter, ConversationStatus, ConversationTeam,
+    HandoverReason, HandoverRequestedBy, HandoverStatus, Message, MessageAttachment, MessageType,
+    SenderType,
 };
+use parley_domain::files::FileType;
 use parley_domain::sla::SubjectType;
+use parley_types::enums::Priority;
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 
 /// Messages a conversation embeds: the latest ones.
 pub const EMBEDDED_MESSAGES: i64 = 50;
 
-macro_rules! select {
-    () => {
-        "SELECT c.id, c.organization_id, c.reference_number, c.contact_id, c.category_id,
-                c.integration_id, c.channel, c.status, c.priority, c.subject, c.summary,
-                c.language, c.channel_data, c.guest_mood, c.deal_value,
-                c.deal_currency, c.deal_description, c.deal_closed, c.is_deal_related,
-                c.ai_handled, c.ai_paused_at, c.is_read, c.is_spam, c.is_starred,
-                c.handover_status, c.handover_reason, c.handover_requested_by, c.handover_notes,
-                c.handover_requested_at, c.handover_accepted_at, c.handover_completed_at,
-                c.handover_timed_out_at, c.estimated_wait_seconds, c.handover_queue_position,
-                c.message_count, c.last_message_at, c.last_customer_message_at, c.snooze_until,
-                c.snoozed_at, c.closed_at, c.created_at, c.updated_at
-         FROM conversations c"
-    };
-}
-
 pub async fn insert(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO conversations (id, organization_id, reference_number, contact_id, category_id,
             integration_id, channel, status, priority, subject, summary, language, channel_data,
             guest_mood, deal_value, deal_currency, deal_description, is_deal_related, ai_handled,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
             $15, $16, $17, $18, $19, $20, $20)",
+        c.id,
+        c.organization_id,
+        c.reference_number,
+        c.contact_id,
+        c.category_id,
+        c.integration_id.as_deref(),
+        c.channel.as_str(),
+        c.status.as_str(),
+        c.priority.as_str(),
+        c.subject.as_deref(),
+        c.summary.as_deref(),
+        c.language.as_deref(),
+        c.channel_data.as_deref(),
+        c.guest_mood.as_deref(),
+        c.deal_value,
+        c.deal_currency.as_deref(),
+        c.deal_description.as_deref(),
+        c.is_deal_related,
+        c.ai_handled,
+        c.created_at,
     )
-    .bind(c.id)
-    .bind(c.organization_id)
-    .bind(c.reference_number)
-    .bind(c.contact_id)
-    .bind(c.category_id)
-    .bind(&c.integration_id)
-    .bind(c.channel)
-    .bind(c.status)
-    .bind(c.priority)
-    .bind(&c.subject)
-    .bind(&c.summary)
-    .bind(&c.language)
-    .bind(&c.channel_data)
-    .bind(&c.guest_mood)
-    .bind(c.deal_value)
-    .bind(&c.deal_currency)
-    .bind(&c.deal_description)
-    .bind(c.is_deal_related)
-    .bind(c.ai_handled)
-    .bind(c.created_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -70,7 +57,7 @@ pub async fn insert(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sql
 
 /// Writes every field an update or a handover may change.
 pub async fn update(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE conversations SET category_id = $3, status = $4, priority = $5, subject = $6,
             summary = $7, language = $8, guest_mood = $9, deal_value = $10,
             deal_currency = $11, deal_description = $12, deal_closed = $13, is_deal_related = $14,
@@ -81,40 +68,40 @@ pub async fn update(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sql
             estimated_wait_seconds = $28, handover_queue_position = $29, snooze_until = $30,
             snoozed_at = $31, closed_at = $32, updated_at = $33
          WHERE organization_id = $1 AND id = $2",
+        c.organization_id,
+        c.id,
+        c.category_id,
+        c.status.as_str(),
+        c.priority.as_str(),
+        c.subject.as_deref(),
+        c.summary.as_deref(),
+        c.language.as_deref(),
+        c.guest_mood.as_deref(),
+        c.deal_value,
+        c.deal_currency.as_deref(),
+        c.deal_description.as_deref(),
+        c.deal_closed,
+        c.is_deal_related,
+        c.ai_handled,
+        c.ai_paused_at,
+        c.is_read,
+        c.is_spam,
+        c.is_starred,
+        c.handover_status.as_str(),
+        c.handover_reason.map(|v| v.as_str()),
+        c.handover_requested_by.map(|v| v.as_str()),
+        c.handover_notes.as_deref(),
+        c.handover_requested_at,
+        c.handover_accepted_at,
+        c.handover_completed_at,
+        c.handover_timed_out_at,
+        c.estimated_wait_seconds,
+        c.handover_queue_position,
+        c.snooze_until,
+        c.snoozed_at,
+        c.closed_at,
+        c.updated_at,
     )
-    .bind(c.organization_id)
-    .bind(c.id)
-    .bind(c.category_id)
-    .bind(c.status)
-    .bind(c.priority)
-    .bind(&c.subject)
-    .bind(&c.summary)
-    .bind(&c.language)
-    .bind(&c.guest_mood)
-    .bind(c.deal_value)
-    .bind(&c.deal_currency)
-    .bind(&c.deal_description)
-    .bind(c.deal_closed)
-    .bind(c.is_deal_related)
-    .bind(c.ai_handled)
-    .bind(c.ai_paused_at)
-    .bind(c.is_read)
-    .bind(c.is_spam)
-    .bind(c.is_starred)
-    .bind(c.handover_status)
-    .bind(c.handover_reason)
-    .bind(c.handover_requested_by)
-    .bind(&c.handover_notes)
-    .bind(c.handover_requested_at)
-    .bind(c.handover_accepted_at)
-    .bind(c.handover_completed_at)
-    .bind(c.handover_timed_out_at)
-    .bind(c.estimated_wait_seconds)
-    .bind(c.handover_queue_position)
-    .bind(c.snooze_until)
-    .bind(c.snoozed_at)
-    .bind(c.closed_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -126,22 +113,25 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Conversation>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        select!(),
-        " WHERE c.organization_id = $1 AND c.id = $2 FOR UPDATE"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(conn)
-    .await
+    let found = sqlx::query_scalar!(
+        "SELECT id FROM conversations WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    match found {
+        Some(_) => Ok(rows(conn, org, &[id]).await?.pop()),
+        None => Ok(None),
+    }
 }
 
 pub async fn exists(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM conversations WHERE organization_id = $1 AND id = $2)",
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM conversations WHERE organization_id = $1 AND id = $2) AS "exists!""#,
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_one(db)
     .await
 }
@@ -151,19 +141,45 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Conversation>, sqlx::Error> {
-    let row: Option<Conversation> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE c.organization_id = $1 AND c.id = $2"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(&mut *conn)
+    Ok(read(conn, org, &[id]).await?.pop())
+}
+
+/// The conversations of `org` among `ids`, in no particular order, with what they embed.
+async fn read(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Conversation>, sqlx::Error> {
+    let mut found = rows(&mut *conn, org, ids).await?;
+    embed(conn, org, &mut found).await?;
+    Ok(found)
+}
+
+/// The rows alone of the conversations of `org` among `ids`.
+async fn rows(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Conversation>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        ConversationRow,
+        "SELECT c.id, c.organization_id, c.reference_number, c.contact_id, c.category_id,
+            c.integration_id, c.channel, c.status, c.priority, c.subject, c.summary, c.language,
+            c.channel_data, c.guest_mood, c.deal_value, c.deal_currency, c.deal_description,
+            c.deal_closed, c.is_deal_related, c.ai_handled, c.ai_paused_at, c.is_read, c.is_spam,
+            c.is_starred, c.handover_status, c.handover_reason, c.handover_requested_by,
+            c.handover_notes, c.handover_requested_at, c.handover_accepted_at,
+            c.handover_completed_at, c.handover_timed_out_at, c.estimated_wait_seconds,
+            c.handover_queue_position, c.message_count, c.last_message_at,
+            c.last_customer_message_at, c.snooze_until, c.snoozed_at, c.closed_at, c.created_at,
+            c.updated_at
+         FROM conversations c WHERE c.organization_id = $1 AND c.id = ANY($2)",
+        org,
+        ids,
+    )
+    .fetch_all(db)
     .await?;
-    let Some(c) = row else { return Ok(None) };
-    let mut all = [c];
-    embed(conn, org, &mut all).await?;
-    let [c] = all;
-    Ok(Some(c))
+    Ok(rows.into_iter().map(Conversation::from).collect())
 }
 
 /// Fills the embedded category, contact, assignees, teams, latest messages, tags and SLA state.
@@ -208,17 +224,19 @@ async fn assignees_of(
     org: Uuid,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<ConversationAssignee>>, sqlx::Error> {
-    let rows: Vec<ConversationAssignee> = sqlx::query_as(
-        "SELECT id, conversation_id, user_id, assigned_at, assigned_by FROM conversation_assignees
-         WHERE conversation_id = ANY($1) ORDER BY assigned_at, id",
+    let rows = sqlx::query_as!(
+        ConversationAssigneeRow,
+        "SELECT a.id, a.conversation_id, a.user_id, a.assigned_at, a.assigned_by FROM conversation_assignees a
+         WHERE a.conversation_id = ANY($1) ORDER BY a.assigned_at, a.id",
+        ids,
     )
-    .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
     let user_ids: Vec<Uuid> = rows.iter().map(|r| r.user_id).collect();
     let users = super::users::summaries(&mut *conn, org, &user_ids).await?;
     let mut out: HashMap<Uuid, Vec<ConversationAssignee>> = HashMap::new();
-    for mut r in rows {
+    for r in rows {
+        let mut r = ConversationAssignee::from(r);
         r.user = users.get(&r.user_id).cloned();
         out.entry(r.conversation_id).or_default().push(r);
     }
@@ -230,17 +248,19 @@ async fn teams_of(
     org: Uuid,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<ConversationTeam>>, sqlx::Error> {
-    let rows: Vec<ConversationTeam> = sqlx::query_as(
-        "SELECT id, conversation_id, team_id, assigned_at, assigned_by FROM conversation_teams
-         WHERE conversation_id = ANY($1) ORDER BY assigned_at, id",
+    let rows = sqlx::query_as!(
+        ConversationTeamRow,
+        "SELECT t.id, t.conversation_id, t.team_id, t.assigned_at, t.assigned_by FROM conversation_teams t
+         WHERE t.conversation_id = ANY($1) ORDER BY t.assigned_at, t.id",
+        ids,
     )
-    .bind(ids)
     .fetch_all(&mut *conn)
     .await?;
     let team_ids: Vec<Uuid> = rows.iter().map(|r| r.team_id).collect();
     let teams = super::teams::summaries(&mut *conn, org, &team_ids).await?;
     let mut out: HashMap<Uuid, Vec<ConversationTeam>> = HashMap::new();
-    for mut r in rows {
+    for r in rows {
+        let mut r = ConversationTeam::from(r);
         r.team = teams.get(&r.team_id).cloned();
         out.entry(r.conversation_id).or_default().push(r);
     }
@@ -253,16 +273,24 @@ async fn latest_messages(
     org: Uuid,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<Message>>, sqlx::Error> {
-    let mut rows: Vec<Message> = sqlx::query_as(
-        "SELECT m.* FROM unnest($1::uuid[]) AS x(id) CROSS JOIN LATERAL (
+    let mut rows: Vec<Message> = sqlx::query_as!(
+        MessageRow,
+        r#"SELECT m.id, m.conversation_id, m.content, m.type AS kind, m.sender_id, m.sender_type,
+            m.external_id, m.email_message_id, m.source_node_id, m.suggested_replies,
+            m.should_request_feedback, m.template_context, m.delivered_at, m.created_at,
+            m.updated_at
+         FROM unnest($1::uuid[]) AS x(id) CROSS JOIN LATERAL (
             SELECT * FROM messages WHERE conversation_id = x.id
             ORDER BY created_at DESC, id DESC LIMIT $2) m
-         ORDER BY m.created_at, m.id",
+         ORDER BY m.created_at, m.id"#,
+        ids,
+        EMBEDDED_MESSAGES,
     )
-    .bind(ids)
-    .bind(EMBEDDED_MESSAGES)
     .fetch_all(&mut *conn)
-    .await?;
+    .await?
+    .into_iter()
+    .map(Message::from)
+    .collect();
     attach(conn, org, &mut rows).await?;
     let mut out: HashMap<Uuid, Vec<Message>> = HashMap::new();
     for m in rows {
@@ -281,16 +309,20 @@ async fn attach(
     if ids.is_empty() {
         return Ok(());
     }
-    let rows: Vec<MessageAttachment> = sqlx::query_as(
-        "SELECT * FROM message_attachments WHERE message_id = ANY($1) ORDER BY created_at, id",
+    let rows = sqlx::query_as!(
+        MessageAttachmentRow,
+        "SELECT a.id, a.message_id, a.file_id, a.type AS kind, a.caption, a.external_media_id,
+            a.thumbnail_url, a.duration, a.metadata, a.created_at, a.updated_at
+         FROM message_attachments a WHERE a.message_id = ANY($1) ORDER BY a.created_at, a.id",
+        &ids,
     )
-    .bind(&ids)
     .fetch_all(&mut *conn)
     .await?;
     let file_ids: Vec<Uuid> = rows.iter().map(|a| a.file_id).collect();
     let files = super::files::get_many(&mut *conn, org, &file_ids).await?;
     let mut by_message: HashMap<Uuid, Vec<MessageAttachment>> = HashMap::new();
-    for mut a in rows {
+    for a in rows {
+        let mut a = MessageAttachment::from(a);
         a.file = files.get(&a.file_id).cloned();
         by_message.entry(a.message_id).or_default().push(a);
     }
@@ -356,15 +388,15 @@ pub async fn list(
     tag: Option<Uuid>,
     page: &PageRequest,
 ) -> Result<Page<Conversation>, sqlx::Error> {
-    let q = ListQuery {
-        select: select!(),
-        count_from: "FROM conversations c",
-        alias: "c",
-    };
-    let mut page = super::page(pool, q, |qb| push_filter(qb, org, f, tag), page).await?;
-    let mut conn = pool.acquire().await?;
-    embed(&mut conn, org, page.items_mut()).await?;
-    Ok(page)
+    super::page_of(
+        pool,
+        "FROM conversations c",
+        "c",
+        |qb| push_filter(qb, org, f, tag),
+        page,
+        |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
+    )
+    .await
 }
 
 /// Assigns users (already assigned ones stay as they are); returns how many were new.
@@ -375,15 +407,15 @@ pub async fn add_assignees(
     users: &[Uuid],
     by: Option<Uuid>,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "INSERT INTO conversation_assignees (id, organization_id, conversation_id, user_id, assigned_by)
          SELECT uuid_v7(), $1, $2, u, $4 FROM unnest($3::uuid[]) AS u
          ON CONFLICT (conversation_id, user_id) DO NOTHING",
+        org,
+        conversation,
+        users,
+        by,
     )
-    .bind(org)
-    .bind(conversation)
-    .bind(users)
-    .bind(by)
     .execute(conn)
     .await?;
     Ok(done.rows_affected())
@@ -394,11 +426,11 @@ pub async fn remove_assignee(
     conversation: Uuid,
     user: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM conversation_assignees WHERE conversation_id = $1 AND user_id = $2",
+        conversation,
+        user,
     )
-    .bind(conversation)
-    .bind(user)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -412,15 +444,15 @@ pub async fn add_teams(
     teams: &[Uuid],
     by: Option<Uuid>,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "INSERT INTO conversation_teams (id, organization_id, conversation_id, team_id, assigned_by)
          SELECT uuid_v7(), $1, $2, t, $4 FROM unnest($3::uuid[]) AS t
          ON CONFLICT (conversation_id, team_id) DO NOTHING",
+        org,
+        conversation,
+        teams,
+        by,
     )
-    .bind(org)
-    .bind(conversation)
-    .bind(teams)
-    .bind(by)
     .execute(conn)
     .await?;
     Ok(done.rows_affected())
@@ -431,12 +463,13 @@ pub async fn remove_team(
     conversation: Uuid,
     team: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done =
-        sqlx::query("DELETE FROM conversation_teams WHERE conversation_id = $1 AND team_id = $2")
-            .bind(conversation)
-            .bind(team)
-            .execute(db)
-            .await?;
+    let done = sqlx::query!(
+        "DELETE FROM conversation_teams WHERE conversation_id = $1 AND team_id = $2",
+        conversation,
+        team,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -457,54 +490,54 @@ pub async fn insert_message(
     m: &Message,
     attachments: &[AttachmentRow],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO messages (id, organization_id, conversation_id, content, type, sender_type,
             sender_id, external_id, email_message_id, source_node_id, suggested_replies,
             should_request_feedback, template_context, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)",
+        m.id,
+        org,
+        m.conversation_id,
+        m.content.as_deref(),
+        m.kind.as_str(),
+        m.sender_type.as_str(),
+        m.sender_id,
+        m.external_id.as_deref(),
+        m.email_message_id.as_deref(),
+        m.source_node_id.as_deref(),
+        m.suggested_replies.as_deref(),
+        m.should_request_feedback,
+        &m.template_context,
+        m.created_at,
     )
-    .bind(m.id)
-    .bind(org)
-    .bind(m.conversation_id)
-    .bind(&m.content)
-    .bind(m.kind)
-    .bind(m.sender_type)
-    .bind(m.sender_id)
-    .bind(&m.external_id)
-    .bind(&m.email_message_id)
-    .bind(&m.source_node_id)
-    .bind(&m.suggested_replies)
-    .bind(m.should_request_feedback)
-    .bind(&m.template_context)
-    .bind(m.created_at)
     .execute(&mut *conn)
     .await?;
     for a in attachments {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO message_attachments (id, organization_id, message_id, file_id, type,
                 caption, external_media_id, duration, metadata)
              VALUES (uuid_v7(), $1, $2, $3, $4, $5, $6, $7, $8)",
+            org,
+            m.id,
+            a.file_id,
+            a.kind.as_str(),
+            a.caption.as_deref(),
+            a.external_media_id.as_deref(),
+            a.duration,
+            sqlx::types::Json(&a.metadata) as _,
         )
-        .bind(org)
-        .bind(m.id)
-        .bind(a.file_id)
-        .bind(a.kind)
-        .bind(&a.caption)
-        .bind(&a.external_media_id)
-        .bind(a.duration)
-        .bind(sqlx::types::Json(&a.metadata))
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query(
+    sqlx::query!(
         "UPDATE conversations SET message_count = message_count + 1, last_message_at = $2,
             last_customer_message_at = CASE WHEN $3 THEN $2 ELSE last_customer_message_at END,
             updated_at = $2
          WHERE id = $1",
+        m.conversation_id,
+        m.created_at,
+        m.is_inbound(),
     )
-    .bind(m.conversation_id)
-    .bind(m.created_at)
-    .bind(m.is_inbound())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -515,17 +548,32 @@ pub async fn message(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Message>, sqlx::Error> {
-    let row: Option<Message> =
-        sqlx::query_as("SELECT * FROM messages WHERE organization_id = $1 AND id = $2")
-            .bind(org)
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some(m) = row else { return Ok(None) };
-    let mut all = [m];
-    attach(conn, org, &mut all).await?;
-    let [m] = all;
-    Ok(Some(m))
+    Ok(read_messages(conn, org, &[id]).await?.pop())
+}
+
+/// The messages of `org` among `ids`, in no particular order, with their attachments.
+async fn read_messages(
+    conn: &mut PgConnection,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Message>, sqlx::Error> {
+    let mut found: Vec<Message> = sqlx::query_as!(
+        MessageRow,
+        "SELECT m.id, m.conversation_id, m.content, m.type AS kind, m.sender_id, m.sender_type,
+            m.external_id, m.email_message_id, m.source_node_id, m.suggested_replies,
+            m.should_request_feedback, m.template_context, m.delivered_at, m.created_at,
+            m.updated_at
+         FROM messages m WHERE m.organization_id = $1 AND m.id = ANY($2)",
+        org,
+        ids,
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(Message::from)
+    .collect();
+    attach(conn, org, &mut found).await?;
+    Ok(found)
 }
 
 /// A conversation's messages, a page at a time.
@@ -535,36 +583,252 @@ pub async fn messages(
     conversation: Uuid,
     page: &PageRequest,
 ) -> Result<Page<Message>, sqlx::Error> {
-    let q = ListQuery {
-        select: "SELECT m.* FROM messages m",
-        count_from: "FROM messages m",
-        alias: "m",
-    };
-    let mut page = super::page(
+    super::page_of(
         pool,
-        q,
+        "FROM messages m",
+        "m",
         |qb| {
             qb.push(" WHERE m.conversation_id = ")
                 .push_bind(conversation);
         },
         page,
+        |ids| async move { read_messages(&mut *pool.acquire().await?, org, &ids).await },
     )
-    .await?;
-    let mut conn = pool.acquire().await?;
-    attach(&mut conn, org, page.items_mut()).await?;
-    Ok(page)
+    .await
 }
 
 /// Snoozed conversations whose time has come become active again; returns how many.
 pub async fn wake_snoozed(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE conversations SET status = 'active', snooze_until = NULL, snoozed_at = NULL
          WHERE id IN (SELECT id FROM conversations
                       WHERE status = 'snoozed' AND snooze_until <= clock_timestamp()
                       ORDER BY snooze_until LIMIT $1 FOR UPDATE SKIP LOCKED)",
+        limit,
     )
-    .bind(limit)
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
+}
+
+/// Conversation as its checked statements read it (what it embeds is read apart).
+struct ConversationRow {
+    id: Uuid,
+    organization_id: Uuid,
+    reference_number: i64,
+    contact_id: Uuid,
+    category_id: Option<Uuid>,
+    integration_id: Option<String>,
+    channel: Channel,
+    status: ConversationStatus,
+    priority: Priority,
+    subject: Option<String>,
+    summary: Option<String>,
+    language: Option<String>,
+    channel_data: Option<String>,
+    guest_mood: Option<String>,
+    deal_value: Option<sqlx::types::Decimal>,
+    deal_currency: Option<String>,
+    deal_description: Option<String>,
+    deal_closed: bool,
+    is_deal_related: bool,
+    ai_handled: bool,
+    ai_paused_at: Option<Timestamp>,
+    is_read: bool,
+    is_spam: bool,
+    is_starred: bool,
+    handover_status: HandoverStatus,
+    handover_reason: Option<HandoverReason>,
+    handover_requested_by: Option<HandoverRequestedBy>,
+    handover_notes: Option<String>,
+    handover_requested_at: Option<Timestamp>,
+    handover_accepted_at: Option<Timestamp>,
+    handover_completed_at: Option<Timestamp>,
+    handover_timed_out_at: Option<Timestamp>,
+    estimated_wait_seconds: Option<i32>,
+    handover_queue_position: Option<i32>,
+    message_count: i32,
+    last_message_at: Option<Timestamp>,
+    last_customer_message_at: Option<Timestamp>,
+    snooze_until: Option<Timestamp>,
+    snoozed_at: Option<Timestamp>,
+    closed_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<ConversationRow> for Conversation {
+    fn from(r: ConversationRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            reference_number: r.reference_number,
+            contact_id: r.contact_id,
+            category_id: r.category_id,
+            integration_id: r.integration_id,
+            channel: r.channel,
+            status: r.status,
+            priority: r.priority,
+            subject: r.subject,
+            summary: r.summary,
+            language: r.language,
+            channel_data: r.channel_data,
+            guest_mood: r.guest_mood,
+            deal_value: r.deal_value,
+            deal_currency: r.deal_currency,
+            deal_description: r.deal_description,
+            deal_closed: r.deal_closed,
+            is_deal_related: r.is_deal_related,
+            ai_handled: r.ai_handled,
+            ai_paused_at: r.ai_paused_at,
+            is_read: r.is_read,
+            is_spam: r.is_spam,
+            is_starred: r.is_starred,
+            handover_status: r.handover_status,
+            handover_reason: r.handover_reason,
+            handover_requested_by: r.handover_requested_by,
+            handover_notes: r.handover_notes,
+            handover_requested_at: r.handover_requested_at,
+            handover_accepted_at: r.handover_accepted_at,
+            handover_completed_at: r.handover_completed_at,
+            handover_timed_out_at: r.handover_timed_out_at,
+            estimated_wait_seconds: r.estimated_wait_seconds,
+            handover_queue_position: r.handover_queue_position,
+            message_count: r.message_count,
+            last_message_at: r.last_message_at,
+            last_customer_message_at: r.last_customer_message_at,
+            snooze_until: r.snooze_until,
+            snoozed_at: r.snoozed_at,
+            closed_at: r.closed_at,
+            category: Default::default(),
+            contact: Default::default(),
+            assignees: Default::default(),
+            assigned_teams: Default::default(),
+            messages: Default::default(),
+            tags: Default::default(),
+            sla_state: Default::default(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// ConversationAssignee as its checked statements read it (what it embeds is read apart).
+struct ConversationAssigneeRow {
+    id: Uuid,
+    conversation_id: Uuid,
+    user_id: Uuid,
+    assigned_at: Timestamp,
+    assigned_by: Option<Uuid>,
+}
+
+impl From<ConversationAssigneeRow> for ConversationAssignee {
+    fn from(r: ConversationAssigneeRow) -> Self {
+        Self {
+            id: r.id,
+            conversation_id: r.conversation_id,
+            user_id: r.user_id,
+            user: Default::default(),
+            assigned_at: r.assigned_at,
+            assigned_by: r.assigned_by,
+        }
+    }
+}
+
+/// ConversationTeam as its checked statements read it (what it embeds is read apart).
+struct ConversationTeamRow {
+    id: Uuid,
+    conversation_id: Uuid,
+    team_id: Uuid,
+    assigned_at: Timestamp,
+    assigned_by: Option<Uuid>,
+}
+
+impl From<ConversationTeamRow> for ConversationTeam {
+    fn from(r: ConversationTeamRow) -> Self {
+        Self {
+            id: r.id,
+            conversation_id: r.conversation_id,
+            team_id: r.team_id,
+            team: Default::default(),
+            assigned_at: r.assigned_at,
+            assigned_by: r.assigned_by,
+        }
+    }
+}
+
+/// Message as its checked statements read it (what it embeds is read apart).
+struct MessageRow {
+    id: Uuid,
+    conversation_id: Uuid,
+    content: Option<String>,
+    kind: MessageType,
+    sender_id: Option<Uuid>,
+    sender_type: SenderType,
+    external_id: Option<String>,
+    email_message_id: Option<String>,
+    source_node_id: Option<String>,
+    suggested_replies: Option<String>,
+    should_request_feedback: bool,
+    template_context: Vec<i32>,
+    delivered_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<MessageRow> for Message {
+    fn from(r: MessageRow) -> Self {
+        Self {
+            id: r.id,
+            conversation_id: r.conversation_id,
+            content: r.content,
+            kind: r.kind,
+            sender_id: r.sender_id,
+            sender_type: r.sender_type,
+            external_id: r.external_id,
+            email_message_id: r.email_message_id,
+            source_node_id: r.source_node_id,
+            suggested_replies: r.suggested_replies,
+            should_request_feedback: r.should_request_feedback,
+            template_context: r.template_context,
+            attachments: Default::default(),
+            delivered_at: r.delivered_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// MessageAttachment as its checked statements read it (what it embeds is read apart).
+struct MessageAttachmentRow {
+    id: Uuid,
+    message_id: Uuid,
+    file_id: Uuid,
+    kind: FileType,
+    caption: Option<String>,
+    external_media_id: Option<String>,
+    thumbnail_url: Option<String>,
+    duration: Option<i32>,
+    metadata: sqlx::types::Json<serde_json::Value>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<MessageAttachmentRow> for MessageAttachment {
+    fn from(r: MessageAttachmentRow) -> Self {
+        Self {
+            id: r.id,
+            message_id: r.message_id,
+            file_id: r.file_id,
+            file: Default::default(),
+            kind: r.kind,
+            caption: r.caption,
+            external_media_id: r.external_media_id,
+            thumbnail_url: r.thumbnail_url,
+            duration: r.duration,
+            metadata: r.metadata,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
 }

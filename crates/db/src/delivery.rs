@@ -34,7 +34,8 @@ pub async fn begin_dispatch(
     id: Uuid,
     lease: Duration,
 ) -> Result<Option<DispatchState>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        DispatchState,
         "UPDATE broadcasts b SET
             dispatch_lease_until = clock_timestamp() + make_interval(secs => $2),
             status = 'sending',
@@ -45,19 +46,21 @@ pub async fn begin_dispatch(
          WHERE b.id = $1 AND t.id = b.template_id AND b.status IN ('queued', 'sending')
            AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
          RETURNING b.organization_id, b.status, b.fanout_done",
+        id,
+        secs(lease),
     )
-    .bind(id)
-    .bind(secs(lease))
     .fetch_optional(db)
     .await
 }
 
 pub async fn release_dispatch(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE broadcasts SET dispatch_lease_until = NULL WHERE id = $1")
-        .bind(id)
-        .execute(db)
-        .await
-        .map(|_| ())
+    sqlx::query!(
+        "UPDATE broadcasts SET dispatch_lease_until = NULL WHERE id = $1",
+        id,
+    )
+    .execute(db)
+    .await
+    .map(|_| ())
 }
 
 /// Writes recipient rows for the next `slice` contacts of the audience (the API checked that
@@ -71,44 +74,45 @@ pub async fn fan_out(
     lease: Duration,
 ) -> Result<(Vec<Uuid>, bool), sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let (offset, len, contacts): (i32, i32, Vec<Uuid>) = sqlx::query_as(
-        "SELECT fanout_offset, cardinality(contact_ids),
-                contact_ids[fanout_offset + 1 : fanout_offset + $2]
-         FROM broadcasts WHERE id = $1 FOR UPDATE",
+    let audience = sqlx::query!(
+        r#"SELECT fanout_offset, cardinality(contact_ids) AS "len!",
+                contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!"
+         FROM broadcasts WHERE id = $1 FOR UPDATE"#,
+        id,
+        slice,
     )
-    .bind(id)
-    .bind(slice)
     .fetch_one(&mut *tx)
     .await?;
+    let (offset, len, contacts) = (audience.fanout_offset, audience.len, audience.slice);
     let ids: Vec<Uuid> = contacts
         .iter()
         .map(|_| parley_types::ids::new_id())
         .collect();
-    let inserted: Vec<Uuid> = sqlx::query_scalar(
+    let inserted: Vec<Uuid> = sqlx::query_scalar!(
         "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
          SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
          FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(id, contact_id, n)
          ORDER BY u.n
          ON CONFLICT (broadcast_id, contact_id) DO NOTHING
          RETURNING id",
+        org,
+        id,
+        &ids,
+        &contacts,
     )
-    .bind(org)
-    .bind(id)
-    .bind(&ids)
-    .bind(&contacts)
     .fetch_all(&mut *tx)
     .await?;
     let next = offset + contacts.len() as i32;
     let done = next >= len;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE broadcasts SET fanout_offset = $2, fanout_done = $3,
             dispatch_lease_until = clock_timestamp() + make_interval(secs => $4)
          WHERE id = $1",
+        id,
+        next,
+        done,
+        secs(lease),
     )
-    .bind(id)
-    .bind(next)
-    .bind(done)
-    .bind(secs(lease))
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -122,17 +126,17 @@ pub async fn take_pending(
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp()
          WHERE id IN (
             SELECT id FROM broadcast_recipients
             WHERE broadcast_id = $1 AND status = 'pending' AND id > coalesce($2, '00000000-0000-0000-0000-000000000000'::uuid)
             ORDER BY id LIMIT $3)
          RETURNING id",
+        broadcast,
+        after,
+        limit,
     )
-    .bind(broadcast)
-    .bind(after)
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -155,12 +159,13 @@ pub async fn delivery_context(
     db: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<DeliveryContext>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        DeliveryContext,
         "SELECT id, organization_id, status, channel, template_id, message_body, message_subject,
                 template_variables, email_variables
          FROM broadcasts WHERE id = $1",
+        id,
     )
-    .bind(id)
     .fetch_optional(db)
     .await
 }
@@ -169,10 +174,12 @@ pub async fn status(
     db: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<BroadcastStatus>, sqlx::Error> {
-    sqlx::query_scalar("SELECT status FROM broadcasts WHERE id = $1")
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT status AS "status: BroadcastStatus" FROM broadcasts WHERE id = $1"#,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// A recipient this worker holds for sending, with what its message needs of the contact.
@@ -205,36 +212,61 @@ pub async fn pending_for_send(
     // Only the primary key leads to the rows: with the broadcast or the status in the WHERE
     // clause the planner may scan a broadcast-wide index instead, which costs as much as the
     // broadcast is big. The few rows are checked here.
-    let rows: Vec<(Uuid, RecipientStatus, Claimed)> = sqlx::query_as::<_, ClaimRow>(
-        "SELECT r.broadcast_id, r.status, r.id, k.id AS contact_id, k.name, k.email, k.phone,
-                k.country, k.language, k.position, k.external_id, co.name AS company_name,
-                k.do_not_contact, k.messaging_a_opted_out
+    let rows: Vec<ClaimRow> = sqlx::query_as!(
+        ClaimRow,
+        r#"SELECT r.broadcast_id, r.status AS "status: RecipientStatus", r.id,
+                k.id AS "contact_id?", k.name AS "name?", k.email AS "email?", k.phone AS "phone?",
+                k.country AS "country?", k.language AS "language?", k.position AS "position?",
+                k.external_id AS "external_id?", co.name AS "company_name?",
+                k.do_not_contact AS "do_not_contact?",
+                k.messaging_a_opted_out AS "messaging_a_opted_out?"
          FROM unnest($2::uuid[]) AS u(id)
          JOIN broadcast_recipients r ON r.id = u.id
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
          LEFT JOIN companies co ON co.id = k.company_id
-         ORDER BY r.id",
+         ORDER BY r.id"#,
+        org,
+        ids,
     )
-    .bind(org)
-    .bind(ids)
     .fetch_all(db)
-    .await?
-    .into_iter()
-    .map(|r| (r.broadcast_id, r.status, r.claimed))
-    .collect();
+    .await?;
     Ok(rows
         .into_iter()
-        .filter(|(b, status, _)| *b == broadcast && *status == RecipientStatus::Pending)
-        .map(|(_, _, c)| c)
+        .filter(|r| r.broadcast_id == broadcast && r.status == RecipientStatus::Pending)
+        .map(|r| Claimed {
+            id: r.id,
+            contact_id: r.contact_id,
+            name: r.name,
+            email: r.email,
+            phone: r.phone,
+            country: r.country,
+            language: r.language,
+            position: r.position,
+            external_id: r.external_id,
+            company_name: r.company_name,
+            do_not_contact: r.do_not_contact,
+            messaging_a_opted_out: r.messaging_a_opted_out,
+        })
         .collect())
 }
 
-#[derive(sqlx::FromRow)]
+/// A row of [`pending_for_send`]: the recipient's broadcast and status, checked here, and what
+/// its message needs.
 struct ClaimRow {
     broadcast_id: Uuid,
     status: RecipientStatus,
-    #[sqlx(flatten)]
-    claimed: Claimed,
+    id: Uuid,
+    contact_id: Option<Uuid>,
+    name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    country: Option<String>,
+    language: Option<String>,
+    position: Option<String>,
+    external_id: Option<String>,
+    company_name: Option<String>,
+    do_not_contact: Option<bool>,
+    messaging_a_opted_out: Option<bool>,
 }
 
 /// How one claimed recipient ended.
@@ -299,7 +331,7 @@ pub async fn record(
         codes.push(code);
         messages.push(message);
     }
-    sqlx::query(
+    sqlx::query!(
         "UPDATE broadcast_recipients r SET
             status = u.status,
             external_message_id = coalesce(u.message_id, r.external_message_id),
@@ -310,16 +342,17 @@ pub async fn record(
          FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
               AS u(id, status, message_id, code, message)
          WHERE r.id = u.id AND r.status = $6",
+        &ids,
+        &statuses as _,
+        &message_ids as _,
+        &codes as _,
+        &messages as _,
+        // As a parameter, so that the only path to the rows is the primary key: with a
+        // literal `'pending'` the planner may scan the partial index of pending recipients
+        // instead, which looks small in the statistics and holds a whole broadcast while it
+        // sends.
+        RecipientStatus::Pending.as_str(),
     )
-    .bind(&ids)
-    .bind(&statuses)
-    .bind(&message_ids)
-    .bind(&codes)
-    .bind(&messages)
-    // As a parameter, so that the only path to the rows is the primary key: with a literal
-    // `'pending'` the planner may scan the partial index of pending recipients instead, which
-    // looks small in the statistics and holds a whole broadcast while it sends.
-    .bind(RecipientStatus::Pending)
     .execute(db)
     .await
     .map(|_| ())
@@ -334,8 +367,8 @@ pub async fn finish_if_done(
     id: Uuid,
 ) -> Result<Option<BroadcastStatus>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let ended: Option<(BroadcastStatus, Uuid)> = sqlx::query_as(
-        "UPDATE broadcasts b SET
+    let ended = sqlx::query!(
+        r#"UPDATE broadcasts b SET
             status = CASE WHEN coalesce(k.sent, 0) > 0 THEN 'completed' ELSE 'failed' END,
             error_message = CASE WHEN coalesce(k.sent, 0) > 0 THEN b.error_message
                                  ELSE 'no recipient could be sent to' END,
@@ -344,12 +377,12 @@ pub async fn finish_if_done(
          FROM broadcasts x LEFT JOIN broadcast_totals k ON k.broadcast_id = x.id
          WHERE x.id = $1 AND b.id = x.id AND b.status = 'sending' AND b.fanout_done
            AND coalesce(k.pending, 0) = 0
-         RETURNING b.status, b.organization_id",
+         RETURNING b.status AS "status: BroadcastStatus", b.organization_id"#,
+        id,
     )
-    .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((status, org)) = ended else {
+    let Some((status, org)) = ended.map(|r| (r.status, r.organization_id)) else {
         return Ok(None);
     };
     if let Some(broadcast) = super::broadcasts::get(&mut *tx, org, id).await? {
@@ -370,12 +403,12 @@ pub async fn auto_pause(
     id: Uuid,
     reason: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE broadcasts SET status = 'paused', paused_at = clock_timestamp(), error_message = $2
          WHERE id = $1 AND status = 'sending'",
+        id,
+        reason,
     )
-    .bind(id)
-    .bind(reason)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -383,14 +416,14 @@ pub async fn auto_pause(
 
 /// Scheduled broadcasts whose time has come, moved to `queued` (at most `limit`).
 pub async fn queue_due(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE broadcasts SET status = 'queued', queued_at = clock_timestamp(), send_now = true
          WHERE id IN (
             SELECT id FROM broadcasts WHERE status = 'scheduled' AND scheduled_at <= clock_timestamp()
             ORDER BY scheduled_at LIMIT $1 FOR UPDATE SKIP LOCKED)
          RETURNING id",
+        limit,
     )
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -402,7 +435,7 @@ pub async fn stale_dispatches(
     after: Duration,
     limit: i64,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE broadcasts SET queued_at = clock_timestamp()
          WHERE id IN (
             SELECT id FROM broadcasts
@@ -412,9 +445,9 @@ pub async fn stale_dispatches(
               AND coalesce(queued_at, created_at) < clock_timestamp() - make_interval(secs => $1)
             LIMIT $2 FOR UPDATE SKIP LOCKED)
          RETURNING id",
+        secs(after),
+        limit,
     )
-    .bind(secs(after))
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -431,17 +464,18 @@ pub async fn stale_recipients(
     after: Duration,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
-    sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT r.broadcast_id, r.id FROM broadcasts b
          JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.status = 'pending'
          WHERE b.status = 'sending'
            AND r.enqueued_at < clock_timestamp() - make_interval(secs => $1)
          LIMIT $2",
+        secs(after),
+        limit,
     )
-    .bind(secs(after))
-    .bind(limit)
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.broadcast_id, r.id)).collect())
 }
 
 /// Marks lost recipients (of [`stale_recipients`], still pending and stale) as enqueued
@@ -452,8 +486,8 @@ pub async fn requeue(
     ids: &[Uuid],
     after: Duration,
 ) -> Result<StaleRecipients, sqlx::Error> {
-    let rows: Vec<(Uuid, Uuid, RecipientStatus)> = sqlx::query_as(
-        "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp(),
+    let rows = sqlx::query!(
+        r#"UPDATE broadcast_recipients SET enqueued_at = clock_timestamp(),
             requeues = requeues + 1,
             status = CASE WHEN requeues >= $3 THEN 'failed' ELSE status END,
             failed_at = CASE WHEN requeues >= $3 THEN clock_timestamp() ELSE failed_at END,
@@ -467,19 +501,19 @@ pub async fn requeue(
             WHERE r.status = 'pending'
               AND r.enqueued_at < clock_timestamp() - make_interval(secs => $2)
             FOR UPDATE OF r SKIP LOCKED)
-         RETURNING broadcast_id, id, status",
+         RETURNING broadcast_id, id, status AS "status: RecipientStatus""#,
+        ids,
+        secs(after),
+        MAX_REQUEUES,
     )
-    .bind(ids)
-    .bind(secs(after))
-    .bind(MAX_REQUEUES)
     .fetch_all(db)
     .await?;
     let mut out = StaleRecipients::default();
-    for (broadcast, id, status) in rows {
-        if status == RecipientStatus::Pending {
-            out.requeued.push((broadcast, id));
+    for r in rows {
+        if r.status == RecipientStatus::Pending {
+            out.requeued.push((r.broadcast_id, r.id));
         } else {
-            out.given_up.push(broadcast);
+            out.given_up.push(r.broadcast_id);
         }
     }
     Ok(out)
@@ -498,12 +532,12 @@ pub async fn done_but_sending(
     db: impl PgExecutor<'_>,
     limit: i64,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT b.id FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
          WHERE b.status = 'sending' AND b.fanout_done AND coalesce(k.pending, 0) = 0
          LIMIT $1",
+        limit,
     )
-    .bind(limit)
     .fetch_all(db)
     .await
 }
@@ -527,16 +561,20 @@ pub async fn apply_receipts(
 ) -> Result<Vec<RecipientStatus>, sqlx::Error> {
     let message_ids: Vec<&str> = receipts.iter().map(|r| r.message_id.as_str()).collect();
     let mut tx = pool.begin().await?;
-    let current: Vec<(Uuid, String, RecipientStatus)> = sqlx::query_as(
-        "SELECT r.id, r.external_message_id, r.status FROM broadcast_recipients r
+    let current: Vec<(Uuid, String, RecipientStatus)> = sqlx::query!(
+        r#"SELECT r.id, r.external_message_id AS "external_message_id!", r.status
+         FROM broadcast_recipients r
          JOIN broadcasts b ON b.id = r.broadcast_id
          WHERE r.external_message_id = ANY($1) AND b.channel = $2
-         ORDER BY r.id FOR UPDATE OF r",
+         ORDER BY r.id FOR UPDATE OF r"#,
+        &message_ids as _,
+        channel.as_str(),
     )
-    .bind(&message_ids)
-    .bind(channel)
     .fetch_all(&mut *tx)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.external_message_id, r.status))
+    .collect();
     // Receipts by message id: one pass, so a call costs what its receipts and rows do.
     let mut by_message: HashMap<&str, Vec<&Receipt>> = HashMap::new();
     for r in receipts {
@@ -568,8 +606,8 @@ pub async fn apply_receipts(
     if !rows.ids.is_empty() {
         // Each milestone takes its own receipt's time, or the time of the first later one
         // (a `read` with no `delivered` was delivered by then); set milestones stay.
-        sqlx::query(
-            "UPDATE broadcast_recipients r SET
+        sqlx::query!(
+        "UPDATE broadcast_recipients r SET
                 status = u.status,
                 delivered_at = coalesce(r.delivered_at, u.delivered_at),
                 read_at = coalesce(r.read_at, u.read_at),
@@ -580,14 +618,14 @@ pub async fn apply_receipts(
                          $6::timestamptz[], $7::text[])
                   AS u(id, status, delivered_at, read_at, replied_at, failed_at, code)
              WHERE r.id = u.id",
-        )
-        .bind(&rows.ids)
-        .bind(&rows.statuses)
-        .bind(&rows.delivered)
-        .bind(&rows.read)
-        .bind(&rows.replied)
-        .bind(&rows.failed)
-        .bind(&rows.codes)
+        &rows.ids,
+        &rows.statuses as _,
+        &rows.delivered as _,
+        &rows.read as _,
+        &rows.replied as _,
+        &rows.failed as _,
+        &rows.codes as _,
+    )
         .execute(&mut *tx)
         .await?;
     }

@@ -4,19 +4,9 @@ use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::ListQuery;
-
 use parley_domain::faq::{Faq, FaqCategory, FaqCollection, FaqCollectionFilter, FaqFilter};
 use parley_types::list::{Page, PageRequest};
-
-macro_rules! select_collection {
-    () => {
-        "SELECT c.*,
-            (SELECT count(*) FROM faqs f WHERE f.collection_id = c.id) AS faq_count,
-            (SELECT coalesce(sum(f.read_time), 0)::int8 FROM faqs f WHERE f.collection_id = c.id)
-                AS total_read_time
-         FROM faq_collections c"
-    };
-}
+use parley_types::time::Timestamp;
 
 /// Slugs like `base` or `base-<n>` already used in `(org, locale)` by collections or FAQs.
 pub async fn taken_slugs(
@@ -26,42 +16,50 @@ pub async fn taken_slugs(
     locale: &str,
     base: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
-    let sql = if of_faqs {
-        "SELECT slug FROM faqs WHERE organization_id = $1 AND locale = $2
-           AND (slug = $3 OR slug ~ ('^' || $3 || '-[0-9]+$'))"
-    } else {
-        "SELECT slug FROM faq_collections WHERE organization_id = $1 AND locale = $2
-           AND (slug = $3 OR slug ~ ('^' || $3 || '-[0-9]+$'))"
-    };
-    sqlx::query_scalar(sql)
-        .bind(org)
-        .bind(locale)
-        .bind(base)
+    if of_faqs {
+        sqlx::query_scalar!(
+            "SELECT slug FROM faqs WHERE organization_id = $1 AND locale = $2
+               AND (slug = $3 OR slug ~ ('^' || $3 || '-[0-9]+$'))",
+            org,
+            locale,
+            base,
+        )
         .fetch_all(db)
         .await
+    } else {
+        sqlx::query_scalar!(
+            "SELECT slug FROM faq_collections WHERE organization_id = $1 AND locale = $2
+               AND (slug = $3 OR slug ~ ('^' || $3 || '-[0-9]+$'))",
+            org,
+            locale,
+            base,
+        )
+        .fetch_all(db)
+        .await
+    }
 }
 
 pub async fn insert_collection(
     db: impl PgExecutor<'_>,
     c: &FaqCollection,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO faq_collections (id, organization_id, name, slug, description, color, icon,
             display_order, is_published, locale, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        c.id,
+        c.organization_id,
+        &c.name,
+        &c.slug,
+        c.description.as_deref(),
+        c.color.as_deref(),
+        c.icon.as_deref(),
+        c.display_order,
+        c.is_published,
+        &c.locale,
+        c.created_at,
+        c.updated_at,
     )
-    .bind(c.id)
-    .bind(c.organization_id)
-    .bind(&c.name)
-    .bind(&c.slug)
-    .bind(&c.description)
-    .bind(&c.color)
-    .bind(&c.icon)
-    .bind(c.display_order)
-    .bind(c.is_published)
-    .bind(&c.locale)
-    .bind(c.created_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -71,22 +69,22 @@ pub async fn update_collection(
     db: impl PgExecutor<'_>,
     c: &FaqCollection,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE faq_collections SET name = $3, slug = $4, description = $5, color = $6, icon = $7,
             display_order = $8, is_published = $9, locale = $10, updated_at = $11
          WHERE organization_id = $1 AND id = $2",
+        c.organization_id,
+        c.id,
+        &c.name,
+        &c.slug,
+        c.description.as_deref(),
+        c.color.as_deref(),
+        c.icon.as_deref(),
+        c.display_order,
+        c.is_published,
+        &c.locale,
+        c.updated_at,
     )
-    .bind(c.organization_id)
-    .bind(c.id)
-    .bind(&c.name)
-    .bind(&c.slug)
-    .bind(&c.description)
-    .bind(&c.color)
-    .bind(&c.icon)
-    .bind(c.display_order)
-    .bind(c.is_published)
-    .bind(&c.locale)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -97,29 +95,47 @@ pub async fn get_collection(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<FaqCollection>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        select_collection!(),
-        " WHERE c.organization_id = $1 AND c.id = $2"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(db)
-    .await
+    Ok(collections(db, org, &[id]).await?.pop())
+}
+
+/// The collections of `org` among `ids`, in no particular order, with their figures.
+async fn collections(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<FaqCollection>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        FaqCollectionRow,
+        r#"SELECT c.id, c.organization_id, c.name, c.slug, c.description, c.color, c.icon,
+            c.display_order, c.is_published, c.locale,
+            (SELECT count(*) FROM faqs f WHERE f.collection_id = c.id) AS "faq_count!",
+            (SELECT coalesce(sum(f.read_time), 0)::int8 FROM faqs f WHERE f.collection_id = c.id) AS "total_read_time!",
+            c.created_at, c.updated_at
+         FROM faq_collections c WHERE c.organization_id = $1 AND c.id = ANY($2)"#,
+        org,
+        ids,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(FaqCollection::from).collect())
 }
 
 pub async fn lock_collection(
-    db: impl PgExecutor<'_>,
+    conn: &mut PgConnection,
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<FaqCollection>, sqlx::Error> {
-    sqlx::query_as(concat!(
-        select_collection!(),
-        " WHERE c.organization_id = $1 AND c.id = $2 FOR UPDATE OF c"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(db)
-    .await
+    let found = sqlx::query_scalar!(
+        "SELECT id FROM faq_collections WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    match found {
+        Some(_) => get_collection(conn, org, id).await,
+        None => Ok(None),
+    }
 }
 
 fn push_collection_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &FaqCollectionFilter) {
@@ -139,12 +155,15 @@ pub async fn list_collections(
     f: &FaqCollectionFilter,
     page: &PageRequest,
 ) -> Result<Page<FaqCollection>, sqlx::Error> {
-    let q = ListQuery {
-        select: select_collection!(),
-        count_from: "FROM faq_collections c",
-        alias: "c",
-    };
-    super::page(pool, q, |qb| push_collection_filter(qb, org, f), page).await
+    super::page_of(
+        pool,
+        "FROM faq_collections c",
+        "c",
+        |qb| push_collection_filter(qb, org, f),
+        page,
+        |ids| async move { collections(pool, org, &ids).await },
+    )
+    .await
 }
 
 pub async fn delete_collection(
@@ -152,42 +171,44 @@ pub async fn delete_collection(
     org: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM faq_collections WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM faq_collections WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
 pub async fn insert_category(db: impl PgExecutor<'_>, c: &FaqCategory) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO faq_categories (id, organization_id, collection_id, name, display_order,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        c.id,
+        c.organization_id,
+        c.collection_id,
+        &c.name,
+        c.display_order,
+        c.created_at,
+        c.updated_at,
     )
-    .bind(c.id)
-    .bind(c.organization_id)
-    .bind(c.collection_id)
-    .bind(&c.name)
-    .bind(c.display_order)
-    .bind(c.created_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update_category(db: impl PgExecutor<'_>, c: &FaqCategory) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE faq_categories SET name = $3, display_order = $4, updated_at = $5
          WHERE organization_id = $1 AND id = $2",
+        c.organization_id,
+        c.id,
+        &c.name,
+        c.display_order,
+        c.updated_at,
     )
-    .bind(c.organization_id)
-    .bind(c.id)
-    .bind(&c.name)
-    .bind(c.display_order)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -200,13 +221,14 @@ pub async fn lock_category(
     collection: Uuid,
     id: Uuid,
 ) -> Result<Option<FaqCategory>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        FaqCategory,
         "SELECT * FROM faq_categories
          WHERE organization_id = $1 AND collection_id = $2 AND id = $3 FOR UPDATE",
+        org,
+        collection,
+        id,
     )
-    .bind(org)
-    .bind(collection)
-    .bind(id)
     .fetch_optional(db)
     .await
 }
@@ -218,7 +240,7 @@ pub async fn list_categories(
     page: &PageRequest,
 ) -> Result<Page<FaqCategory>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT k.* FROM faq_categories k",
+        select: "SELECT k.* FROM faq_categories k".into(),
         count_from: "FROM faq_categories k",
         alias: "k",
     };
@@ -242,12 +264,12 @@ pub async fn delete_category(
     collection: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM faq_categories WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
+        org,
+        collection,
+        id,
     )
-    .bind(org)
-    .bind(collection)
-    .bind(id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -259,65 +281,65 @@ pub async fn category_in_collection(
     collection: Uuid,
     category: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM faq_categories WHERE collection_id = $1 AND id = $2)",
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM faq_categories WHERE collection_id = $1 AND id = $2) AS "exists!""#,
+        collection,
+        category,
     )
-    .bind(collection)
-    .bind(category)
     .fetch_one(db)
     .await
 }
 
 pub async fn insert_faq(db: impl PgExecutor<'_>, f: &Faq) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO faqs (id, organization_id, collection_id, category_id, title, slug, content,
             description, tags, locale, is_featured, is_published, display_order, views, read_time,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        f.id,
+        f.organization_id,
+        f.collection_id,
+        f.category_id,
+        &f.title,
+        &f.slug,
+        &f.content,
+        f.description.as_deref(),
+        &f.tags,
+        &f.locale,
+        f.is_featured,
+        f.is_published,
+        f.display_order,
+        f.views,
+        f.read_time,
+        f.created_at,
+        f.updated_at,
     )
-    .bind(f.id)
-    .bind(f.organization_id)
-    .bind(f.collection_id)
-    .bind(f.category_id)
-    .bind(&f.title)
-    .bind(&f.slug)
-    .bind(&f.content)
-    .bind(&f.description)
-    .bind(&f.tags)
-    .bind(&f.locale)
-    .bind(f.is_featured)
-    .bind(f.is_published)
-    .bind(f.display_order)
-    .bind(f.views)
-    .bind(f.read_time)
-    .bind(f.created_at)
-    .bind(f.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update_faq(db: impl PgExecutor<'_>, f: &Faq) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE faqs SET category_id = $3, title = $4, slug = $5, content = $6, description = $7,
             tags = $8, locale = $9, is_featured = $10, is_published = $11, display_order = $12,
             read_time = $13, updated_at = $14
          WHERE organization_id = $1 AND id = $2",
+        f.organization_id,
+        f.id,
+        f.category_id,
+        &f.title,
+        &f.slug,
+        &f.content,
+        f.description.as_deref(),
+        &f.tags,
+        &f.locale,
+        f.is_featured,
+        f.is_published,
+        f.display_order,
+        f.read_time,
+        f.updated_at,
     )
-    .bind(f.organization_id)
-    .bind(f.id)
-    .bind(f.category_id)
-    .bind(&f.title)
-    .bind(&f.slug)
-    .bind(&f.content)
-    .bind(&f.description)
-    .bind(&f.tags)
-    .bind(&f.locale)
-    .bind(f.is_featured)
-    .bind(f.is_published)
-    .bind(f.display_order)
-    .bind(f.read_time)
-    .bind(f.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -329,30 +351,52 @@ pub async fn get_faq(
     collection: Uuid,
     id: Uuid,
 ) -> Result<Option<Faq>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM faqs WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
+    Ok(faqs(db, org, collection, Some(&[id])).await?.pop())
+}
+
+/// The FAQs of a collection (those among `ids`, or all), in display order.
+async fn faqs(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    collection: Uuid,
+    ids: Option<&[Uuid]>,
+) -> Result<Vec<Faq>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        FaqRow,
+        "SELECT q.id, q.organization_id, q.collection_id, q.category_id, q.title, q.slug, q.content,
+            q.description, q.tags, q.locale, q.is_featured, q.is_published, q.display_order,
+            q.views, q.read_time, q.created_at, q.updated_at
+         FROM faqs q WHERE q.organization_id = $1 AND q.collection_id = $2
+           AND ($3::uuid[] IS NULL OR q.id = ANY($3))
+         ORDER BY q.display_order, q.created_at, q.id",
+        org,
+        collection,
+        ids,
     )
-    .bind(org)
-    .bind(collection)
-    .bind(id)
-    .fetch_optional(db)
-    .await
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(Faq::from).collect())
 }
 
 pub async fn lock_faq(
-    db: impl PgExecutor<'_>,
+    conn: &mut PgConnection,
     org: Uuid,
     collection: Uuid,
     id: Uuid,
 ) -> Result<Option<Faq>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM faqs WHERE organization_id = $1 AND collection_id = $2 AND id = $3 FOR UPDATE",
+    let found = sqlx::query_scalar!(
+        "SELECT id FROM faqs WHERE organization_id = $1 AND collection_id = $2 AND id = $3
+         FOR UPDATE",
+        org,
+        collection,
+        id,
     )
-    .bind(org)
-    .bind(collection)
-    .bind(id)
-    .fetch_optional(db)
-    .await
+    .fetch_optional(&mut *conn)
+    .await?;
+    match found {
+        Some(_) => get_faq(conn, org, collection, id).await,
+        None => Ok(None),
+    }
 }
 
 /// Fills `category` of the given FAQs.
@@ -364,10 +408,13 @@ pub async fn embed_categories(
     if ids.is_empty() {
         return Ok(());
     }
-    let rows: Vec<FaqCategory> = sqlx::query_as("SELECT * FROM faq_categories WHERE id = ANY($1)")
-        .bind(&ids)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows: Vec<FaqCategory> = sqlx::query_as!(
+        FaqCategory,
+        "SELECT * FROM faq_categories WHERE id = ANY($1)",
+        &ids,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     let by_id: HashMap<Uuid, FaqCategory> = rows.into_iter().map(|c| (c.id, c)).collect();
     for f in faqs {
         f.category = f.category_id.and_then(|id| by_id.get(&id).cloned());
@@ -376,15 +423,14 @@ pub async fn embed_categories(
 }
 
 /// Every FAQ of a collection, in display order.
-pub async fn faqs_of(conn: &mut PgConnection, collection: Uuid) -> Result<Vec<Faq>, sqlx::Error> {
-    let mut faqs: Vec<Faq> = sqlx::query_as(
-        "SELECT * FROM faqs WHERE collection_id = $1 ORDER BY display_order, created_at, id",
-    )
-    .bind(collection)
-    .fetch_all(&mut *conn)
-    .await?;
-    embed_categories(conn, &mut faqs).await?;
-    Ok(faqs)
+pub async fn faqs_of(
+    conn: &mut PgConnection,
+    org: Uuid,
+    collection: Uuid,
+) -> Result<Vec<Faq>, sqlx::Error> {
+    let mut found = faqs(&mut *conn, org, collection, None).await?;
+    embed_categories(conn, &mut found).await?;
+    Ok(found)
 }
 
 fn push_faq_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, collection: Uuid, f: &FaqFilter) {
@@ -410,15 +456,20 @@ pub async fn list_faqs(
     f: &FaqFilter,
     page: &PageRequest,
 ) -> Result<Page<Faq>, sqlx::Error> {
-    let q = ListQuery {
-        select: "SELECT q.* FROM faqs q",
-        count_from: "FROM faqs q",
-        alias: "q",
-    };
-    let mut page = super::page(pool, q, |qb| push_faq_filter(qb, org, collection, f), page).await?;
-    let mut conn = pool.acquire().await?;
-    embed_categories(&mut conn, page.items_mut()).await?;
-    Ok(page)
+    super::page_of(
+        pool,
+        "FROM faqs q",
+        "q",
+        |qb| push_faq_filter(qb, org, collection, f),
+        page,
+        |ids| async move {
+            let mut conn = pool.acquire().await?;
+            let mut found = faqs(&mut *conn, org, collection, Some(&ids)).await?;
+            embed_categories(&mut conn, &mut found).await?;
+            Ok(found)
+        },
+    )
+    .await
 }
 
 pub async fn delete_faq(
@@ -427,13 +478,99 @@ pub async fn delete_faq(
     collection: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM faqs WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
+        org,
+        collection,
+        id,
     )
-    .bind(org)
-    .bind(collection)
-    .bind(id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// FaqCollection as its checked statements read it (what it embeds is read apart).
+struct FaqCollectionRow {
+    id: Uuid,
+    organization_id: Uuid,
+    name: String,
+    slug: String,
+    description: Option<String>,
+    color: Option<String>,
+    icon: Option<String>,
+    display_order: i32,
+    is_published: bool,
+    locale: String,
+    faq_count: i64,
+    total_read_time: i64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<FaqCollectionRow> for FaqCollection {
+    fn from(r: FaqCollectionRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            name: r.name,
+            slug: r.slug,
+            description: r.description,
+            color: r.color,
+            icon: r.icon,
+            display_order: r.display_order,
+            is_published: r.is_published,
+            locale: r.locale,
+            faq_count: r.faq_count,
+            total_read_time: r.total_read_time,
+            faqs: Default::default(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// Faq as its checked statements read it (what it embeds is read apart).
+struct FaqRow {
+    id: Uuid,
+    organization_id: Uuid,
+    collection_id: Uuid,
+    category_id: Option<Uuid>,
+    title: String,
+    slug: String,
+    content: String,
+    description: Option<String>,
+    tags: Vec<String>,
+    locale: String,
+    is_featured: bool,
+    is_published: bool,
+    display_order: i32,
+    views: i64,
+    read_time: i32,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<FaqRow> for Faq {
+    fn from(r: FaqRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            collection_id: r.collection_id,
+            category_id: r.category_id,
+            category: Default::default(),
+            title: r.title,
+            slug: r.slug,
+            content: r.content,
+            description: r.description,
+            tags: r.tags,
+            locale: r.locale,
+            is_featured: r.is_featured,
+            is_published: r.is_published,
+            display_order: r.display_order,
+            views: r.views,
+            read_time: r.read_time,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
 }

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use parley_domain::files::File;
+use parley_domain::files::{File, FileStatus, FileType};
+use parley_types::time::Timestamp;
 
 /// Several files of the organization (deleted ones too: an attachment keeps showing its
 /// file), by id.
@@ -17,33 +18,39 @@ pub async fn get_many(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<File> =
-        sqlx::query_as("SELECT * FROM files WHERE organization_id = $1 AND id = ANY($2)")
-            .bind(org)
-            .bind(ids)
-            .fetch_all(db)
-            .await?;
-    Ok(rows.into_iter().map(|f| (f.id, f)).collect())
+    let rows = sqlx::query_as!(
+        FileRow,
+        "SELECT id, organization_id, user_id, guest_session_id, filename, file_type,
+            content_type, file_size, file_hash, storage_key, status, uploaded_at,
+            thumbnail_url, thumbnail_storage_key, thumbnail_status, thumbnail_error,
+            thumbnail_size, metadata, created_at, updated_at, deleted_at
+         FROM files WHERE organization_id = $1 AND id = ANY($2)",
+        org,
+        ids,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|f| (f.id, File::from(f))).collect())
 }
 
 pub async fn insert(db: impl PgExecutor<'_>, f: &File) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO files (id, organization_id, user_id, guest_session_id, filename, file_type,
             content_type, file_size, storage_key, status, metadata, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)",
+        f.id,
+        f.organization_id,
+        f.user_id,
+        f.guest_session_id.as_deref(),
+        &f.filename,
+        f.file_type.as_str(),
+        &f.content_type,
+        f.file_size,
+        &f.storage_key,
+        f.status.as_str(),
+        &f.metadata as _,
+        f.created_at,
     )
-    .bind(f.id)
-    .bind(f.organization_id)
-    .bind(f.user_id)
-    .bind(&f.guest_session_id)
-    .bind(&f.filename)
-    .bind(f.file_type)
-    .bind(&f.content_type)
-    .bind(f.file_size)
-    .bind(&f.storage_key)
-    .bind(f.status)
-    .bind(&f.metadata)
-    .bind(f.created_at)
     .execute(db)
     .await?;
     Ok(())
@@ -55,13 +62,19 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<File>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT * FROM files WHERE organization_id = $1 AND id = $2 AND deleted_at IS NULL",
+    let row = sqlx::query_as!(
+        FileRow,
+        "SELECT id, organization_id, user_id, guest_session_id, filename, file_type,
+            content_type, file_size, file_hash, storage_key, status, uploaded_at,
+            thumbnail_url, thumbnail_storage_key, thumbnail_status, thumbnail_error,
+            thumbnail_size, metadata, created_at, updated_at, deleted_at
+         FROM files WHERE organization_id = $1 AND id = $2 AND deleted_at IS NULL",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(db)
-    .await
+    .await?;
+    Ok(row.map(File::from))
 }
 
 /// Records the upload as the store saw it: its size and ETag.
@@ -72,18 +85,23 @@ pub async fn mark_uploaded(
     size: i64,
     hash: Option<&str>,
 ) -> Result<Option<File>, sqlx::Error> {
-    sqlx::query_as(
+    let row = sqlx::query_as!(
+        FileRow,
         "UPDATE files SET status = 'uploaded', file_size = $3, file_hash = $4,
             uploaded_at = coalesce(uploaded_at, clock_timestamp())
          WHERE organization_id = $1 AND id = $2 AND deleted_at IS NULL
-         RETURNING *",
+         RETURNING id, organization_id, user_id, guest_session_id, filename, file_type,
+                content_type, file_size, file_hash, storage_key, status, uploaded_at,
+                thumbnail_url, thumbnail_storage_key, thumbnail_status, thumbnail_error,
+                thumbnail_size, metadata, created_at, updated_at, deleted_at",
+        org,
+        id,
+        size,
+        hash,
     )
-    .bind(org)
-    .bind(id)
-    .bind(size)
-    .bind(hash)
     .fetch_optional(db)
-    .await
+    .await?;
+    Ok(row.map(File::from))
 }
 
 /// Sets `deletedAt`; attachments keep referring to the record.
@@ -92,13 +110,67 @@ pub async fn mark_deleted(
     org: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE files SET deleted_at = clock_timestamp()
          WHERE organization_id = $1 AND id = $2 AND deleted_at IS NULL",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// A file as its checked statements read it (its URL is signed apart).
+struct FileRow {
+    id: Uuid,
+    organization_id: Uuid,
+    user_id: Option<Uuid>,
+    guest_session_id: Option<String>,
+    filename: String,
+    file_type: FileType,
+    content_type: String,
+    file_size: i64,
+    file_hash: Option<String>,
+    storage_key: String,
+    status: FileStatus,
+    uploaded_at: Option<Timestamp>,
+    thumbnail_url: Option<String>,
+    thumbnail_storage_key: Option<String>,
+    thumbnail_status: Option<String>,
+    thumbnail_error: Option<String>,
+    thumbnail_size: Option<i64>,
+    metadata: sqlx::types::Json<serde_json::Value>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    deleted_at: Option<Timestamp>,
+}
+
+impl From<FileRow> for File {
+    fn from(r: FileRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            user_id: r.user_id,
+            guest_session_id: r.guest_session_id,
+            filename: r.filename,
+            file_type: r.file_type,
+            content_type: r.content_type,
+            file_size: r.file_size,
+            file_hash: r.file_hash,
+            file_url: Default::default(),
+            storage_key: r.storage_key,
+            status: r.status,
+            uploaded_at: r.uploaded_at,
+            thumbnail_url: r.thumbnail_url,
+            thumbnail_storage_key: r.thumbnail_storage_key,
+            thumbnail_status: r.thumbnail_status,
+            thumbnail_error: r.thumbnail_error,
+            thumbnail_size: r.thumbnail_size,
+            metadata: r.metadata,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            deleted_at: r.deleted_at,
+        }
+    }
 }

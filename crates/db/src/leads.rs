@@ -1,69 +1,60 @@
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::ListQuery;
-
 use super::tags::{TagLink, tags_of};
 use super::users::summaries;
-use parley_domain::leads::{Lead, LeadFilter};
+use parley_domain::leads::{Lead, LeadFilter, LeadStatus};
 use parley_types::list::{Page, PageRequest};
-
-macro_rules! select {
-    () => {
-        "SELECT l.id, l.organization_id, l.name, l.email, l.phone, l.source, l.notes,
-                l.value, l.currency, l.status, l.assignee_id, l.contact_id,
-                l.converted_at, l.created_at, l.updated_at
-         FROM leads l"
-    };
-}
+use parley_types::time::Timestamp;
+use sqlx::types::Decimal;
 
 pub async fn insert(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO leads (id, organization_id, name, email, phone, source, notes, value, currency,
             status, assignee_id, contact_id, converted_at, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        l.id,
+        l.organization_id,
+        l.name.as_deref(),
+        l.email.as_deref(),
+        l.phone.as_deref(),
+        l.source.as_deref(),
+        l.notes.as_deref(),
+        l.value,
+        l.currency.as_deref(),
+        l.status.as_str(),
+        l.assignee_id,
+        l.contact_id,
+        l.converted_at,
+        l.created_at,
+        l.updated_at,
     )
-    .bind(l.id)
-    .bind(l.organization_id)
-    .bind(&l.name)
-    .bind(&l.email)
-    .bind(&l.phone)
-    .bind(&l.source)
-    .bind(&l.notes)
-    .bind(l.value)
-    .bind(&l.currency)
-    .bind(l.status)
-    .bind(l.assignee_id)
-    .bind(l.contact_id)
-    .bind(l.converted_at)
-    .bind(l.created_at)
-    .bind(l.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE leads SET name = $3, email = $4, phone = $5, source = $6, notes = $7,
             value = $8, currency = $9, status = $10, assignee_id = $11,
             contact_id = $12, converted_at = $13, updated_at = $14
          WHERE organization_id = $1 AND id = $2",
+        l.organization_id,
+        l.id,
+        l.name.as_deref(),
+        l.email.as_deref(),
+        l.phone.as_deref(),
+        l.source.as_deref(),
+        l.notes.as_deref(),
+        l.value,
+        l.currency.as_deref(),
+        l.status.as_str(),
+        l.assignee_id,
+        l.contact_id,
+        l.converted_at,
+        l.updated_at,
     )
-    .bind(l.organization_id)
-    .bind(l.id)
-    .bind(&l.name)
-    .bind(&l.email)
-    .bind(&l.phone)
-    .bind(&l.source)
-    .bind(&l.notes)
-    .bind(l.value)
-    .bind(&l.currency)
-    .bind(l.status)
-    .bind(l.assignee_id)
-    .bind(l.contact_id)
-    .bind(l.converted_at)
-    .bind(l.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -87,19 +78,27 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Lead>, sqlx::Error> {
-    let row: Option<Lead> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE l.organization_id = $1 AND l.id = $2"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(lead) = row else { return Ok(None) };
-    let mut leads = [lead];
+    Ok(read(conn, org, &[id]).await?.pop())
+}
+
+/// The leads of `org` among `ids`, in no particular order, with their assignee and tags.
+async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Lead>, sqlx::Error> {
+    let mut leads: Vec<Lead> = sqlx::query_as!(
+        LeadRow,
+        "SELECT l.id, l.organization_id, l.name, l.email, l.phone, l.source, l.notes, l.value,
+            l.currency, l.status, l.assignee_id, l.contact_id, l.converted_at, l.created_at,
+            l.updated_at
+         FROM leads l WHERE l.organization_id = $1 AND l.id = ANY($2)",
+        org,
+        ids,
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(Lead::from)
+    .collect();
     embed(conn, org, &mut leads).await?;
-    let [lead] = leads;
-    Ok(Some(lead))
+    Ok(leads)
 }
 
 pub async fn lock(
@@ -107,11 +106,11 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Lead>, sqlx::Error> {
-    let found: Option<Uuid> = sqlx::query_scalar(
+    let found: Option<Uuid> = sqlx::query_scalar!(
         "SELECT id FROM leads WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(&mut *conn)
     .await?;
     match found {
@@ -140,13 +139,56 @@ pub async fn list(
     f: &LeadFilter,
     page: &PageRequest,
 ) -> Result<Page<Lead>, sqlx::Error> {
-    let q = ListQuery {
-        select: select!(),
-        count_from: "FROM leads l",
-        alias: "l",
-    };
-    let mut page = super::page(pool, q, |qb| push_filter(qb, org, f), page).await?;
-    let mut conn = pool.acquire().await?;
-    embed(&mut conn, org, page.items_mut()).await?;
-    Ok(page)
+    super::page_of(
+        pool,
+        "FROM leads l",
+        "l",
+        |qb| push_filter(qb, org, f),
+        page,
+        |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
+    )
+    .await
+}
+
+/// A lead as its checked statement reads it (assignee and tags are read apart).
+struct LeadRow {
+    id: Uuid,
+    organization_id: Uuid,
+    name: Option<String>,
+    email: Option<String>,
+    phone: Option<String>,
+    source: Option<String>,
+    notes: Option<String>,
+    value: Option<Decimal>,
+    currency: Option<String>,
+    status: LeadStatus,
+    assignee_id: Option<Uuid>,
+    contact_id: Option<Uuid>,
+    converted_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<LeadRow> for Lead {
+    fn from(r: LeadRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            name: r.name,
+            email: r.email,
+            phone: r.phone,
+            source: r.source,
+            notes: r.notes,
+            value: r.value,
+            currency: r.currency,
+            status: r.status,
+            assignee_id: r.assignee_id,
+            assignee: Default::default(),
+            contact_id: r.contact_id,
+            converted_at: r.converted_at,
+            tags: Default::default(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
 }

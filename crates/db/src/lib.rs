@@ -26,9 +26,14 @@ pub mod webhooks;
 
 use std::time::Duration;
 
-use parley_types::list::PageRequest;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use parley_types::list::{Cursor, Keyed, Page, PageRequest};
+use parley_types::time::Timestamp;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, QueryBuilder};
+use uuid::Uuid;
 
 /// The migrations in `migrations/`, embedded in the binaries.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -106,7 +111,7 @@ pub fn push_window(page: &PageRequest, qb: &mut QueryBuilder<Postgres>, alias: &
 /// The two queries of a list: what to select, from where, and which alias orders it.
 pub(crate) struct ListQuery {
     /// `SELECT ... FROM ...` of the rows.
-    pub select: &'static str,
+    pub select: Cow<'static, str>,
     /// `FROM ...` for the count (without joins the count does not need).
     pub count_from: &'static str,
     /// The alias whose `created_at` and `id` order and window the list.
@@ -132,4 +137,58 @@ where
     push_window(req, &mut rows, q.alias);
     let rows: Vec<T> = rows.build_query_as().fetch_all(pool).await?;
     Ok(parley_types::list::Page::new(rows, req, total))
+}
+
+/// What orders a listed row and identifies it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct Key {
+    id: Uuid,
+    created_at: Timestamp,
+}
+
+impl Keyed for Key {
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            created_at: self.created_at,
+            id: self.id,
+        }
+    }
+}
+
+/// One page of a list whose rows are read by a checked statement: the dynamic filter picks
+/// the page's ids (`SELECT <alias>.id, <alias>.created_at <from> ...`), then `read` reads
+/// their rows, which come back in the page's order.
+pub(crate) async fn page_of<T, F>(
+    pool: &PgPool,
+    from: &'static str,
+    alias: &'static str,
+    filter: impl Fn(&mut sqlx::QueryBuilder<sqlx::Postgres>),
+    req: &PageRequest,
+    read: impl FnOnce(Vec<Uuid>) -> F,
+) -> Result<Page<T>, sqlx::Error>
+where
+    T: Keyed,
+    F: Future<Output = Result<Vec<T>, sqlx::Error>>,
+{
+    let keys: Page<Key> = page(
+        pool,
+        ListQuery {
+            select: format!("SELECT {alias}.id, {alias}.created_at {from}").into(),
+            count_from: from,
+            alias,
+        },
+        filter,
+        req,
+    )
+    .await?;
+    keys.read(|keys| async move {
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.id).collect();
+        let mut rows: HashMap<Uuid, T> = read(ids.clone())
+            .await?
+            .into_iter()
+            .map(|r| (r.cursor().id, r))
+            .collect();
+        Ok(ids.iter().filter_map(|id| rows.remove(id)).collect())
+    })
+    .await
 }

@@ -7,43 +7,43 @@ use parley_domain::message_attributes::{MessageAttribute, MessageAttributeFilter
 use parley_types::list::{Page, PageRequest};
 
 pub async fn insert(db: impl PgExecutor<'_>, a: &MessageAttribute) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO message_attributes (id, organization_id, key, label, category, data_source,
             default_value, attribute_type, is_active, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        a.id,
+        a.organization_id,
+        &a.key,
+        &a.label,
+        a.category.as_deref(),
+        a.data_source.as_deref(),
+        a.default_value.as_deref(),
+        a.attribute_type.as_str(),
+        a.is_active,
+        a.created_at,
+        a.updated_at,
     )
-    .bind(a.id)
-    .bind(a.organization_id)
-    .bind(&a.key)
-    .bind(&a.label)
-    .bind(&a.category)
-    .bind(&a.data_source)
-    .bind(&a.default_value)
-    .bind(a.attribute_type)
-    .bind(a.is_active)
-    .bind(a.created_at)
-    .bind(a.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, a: &MessageAttribute) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE message_attributes SET key = $3, label = $4, category = $5, data_source = $6,
             default_value = $7, attribute_type = $8, is_active = $9, updated_at = $10
          WHERE organization_id = $1 AND id = $2",
+        a.organization_id,
+        a.id,
+        &a.key,
+        &a.label,
+        a.category.as_deref(),
+        a.data_source.as_deref(),
+        a.default_value.as_deref(),
+        a.attribute_type.as_str(),
+        a.is_active,
+        a.updated_at,
     )
-    .bind(a.organization_id)
-    .bind(a.id)
-    .bind(&a.key)
-    .bind(&a.label)
-    .bind(&a.category)
-    .bind(&a.data_source)
-    .bind(&a.default_value)
-    .bind(a.attribute_type)
-    .bind(a.is_active)
-    .bind(a.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -54,11 +54,14 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<MessageAttribute>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        MessageAttribute,
+        "SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 pub async fn lock(
@@ -66,11 +69,12 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<MessageAttribute>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        MessageAttribute,
         "SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(db)
     .await
 }
@@ -92,7 +96,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<MessageAttribute>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT a.* FROM message_attributes a",
+        select: "SELECT a.* FROM message_attributes a".into(),
         count_from: "FROM message_attributes a",
         alias: "a",
     };
@@ -100,10 +104,12 @@ pub async fn list(
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM message_attributes WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM message_attributes WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }

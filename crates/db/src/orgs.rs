@@ -10,13 +10,14 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<Organization,
     let base = parley_types::fields::slugify(name);
     let tail = &id.simple().to_string()[24..];
     for slug in [base.clone(), format!("{base}-{tail}")] {
-        let created: Option<Organization> = sqlx::query_as(
+        let created: Option<Organization> = sqlx::query_as!(
+            Organization,
             "INSERT INTO organizations (id, name, slug) VALUES ($1, $2, $3)
              ON CONFLICT (slug) DO NOTHING RETURNING *",
+            id,
+            name,
+            &slug,
         )
-        .bind(id)
-        .bind(name)
-        .bind(&slug)
         .fetch_optional(&mut *conn)
         .await?;
         if let Some(org) = created {
@@ -27,31 +28,37 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<Organization,
 }
 
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organization>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM organizations WHERE id = $1")
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        Organization,
+        "SELECT * FROM organizations WHERE id = $1",
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// Writes an organization's name and working hours.
 pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE organizations SET name = $2, working_hours = $3, updated_at = $4 WHERE id = $1",
+        o.id,
+        &o.name,
+        &o.working_hours as _,
+        o.updated_at,
     )
-    .bind(o.id)
-    .bind(&o.name)
-    .bind(&o.working_hours)
-    .bind(o.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn lock(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organization>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM organizations WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        Organization,
+        "SELECT * FROM organizations WHERE id = $1 FOR UPDATE",
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// The next number of the organization's counter `name` (1, 2, 3, ...). The counter's row
@@ -62,13 +69,13 @@ pub async fn next_number(
     org: Uuid,
     name: &str,
 ) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO organization_counters AS c (organization_id, name, value) VALUES ($1, $2, 1)
          ON CONFLICT (organization_id, name) DO UPDATE SET value = c.value + 1
          RETURNING value",
+        org,
+        name,
     )
-    .bind(org)
-    .bind(name)
     .fetch_one(conn)
     .await
 }

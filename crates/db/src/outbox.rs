@@ -8,7 +8,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
-use parley_domain::webhooks::EventName;
+use parley_domain::webhooks::{DeliveryStatus, EventName};
 
 /// The channel `emit` notifies, so relays wake at once instead of at their next tick.
 pub const CHANNEL: &str = "parley_outbox";
@@ -39,19 +39,18 @@ pub async fn emit_many(
     let names: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
     let data: Vec<sqlx::types::Json<&serde_json::Value>> =
         events.iter().map(|e| sqlx::types::Json(&e.2)).collect();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO webhook_events (id, organization_id, event, data)
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[])",
+        &ids,
+        &orgs,
+        &names as _,
+        &data as _,
     )
-    .bind(&ids)
-    .bind(&orgs)
-    .bind(&names)
-    .bind(&data)
     .execute(&mut *conn)
     .await?;
     // Delivered on commit, and only then.
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(CHANNEL)
+    sqlx::query!("SELECT pg_notify($1, '')", CHANNEL,)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -65,8 +64,8 @@ pub async fn relay(
     db: impl PgExecutor<'_>,
     limit: i64,
 ) -> Result<(Vec<(Uuid, Uuid)>, usize), sqlx::Error> {
-    let rows: Vec<(Option<Uuid>, Option<Uuid>, bool)> = sqlx::query_as(
-        "WITH ev AS (
+    let rows = sqlx::query!(
+        r#"WITH ev AS (
             SELECT id, organization_id, event FROM webhook_events
             WHERE relayed_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
          ), marked AS (
@@ -80,20 +79,20 @@ pub async fn relay(
             FROM ev JOIN webhooks w
               ON w.organization_id = ev.organization_id AND w.is_active AND ev.event = ANY (w.events)
             ON CONFLICT (webhook_id, event_id) DO NOTHING
-            RETURNING webhook_id, id, enqueued_at IS NOT NULL
+            RETURNING webhook_id, id, enqueued_at IS NOT NULL AS enqueue
          )
-         SELECT * FROM made
+         SELECT webhook_id, id AS delivery_id, enqueue AS "enqueue!" FROM made
          UNION ALL
-         SELECT NULL, NULL, false FROM marked",
+         SELECT NULL, NULL, false FROM marked"#,
+        limit,
     )
-    .bind(limit)
     .fetch_all(db)
     .await?;
-    let relayed = rows.iter().filter(|(w, _, _)| w.is_none()).count();
+    let relayed = rows.iter().filter(|r| r.webhook_id.is_none()).count();
     let deliveries = rows
         .into_iter()
-        .filter(|(_, _, enqueue)| *enqueue)
-        .filter_map(|(w, d, _)| Some((w?, d?)))
+        .filter(|r| r.enqueue)
+        .filter_map(|r| Some((r.webhook_id?, r.delivery_id?)))
         .collect();
     Ok((deliveries, relayed))
 }
@@ -110,17 +109,18 @@ pub async fn take_due(
     lost_after: Option<Duration>,
 ) -> Result<Due, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let ours: bool =
-        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due'))")
-            .fetch_one(&mut *tx)
-            .await?;
+    let ours: bool = sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due')) AS "locked!""#,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     if !ours {
         return Ok(Due::default());
     }
     // A delivery taken again while its last enqueue is not followed by a recorded attempt
     // (`enqueued_at >= next_attempt_at`) is a requeue of lost work; past the ceiling it is
     // given up, so a delivery whose outcome cannot be written is not posted forever.
-    let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "UPDATE webhook_deliveries d SET enqueued_at = clock_timestamp(),
             requeues = CASE WHEN d.enqueued_at >= d.next_attempt_at THEN d.requeues + 1
                             ELSE d.requeues END,
@@ -138,20 +138,20 @@ pub async fn take_due(
             ) due
             WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1)
          RETURNING d.webhook_id, d.id, d.status",
+        limit,
+        per_webhook,
+        lost_after.map(|d| d.as_secs_f64()),
+        super::delivery::MAX_REQUEUES,
     )
-    .bind(limit)
-    .bind(per_webhook)
-    .bind(lost_after.map(|d| d.as_secs_f64()))
-    .bind(super::delivery::MAX_REQUEUES)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
     let mut due = Due::default();
-    for (webhook, id, status) in rows {
-        if status == "pending" {
-            due.taken.push((webhook, id));
+    for r in rows {
+        if r.status == DeliveryStatus::Pending {
+            due.taken.push((r.webhook_id, r.id));
         } else {
-            due.given_up.push(id);
+            due.given_up.push(r.id);
         }
     }
     Ok(due)
@@ -166,7 +166,9 @@ pub struct Due {
 
 /// Events not yet relayed: the outbox backlog.
 pub async fn backlog(db: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM webhook_events WHERE relayed_at IS NULL")
-        .fetch_one(db)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM webhook_events WHERE relayed_at IS NULL"#,
+    )
+    .fetch_one(db)
+    .await
 }

@@ -1,7 +1,7 @@
 //! Checks that ids a request refers to are records of the caller's organization, so an unknown
 //! id is a 422 naming the field (`tagIds[1]`) rather than a foreign-key failure.
 
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use std::collections::HashSet;
@@ -24,28 +24,6 @@ pub enum RefTable {
 }
 
 impl RefTable {
-    fn table(self) -> &'static str {
-        match self {
-            RefTable::Tags => "tags",
-            RefTable::Companies => "companies",
-            RefTable::Users => "users",
-            RefTable::Teams => "teams",
-            RefTable::Templates => "templates",
-            RefTable::Contacts => "contacts",
-            RefTable::Categories => "conversation_categories",
-            RefTable::Conversations => "conversations",
-            RefTable::Files => "files",
-        }
-    }
-
-    /// What else a row must be to count: a file must be uploaded and not deleted.
-    fn condition(self) -> &'static str {
-        match self {
-            RefTable::Files => "AND t.status = 'uploaded' AND t.deleted_at IS NULL",
-            _ => "",
-        }
-    }
-
     fn missing_message(self, id: Uuid) -> String {
         match self {
             RefTable::Files => {
@@ -68,18 +46,36 @@ async fn missing(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    // The table name comes from the enum above, never from input.
-    let sql = format!(
-        "SELECT x.id FROM unnest($2::uuid[]) AS x(id) \
-         WHERE NOT EXISTS (SELECT 1 FROM {} t WHERE t.organization_id = $1 AND t.id = x.id {})",
-        table.table(),
-        table.condition()
-    );
-    sqlx::query_scalar(AssertSqlSafe(sql))
-        .bind(org)
-        .bind(ids)
-        .fetch_all(conn)
-        .await
+    // One checked statement per table; a file must also be uploaded and not deleted.
+    macro_rules! missing_from {
+        ($table:tt $(, $condition:tt)?) => {
+            sqlx::query_scalar!(
+                r#"SELECT x.id AS "id!" FROM unnest($2::uuid[]) AS x(id)
+                   WHERE NOT EXISTS (SELECT 1 FROM "# + $table
+                    + " t WHERE t.organization_id = $1 AND t.id = x.id " $(+ $condition)? + ")",
+                org,
+                ids,
+            )
+            .fetch_all(conn)
+            .await
+        };
+    }
+    match table {
+        RefTable::Tags => missing_from!("tags"),
+        RefTable::Companies => missing_from!("companies"),
+        RefTable::Users => missing_from!("users"),
+        RefTable::Teams => missing_from!("teams"),
+        RefTable::Templates => missing_from!("templates"),
+        RefTable::Contacts => missing_from!("contacts"),
+        RefTable::Categories => missing_from!("conversation_categories"),
+        RefTable::Conversations => missing_from!("conversations"),
+        RefTable::Files => {
+            missing_from!(
+                "files",
+                "AND t.status = 'uploaded' AND t.deleted_at IS NULL"
+            )
+        }
+    }
 }
 
 /// Refuses a list field (`tagIds`) with a detail per unknown id (the first

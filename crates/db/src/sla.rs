@@ -18,52 +18,52 @@ use parley_types::metric_names::SLA_BREACHES;
 use parley_types::time::Timestamp;
 
 pub async fn insert_policy(db: impl PgExecutor<'_>, p: &SlaPolicy) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sla_policies (id, organization_id, name, description, priority, channel,
             first_response_seconds, next_response_seconds, resolution_seconds,
             business_hours_only, warning_threshold_seconds, is_active, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        p.id,
+        p.organization_id,
+        &p.name,
+        p.description.as_deref(),
+        p.priority.map(|v| v.as_str()),
+        p.channel.map(|v| v.as_str()),
+        p.first_response_seconds,
+        p.next_response_seconds,
+        p.resolution_seconds,
+        p.business_hours_only,
+        p.warning_threshold_seconds,
+        p.is_active,
+        p.created_at,
+        p.updated_at,
     )
-    .bind(p.id)
-    .bind(p.organization_id)
-    .bind(&p.name)
-    .bind(&p.description)
-    .bind(p.priority)
-    .bind(p.channel)
-    .bind(p.first_response_seconds)
-    .bind(p.next_response_seconds)
-    .bind(p.resolution_seconds)
-    .bind(p.business_hours_only)
-    .bind(p.warning_threshold_seconds)
-    .bind(p.is_active)
-    .bind(p.created_at)
-    .bind(p.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update_policy(db: impl PgExecutor<'_>, p: &SlaPolicy) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE sla_policies SET name = $3, description = $4, priority = $5, channel = $6,
             first_response_seconds = $7, next_response_seconds = $8, resolution_seconds = $9,
             business_hours_only = $10, warning_threshold_seconds = $11, is_active = $12,
             updated_at = $13
          WHERE organization_id = $1 AND id = $2",
+        p.organization_id,
+        p.id,
+        &p.name,
+        p.description.as_deref(),
+        p.priority.map(|v| v.as_str()),
+        p.channel.map(|v| v.as_str()),
+        p.first_response_seconds,
+        p.next_response_seconds,
+        p.resolution_seconds,
+        p.business_hours_only,
+        p.warning_threshold_seconds,
+        p.is_active,
+        p.updated_at,
     )
-    .bind(p.organization_id)
-    .bind(p.id)
-    .bind(&p.name)
-    .bind(&p.description)
-    .bind(p.priority)
-    .bind(p.channel)
-    .bind(p.first_response_seconds)
-    .bind(p.next_response_seconds)
-    .bind(p.resolution_seconds)
-    .bind(p.business_hours_only)
-    .bind(p.warning_threshold_seconds)
-    .bind(p.is_active)
-    .bind(p.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -75,16 +75,25 @@ pub async fn get_policy(
     id: Uuid,
     lock: bool,
 ) -> Result<Option<SlaPolicy>, sqlx::Error> {
-    let sql = if lock {
-        "SELECT * FROM sla_policies WHERE organization_id = $1 AND id = $2 FOR UPDATE"
-    } else {
-        "SELECT * FROM sla_policies WHERE organization_id = $1 AND id = $2"
-    };
-    sqlx::query_as(sql)
-        .bind(org)
-        .bind(id)
+    if lock {
+        sqlx::query_as!(
+            SlaPolicy,
+            "SELECT * FROM sla_policies WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+            org,
+            id,
+        )
         .fetch_optional(db)
         .await
+    } else {
+        sqlx::query_as!(
+            SlaPolicy,
+            "SELECT * FROM sla_policies WHERE organization_id = $1 AND id = $2",
+            org,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+    }
 }
 
 pub async fn delete_policy(
@@ -92,11 +101,13 @@ pub async fn delete_policy(
     org: Uuid,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM sla_policies WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM sla_policies WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -120,7 +131,7 @@ pub async fn list_policies(
     page: &PageRequest,
 ) -> Result<Page<SlaPolicy>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT p.* FROM sla_policies p",
+        select: "SELECT p.* FROM sla_policies p".into(),
         count_from: "FROM sla_policies p",
         alias: "p",
     };
@@ -136,27 +147,30 @@ pub async fn matching_policy(
     priority: Priority,
     channel: Channel,
 ) -> Result<Option<SlaPolicy>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        SlaPolicy,
         "SELECT * FROM sla_policies
          WHERE organization_id = $1 AND is_active
            AND (priority IS NULL OR priority = $2) AND (channel IS NULL OR channel = $3)
          ORDER BY priority IS NULL, channel IS NULL, created_at, id
          LIMIT 1",
+        org,
+        priority.as_str(),
+        channel.as_str(),
     )
-    .bind(org)
-    .bind(priority)
-    .bind(channel)
     .fetch_optional(db)
     .await
 }
 
 /// The organization's business hours, parsed.
 pub async fn calendar(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Calendar>, sqlx::Error> {
-    let hours: Option<sqlx::types::Json<WorkingHours>> =
-        sqlx::query_scalar("SELECT working_hours FROM organizations WHERE id = $1")
-            .bind(org)
-            .fetch_optional(db)
-            .await?;
+    let hours: Option<sqlx::types::Json<WorkingHours>> = sqlx::query_scalar!(
+        r#"SELECT working_hours AS "working_hours: sqlx::types::Json<WorkingHours>"
+           FROM organizations WHERE id = $1"#,
+        org,
+    )
+    .fetch_optional(db)
+    .await?;
     Ok(hours.and_then(|h| h.0.calendar("workingHours").ok()))
 }
 
@@ -196,39 +210,32 @@ pub async fn start(
         Clock::Wall
     };
     let mut s = SlaState::start(&policy, subject, subject_id, priority, at, &clock);
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sla_states (id, organization_id, subject_type, conversation_id, ticket_id,
             sla_policy_id, priority, business_hours_only, warning_threshold_seconds,
             first_response_seconds, next_response_seconds, resolution_seconds,
             first_response_deadline, resolution_deadline, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+        s.id,
+        s.organization_id,
+        s.subject_type.as_str(),
+        s.conversation_id,
+        s.ticket_id,
+        s.sla_policy_id,
+        s.priority.as_str(),
+        s.business_hours_only,
+        s.warning_threshold_seconds,
+        s.first_response_seconds,
+        s.next_response_seconds,
+        s.resolution_seconds,
+        s.first_response_deadline,
+        s.resolution_deadline,
+        s.created_at,
     )
-    .bind(s.id)
-    .bind(s.organization_id)
-    .bind(s.subject_type)
-    .bind(s.conversation_id)
-    .bind(s.ticket_id)
-    .bind(s.sla_policy_id)
-    .bind(s.priority)
-    .bind(s.business_hours_only)
-    .bind(s.warning_threshold_seconds)
-    .bind(s.first_response_seconds)
-    .bind(s.next_response_seconds)
-    .bind(s.resolution_seconds)
-    .bind(s.first_response_deadline)
-    .bind(s.resolution_deadline)
-    .bind(s.created_at)
     .execute(&mut *conn)
     .await?;
     sync_checks(conn, &mut s).await?;
     Ok(Some(s))
-}
-
-fn subject_column(subject: SubjectType) -> &'static str {
-    match subject {
-        SubjectType::Conversation => "conversation_id",
-        SubjectType::Ticket => "ticket_id",
-    }
 }
 
 /// The SLA states of these conversations or tickets, by subject id, as of `now`.
@@ -241,14 +248,7 @@ pub async fn states_of(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let sql = format!(
-        "SELECT * FROM sla_states WHERE {} = ANY($1)",
-        subject_column(subject)
-    );
-    let rows: Vec<SlaState> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(ids)
-        .fetch_all(db)
-        .await?;
+    let rows = read(db, Which::Subjects(subject, ids)).await?;
     Ok(rows
         .into_iter()
         .map(|mut s| {
@@ -256,6 +256,65 @@ pub async fn states_of(
             (s.subject_id, s)
         })
         .collect())
+}
+
+/// Which SLA states a statement is about: these, or those of these conversations or tickets.
+#[derive(Clone, Copy)]
+enum Which<'a> {
+    States(&'a [Uuid]),
+    Subjects(SubjectType, &'a [Uuid]),
+}
+
+impl<'a> Which<'a> {
+    /// The state ids, conversation ids and ticket ids to match (two of them empty).
+    fn arrays(self) -> [&'a [Uuid]; 3] {
+        match self {
+            Which::States(ids) => [ids, &[], &[]],
+            Which::Subjects(SubjectType::Conversation, ids) => [&[], ids, &[]],
+            Which::Subjects(SubjectType::Ticket, ids) => [&[], &[], ids],
+        }
+    }
+}
+
+/// The states `which` names, as stored (`finish` fills what is derived).
+async fn read(db: impl PgExecutor<'_>, which: Which<'_>) -> Result<Vec<SlaState>, sqlx::Error> {
+    let [states, conversations, tickets] = which.arrays();
+    let rows = sqlx::query_as!(
+        SlaStateRow,
+        "SELECT s.id, s.organization_id, s.subject_type, s.conversation_id, s.ticket_id,
+            s.sla_policy_id, s.priority, s.business_hours_only, s.warning_threshold_seconds,
+            s.first_response_seconds, s.next_response_seconds, s.resolution_seconds,
+            s.first_response_deadline, s.first_response_at, s.first_response_breached_at,
+            s.first_response_warned_at, s.next_response_deadline, s.next_response_started_at,
+            s.next_response_at, s.next_response_count, s.next_response_total_seconds,
+            s.next_response_breached_at, s.next_response_warned_at, s.resolution_deadline,
+            s.resolved_at, s.resolution_breached_at, s.resolution_warned_at, s.paused_at,
+            s.total_paused_seconds, s.created_at, s.updated_at
+         FROM sla_states s
+         WHERE s.id = ANY($1) OR s.conversation_id = ANY($2) OR s.ticket_id = ANY($3)",
+        states,
+        conversations,
+        tickets,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(SlaState::from).collect())
+}
+
+/// Locks the states `which` names for the rest of the transaction, in id order (so that
+/// transactions locking overlapping states cannot deadlock); returns their ids.
+async fn lock(conn: &mut PgConnection, which: Which<'_>) -> Result<Vec<Uuid>, sqlx::Error> {
+    let [states, conversations, tickets] = which.arrays();
+    sqlx::query_scalar!(
+        "SELECT id FROM sla_states
+         WHERE id = ANY($1) OR conversation_id = ANY($2) OR ticket_id = ANY($3)
+         ORDER BY id FOR UPDATE",
+        states,
+        conversations,
+        tickets,
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// Changes the SLA state of a conversation or ticket (when it has one) with `change`, given
@@ -266,15 +325,13 @@ pub async fn update(
     subject_id: Uuid,
     change: impl FnOnce(&mut SlaState, &Clock),
 ) -> Result<Option<SlaState>, sqlx::Error> {
-    let sql = format!(
-        "SELECT * FROM sla_states WHERE {} = $1 FOR UPDATE",
-        subject_column(subject)
-    );
-    let found: Option<SlaState> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(subject_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(mut s) = found else { return Ok(None) };
+    let which = Which::Subjects(subject, std::slice::from_ref(&subject_id));
+    if lock(&mut *conn, which).await?.is_empty() {
+        return Ok(None);
+    }
+    let Some(mut s) = read(&mut *conn, which).await?.pop() else {
+        return Ok(None);
+    };
     let clock = clock(conn, &s).await?;
     let before = s.breached_targets();
     change(&mut s, &clock);
@@ -293,7 +350,7 @@ pub async fn update(
 }
 
 async fn save(db: impl PgExecutor<'_>, s: &SlaState) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE sla_states SET priority = $2,
             first_response_deadline = $3, first_response_at = $4, first_response_warned_at = $5,
             first_response_breached_at = $6,
@@ -304,27 +361,27 @@ async fn save(db: impl PgExecutor<'_>, s: &SlaState) -> Result<(), sqlx::Error> 
             resolution_breached_at = $17, paused_at = $18, total_paused_seconds = $19,
             updated_at = $20
          WHERE id = $1",
+        s.id,
+        s.priority.as_str(),
+        s.first_response_deadline,
+        s.first_response_at,
+        s.first_response_warned_at,
+        s.first_response_breached_at,
+        s.next_response_deadline,
+        s.next_response_started_at,
+        s.next_response_at,
+        s.next_response_count,
+        s.next_response_total_seconds,
+        s.next_response_warned_at,
+        s.next_response_breached_at,
+        s.resolution_deadline,
+        s.resolved_at,
+        s.resolution_warned_at,
+        s.resolution_breached_at,
+        s.paused_at,
+        s.total_paused_seconds,
+        s.updated_at,
     )
-    .bind(s.id)
-    .bind(s.priority)
-    .bind(s.first_response_deadline)
-    .bind(s.first_response_at)
-    .bind(s.first_response_warned_at)
-    .bind(s.first_response_breached_at)
-    .bind(s.next_response_deadline)
-    .bind(s.next_response_started_at)
-    .bind(s.next_response_at)
-    .bind(s.next_response_count)
-    .bind(s.next_response_total_seconds)
-    .bind(s.next_response_warned_at)
-    .bind(s.next_response_breached_at)
-    .bind(s.resolution_deadline)
-    .bind(s.resolved_at)
-    .bind(s.resolution_warned_at)
-    .bind(s.resolution_breached_at)
-    .bind(s.paused_at)
-    .bind(s.total_paused_seconds)
-    .bind(s.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -337,32 +394,32 @@ async fn sync_checks(conn: &mut PgConnection, s: &mut SlaState) -> Result<(), sq
     let targets: Vec<&str> = wanted.iter().map(|c| c.0.as_str()).collect();
     let kinds: Vec<&str> = wanted.iter().map(|c| c.1.as_str()).collect();
     let due: Vec<Timestamp> = wanted.iter().map(|c| c.2).collect();
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM sla_checks c WHERE c.sla_state_id = $1 AND NOT EXISTS (
             SELECT 1 FROM unnest($2::text[], $3::text[]) AS w(target, kind)
             WHERE w.target = c.target AND w.kind = c.kind)",
+        s.id,
+        &targets as _,
+        &kinds as _,
     )
-    .bind(s.id)
-    .bind(&targets)
-    .bind(&kinds)
     .execute(&mut *conn)
     .await?;
     if wanted.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sla_checks AS c (id, organization_id, sla_state_id, target, kind, due_at)
          SELECT uuid_v7(), $1, $2, w.target, w.kind, w.due_at
          FROM unnest($3::text[], $4::text[], $5::timestamptz[]) AS w(target, kind, due_at)
          ON CONFLICT (sla_state_id, target, kind) DO UPDATE SET
             due_at = excluded.due_at,
             enqueued_at = CASE WHEN c.due_at = excluded.due_at THEN c.enqueued_at END",
+        s.organization_id,
+        s.id,
+        &targets as _,
+        &kinds as _,
+        &due as _,
     )
-    .bind(s.organization_id)
-    .bind(s.id)
-    .bind(&targets)
-    .bind(&kinds)
-    .bind(&due)
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -376,24 +433,33 @@ pub async fn take_due_checks(
     limit: i64,
     lost_after: Option<Duration>,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    let sql = if lost_after.is_some() {
-        "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
-            SELECT id FROM sla_checks
-            WHERE enqueued_at < clock_timestamp() - make_interval(secs => $2)
-            ORDER BY enqueued_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING id"
-    } else {
-        "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
-            SELECT id FROM sla_checks
-            WHERE enqueued_at IS NULL AND due_at <= clock_timestamp()
-            ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING id"
-    };
-    sqlx::query_scalar(sql)
-        .bind(limit)
-        .bind(lost_after.map_or(0.0, |d| d.as_secs_f64()))
-        .fetch_all(pool)
-        .await
+    match lost_after {
+        Some(after) => {
+            sqlx::query_scalar!(
+                "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
+                    SELECT id FROM sla_checks
+                    WHERE enqueued_at < clock_timestamp() - make_interval(secs => $2)
+                    ORDER BY enqueued_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+                 RETURNING id",
+                limit,
+                after.as_secs_f64(),
+            )
+            .fetch_all(pool)
+            .await
+        }
+        None => {
+            sqlx::query_scalar!(
+                "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
+                    SELECT id FROM sla_checks
+                    WHERE enqueued_at IS NULL AND due_at <= clock_timestamp()
+                    ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+                 RETURNING id",
+                limit,
+            )
+            .fetch_all(pool)
+            .await
+        }
+    }
 }
 
 /// What a check job found for one state.
@@ -410,16 +476,19 @@ pub async fn run_checks(
     ids: &[Uuid],
     now: Timestamp,
 ) -> Result<Vec<Checked>, sqlx::Error> {
-    let due: Vec<(Uuid, SlaTarget, CheckKind)> = sqlx::query_as(
+    let due: Vec<(Uuid, SlaTarget, CheckKind)> = sqlx::query!(
         "DELETE FROM sla_checks WHERE id IN (
             SELECT c.id FROM unnest($1::uuid[]) AS x(id) JOIN sla_checks c ON c.id = x.id)
            AND due_at <= $2
          RETURNING sla_state_id, target, kind",
+        ids,
+        now,
     )
-    .bind(ids)
-    .bind(now)
     .fetch_all(&mut *conn)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.sla_state_id, r.target, r.kind))
+    .collect();
     if due.is_empty() {
         return Ok(Vec::new());
     }
@@ -427,16 +496,9 @@ pub async fn run_checks(
     for (state, target, kind) in due {
         by_state.entry(state).or_default().push((target, kind));
     }
-    let mut state_ids: Vec<Uuid> = by_state.keys().copied().collect();
-    state_ids.sort();
-    // In id order, so jobs locking overlapping states cannot deadlock.
-    let states: Vec<SlaState> = sqlx::query_as(
-        "SELECT s.* FROM unnest($1::uuid[]) AS x(id) JOIN sla_states s ON s.id = x.id
-         ORDER BY s.id FOR UPDATE OF s",
-    )
-    .bind(&state_ids)
-    .fetch_all(&mut *conn)
-    .await?;
+    let state_ids: Vec<Uuid> = by_state.keys().copied().collect();
+    let locked = lock(&mut *conn, Which::States(&state_ids)).await?;
+    let states = read(&mut *conn, Which::States(&locked)).await?;
     let mut changed = Vec::new();
     for mut state in states {
         let findings = state.run_checks(&by_state[&state.id], now);
@@ -451,7 +513,7 @@ pub async fn run_checks(
         changed.iter().map(|c| f(&c.state)).collect::<Vec<_>>()
     };
     let ids: Vec<Uuid> = changed.iter().map(|c| c.state.id).collect();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE sla_states s SET
             first_response_warned_at = u.frw, first_response_breached_at = u.frb,
             next_response_warned_at = u.nrw, next_response_breached_at = u.nrb,
@@ -460,15 +522,15 @@ pub async fn run_checks(
                      $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
               AS u(id, frw, frb, nrw, nrb, rw, rb)
          WHERE s.id = u.id",
+        &ids,
+        col(|s| s.first_response_warned_at) as _,
+        col(|s| s.first_response_breached_at) as _,
+        col(|s| s.next_response_warned_at) as _,
+        col(|s| s.next_response_breached_at) as _,
+        col(|s| s.resolution_warned_at) as _,
+        col(|s| s.resolution_breached_at) as _,
+        now,
     )
-    .bind(&ids)
-    .bind(col(|s| s.first_response_warned_at))
-    .bind(col(|s| s.first_response_breached_at))
-    .bind(col(|s| s.next_response_warned_at))
-    .bind(col(|s| s.next_response_breached_at))
-    .bind(col(|s| s.resolution_warned_at))
-    .bind(col(|s| s.resolution_breached_at))
-    .bind(now)
     .execute(&mut *conn)
     .await?;
     for c in &mut changed {
@@ -479,15 +541,16 @@ pub async fn run_checks(
 
 /// Checks not yet run: what the ticker has still to move into the queue.
 pub async fn checks_backlog(db: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM sla_checks WHERE enqueued_at IS NULL AND due_at <= clock_timestamp()",
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM sla_checks
+           WHERE enqueued_at IS NULL AND due_at <= clock_timestamp()"#,
     )
     .fetch_one(db)
     .await
 }
 
 /// The figures of the statistics, in the column order of `sla_stats_hourly`.
-#[derive(Debug, Default, sqlx::FromRow)]
+#[derive(Debug, Default)]
 struct Tally {
     priority: String,
     total: i64,
@@ -552,15 +615,6 @@ fn target(met: i64, breached: i64, count: i64, seconds: i64) -> TargetStats {
     }
 }
 
-const TALLY_SUMS: &str = "sum(total)::int8 AS total, sum(met)::int8 AS met,
-    sum(breached)::int8 AS breached, sum(in_progress)::int8 AS in_progress,
-    sum(fr_met)::int8 AS fr_met, sum(fr_breached)::int8 AS fr_breached,
-    sum(fr_count)::int8 AS fr_count, sum(fr_seconds)::int8 AS fr_seconds,
-    sum(nr_met)::int8 AS nr_met, sum(nr_breached)::int8 AS nr_breached,
-    sum(nr_count)::int8 AS nr_count, sum(nr_seconds)::int8 AS nr_seconds,
-    sum(res_met)::int8 AS res_met, sum(res_breached)::int8 AS res_breached,
-    sum(res_count)::int8 AS res_count, sum(res_seconds)::int8 AS res_seconds";
-
 /// SLA statistics of the states started in `[from, to)`: whole hours from the hourly figures,
 /// the partial hours at either end from the states themselves.
 pub async fn stats(
@@ -569,16 +623,27 @@ pub async fn stats(
     from: Option<Timestamp>,
     to: Option<Timestamp>,
 ) -> Result<SlaStats, sqlx::Error> {
-    let hourly = format!(
-        "SELECT priority, {TALLY_SUMS} FROM sla_stats_hourly
-         WHERE organization_id = $1
-           AND ($2::timestamptz IS NULL OR hour >= date_trunc('hour', $2::timestamptz + interval '59 minutes 59.999999 seconds', 'UTC'))
-           AND ($3::timestamptz IS NULL OR hour + interval '1 hour' <= $3)
-         GROUP BY priority"
-    );
-    // The edges: states in a partial hour at the start or the end of the range.
-    let edges = format!(
-        "SELECT priority, {TALLY_SUMS} FROM (
+    // Whole hours from the hourly figures; the edges (states in a partial hour at the start
+    // or the end of the range) from the states themselves.
+    let rows = sqlx::query_as!(
+        Tally,
+        r#"SELECT priority AS "priority!", sum(total)::int8 AS "total!", sum(met)::int8 AS "met!",
+            sum(breached)::int8 AS "breached!", sum(in_progress)::int8 AS "in_progress!",
+            sum(fr_met)::int8 AS "fr_met!", sum(fr_breached)::int8 AS "fr_breached!",
+            sum(fr_count)::int8 AS "fr_count!", sum(fr_seconds)::int8 AS "fr_seconds!",
+            sum(nr_met)::int8 AS "nr_met!", sum(nr_breached)::int8 AS "nr_breached!",
+            sum(nr_count)::int8 AS "nr_count!", sum(nr_seconds)::int8 AS "nr_seconds!",
+            sum(res_met)::int8 AS "res_met!", sum(res_breached)::int8 AS "res_breached!",
+            sum(res_count)::int8 AS "res_count!", sum(res_seconds)::int8 AS "res_seconds!"
+         FROM (
+            SELECT h.priority, h.total, h.met, h.breached, h.in_progress, h.fr_met,
+                h.fr_breached, h.fr_count, h.fr_seconds, h.nr_met, h.nr_breached, h.nr_count,
+                h.nr_seconds, h.res_met, h.res_breached, h.res_count, h.res_seconds
+            FROM sla_stats_hourly h
+            WHERE h.organization_id = $1
+              AND ($2::timestamptz IS NULL OR h.hour >= date_trunc('hour', $2::timestamptz + interval '59 minutes 59.999999 seconds', 'UTC'))
+              AND ($3::timestamptz IS NULL OR h.hour + interval '1 hour' <= $3)
+            UNION ALL
             SELECT s.priority, t.* FROM sla_states s CROSS JOIN LATERAL sla_tally(s) AS t
             WHERE s.organization_id = $1
               AND ($2::timestamptz IS NULL OR s.created_at >= $2)
@@ -586,18 +651,13 @@ pub async fn stats(
               AND (($2::timestamptz IS NOT NULL
                     AND s.created_at < date_trunc('hour', $2::timestamptz + interval '59 minutes 59.999999 seconds', 'UTC'))
                 OR ($3::timestamptz IS NOT NULL AND s.created_at >= date_trunc('hour', $3::timestamptz, 'UTC')))
-         ) t GROUP BY priority"
-    );
-    let mut rows: Vec<Tally> = Vec::new();
-    for sql in [hourly, edges] {
-        let part: Vec<Tally> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(org)
-            .bind(from)
-            .bind(to)
-            .fetch_all(pool)
-            .await?;
-        rows.extend(part);
-    }
+         ) u GROUP BY priority"#,
+        org,
+        from as _,
+        to as _,
+    )
+    .fetch_all(pool)
+    .await?;
     let mut all = Tally::default();
     let mut by_priority: std::collections::BTreeMap<String, Tally> = Priority::ALL
         .iter()
@@ -622,4 +682,86 @@ pub async fn stats(
             .map(|(p, t)| (p, t.outcome()))
             .collect(),
     })
+}
+
+/// An SLA state as stored (`SlaState::finish` fills what is derived).
+struct SlaStateRow {
+    id: Uuid,
+    organization_id: Uuid,
+    subject_type: SubjectType,
+    conversation_id: Option<Uuid>,
+    ticket_id: Option<Uuid>,
+    sla_policy_id: Option<Uuid>,
+    priority: Priority,
+    business_hours_only: bool,
+    warning_threshold_seconds: i32,
+    first_response_seconds: i32,
+    next_response_seconds: i32,
+    resolution_seconds: i32,
+    first_response_deadline: Timestamp,
+    first_response_at: Option<Timestamp>,
+    first_response_breached_at: Option<Timestamp>,
+    first_response_warned_at: Option<Timestamp>,
+    next_response_deadline: Option<Timestamp>,
+    next_response_started_at: Option<Timestamp>,
+    next_response_at: Option<Timestamp>,
+    next_response_count: i32,
+    next_response_total_seconds: i64,
+    next_response_breached_at: Option<Timestamp>,
+    next_response_warned_at: Option<Timestamp>,
+    resolution_deadline: Timestamp,
+    resolved_at: Option<Timestamp>,
+    resolution_breached_at: Option<Timestamp>,
+    resolution_warned_at: Option<Timestamp>,
+    paused_at: Option<Timestamp>,
+    total_paused_seconds: i64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<SlaStateRow> for SlaState {
+    fn from(r: SlaStateRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            subject_type: r.subject_type,
+            subject_id: Default::default(),
+            conversation_id: r.conversation_id,
+            ticket_id: r.ticket_id,
+            sla_policy_id: r.sla_policy_id,
+            priority: r.priority,
+            business_hours_only: r.business_hours_only,
+            warning_threshold_seconds: r.warning_threshold_seconds,
+            first_response_seconds: r.first_response_seconds,
+            next_response_seconds: r.next_response_seconds,
+            resolution_seconds: r.resolution_seconds,
+            active_target: Default::default(),
+            seconds_remaining: Default::default(),
+            first_response_deadline: r.first_response_deadline,
+            first_response_at: r.first_response_at,
+            first_response_met: Default::default(),
+            first_response_breached: Default::default(),
+            first_response_breached_at: r.first_response_breached_at,
+            first_response_warned_at: r.first_response_warned_at,
+            next_response_deadline: r.next_response_deadline,
+            next_response_started_at: r.next_response_started_at,
+            next_response_at: r.next_response_at,
+            next_response_count: r.next_response_count,
+            next_response_total_seconds: r.next_response_total_seconds,
+            next_response_met: Default::default(),
+            next_response_breached: Default::default(),
+            next_response_breached_at: r.next_response_breached_at,
+            next_response_warned_at: r.next_response_warned_at,
+            resolution_deadline: r.resolution_deadline,
+            resolved_at: r.resolved_at,
+            resolution_met: Default::default(),
+            resolution_breached: Default::default(),
+            resolution_breached_at: r.resolution_breached_at,
+            resolution_warned_at: r.resolution_warned_at,
+            paused_at: r.paused_at,
+            total_paused_seconds: r.total_paused_seconds,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
 }

@@ -7,19 +7,33 @@ use super::ListQuery;
 
 use parley_domain::tags::{Company, Tag};
 use parley_types::list::{Page, PageRequest};
+use parley_types::time::Timestamp;
+
+/// Expands `$run!(table, column)` with the link table of `$link` and its owner column, as
+/// literals: one checked statement per link table.
+macro_rules! per_link {
+    ($link:expr, $run:ident) => {
+        match $link {
+            TagLink::Contact => $run!("contact_tags", "contact_id"),
+            TagLink::Lead => $run!("lead_tags", "lead_id"),
+            TagLink::Conversation => $run!("conversation_tags", "conversation_id"),
+            TagLink::Ticket => $run!("ticket_tags", "ticket_id"),
+        }
+    };
+}
 
 pub async fn insert_tag(db: impl PgExecutor<'_>, t: &Tag) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO tags (id, organization_id, name, display_name, color, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        t.id,
+        t.organization_id,
+        &t.name,
+        t.display_name.as_deref(),
+        t.color.as_deref(),
+        t.created_at,
+        t.updated_at,
     )
-    .bind(t.id)
-    .bind(t.organization_id)
-    .bind(&t.name)
-    .bind(&t.display_name)
-    .bind(&t.color)
-    .bind(t.created_at)
-    .bind(t.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -31,7 +45,7 @@ pub async fn list_tags(
     page: &PageRequest,
 ) -> Result<Page<Tag>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT t.* FROM tags t",
+        select: "SELECT t.* FROM tags t".into(),
         count_from: "FROM tags t",
         alias: "t",
     };
@@ -56,25 +70,48 @@ pub async fn tags_of(
     if owners.is_empty() {
         return Ok(HashMap::new());
     }
-    #[derive(sqlx::FromRow)]
     struct Row {
         owner_id: Uuid,
-        #[sqlx(flatten)]
-        tag: Tag,
+        id: Uuid,
+        organization_id: Uuid,
+        name: String,
+        display_name: Option<String>,
+        color: Option<String>,
+        created_at: Timestamp,
+        updated_at: Timestamp,
     }
-    let (table, column) = link.table();
-    // Table and column come from the enum, never from input.
-    let sql = format!(
-        "SELECT l.{column} AS owner_id, t.* FROM {table} l JOIN tags t ON t.id = l.tag_id
-         WHERE l.{column} = ANY($1) ORDER BY lower(t.name)"
-    );
-    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(owners)
-        .fetch_all(db)
-        .await?;
+    macro_rules! read {
+        ($table:tt, $column:tt) => {
+            sqlx::query_as!(
+                Row,
+                "SELECT l."
+                    + $column
+                    + " AS owner_id, t.id, t.organization_id, t.name,
+                    t.display_name, t.color, t.created_at, t.updated_at
+                 FROM "
+                    + $table
+                    + " l JOIN tags t ON t.id = l.tag_id
+                 WHERE l."
+                    + $column
+                    + " = ANY($1) ORDER BY lower(t.name)",
+                owners,
+            )
+            .fetch_all(db)
+            .await?
+        };
+    }
+    let rows = per_link!(link, read);
     let mut out: HashMap<Uuid, Vec<Tag>> = HashMap::new();
     for r in rows {
-        out.entry(r.owner_id).or_default().push(r.tag);
+        out.entry(r.owner_id).or_default().push(Tag {
+            id: r.id,
+            organization_id: r.organization_id,
+            name: r.name,
+            display_name: r.display_name,
+            color: r.color,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        });
     }
     Ok(out)
 }
@@ -86,18 +123,6 @@ pub enum TagLink {
     Lead,
     Conversation,
     Ticket,
-}
-
-impl TagLink {
-    /// The link table and its owner column.
-    fn table(self) -> (&'static str, &'static str) {
-        match self {
-            TagLink::Contact => ("contact_tags", "contact_id"),
-            TagLink::Lead => ("lead_tags", "lead_id"),
-            TagLink::Conversation => ("conversation_tags", "conversation_id"),
-            TagLink::Ticket => ("ticket_tags", "ticket_id"),
-        }
-    }
 }
 
 /// Replaces an owner's tags with `tag_ids`; returns the tags added and removed.
@@ -112,23 +137,31 @@ pub async fn set_tags(
         .await?
         .remove(&owner)
         .unwrap_or_default();
-    let (table, column) = link.table();
-    let delete = format!("DELETE FROM {table} WHERE {column} = $1 AND NOT (tag_id = ANY($2))");
-    let insert = format!(
-        "INSERT INTO {table} (organization_id, {column}, tag_id)
-         SELECT $1, $2, unnest($3::uuid[]) ON CONFLICT DO NOTHING"
-    );
-    sqlx::query(sqlx::AssertSqlSafe(delete))
-        .bind(owner)
-        .bind(tag_ids)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query(sqlx::AssertSqlSafe(insert))
-        .bind(org)
-        .bind(owner)
-        .bind(tag_ids)
-        .execute(&mut *conn)
-        .await?;
+    macro_rules! replace {
+        ($table:tt, $column:tt) => {{
+            sqlx::query!(
+                "DELETE FROM " + $table + " WHERE " + $column + " = $1 AND NOT (tag_id = ANY($2))",
+                owner,
+                tag_ids,
+            )
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query!(
+                "INSERT INTO "
+                    + $table
+                    + " (organization_id, "
+                    + $column
+                    + ", tag_id)
+                 SELECT $1, $2, unnest($3::uuid[]) ON CONFLICT DO NOTHING",
+                org,
+                owner,
+                tag_ids,
+            )
+            .execute(&mut *conn)
+            .await?;
+        }};
+    }
+    per_link!(link, replace);
     let after = tags_of(&mut *conn, link, &[owner])
         .await?
         .remove(&owner)
@@ -143,16 +176,16 @@ pub async fn set_tags(
 }
 
 pub async fn insert_company(db: impl PgExecutor<'_>, c: &Company) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO companies (id, organization_id, name, domain, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6)",
+        c.id,
+        c.organization_id,
+        &c.name,
+        c.domain.as_deref(),
+        c.created_at,
+        c.updated_at,
     )
-    .bind(c.id)
-    .bind(c.organization_id)
-    .bind(&c.name)
-    .bind(&c.domain)
-    .bind(c.created_at)
-    .bind(c.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -164,7 +197,7 @@ pub async fn list_companies(
     page: &PageRequest,
 ) -> Result<Page<Company>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT c.* FROM companies c",
+        select: "SELECT c.* FROM companies c".into(),
         count_from: "FROM companies c",
         alias: "c",
     };

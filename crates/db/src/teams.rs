@@ -1,60 +1,51 @@
 use std::collections::HashMap;
 
+use parley_types::time::Timestamp;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
-
-use super::ListQuery;
 
 use super::users;
 use parley_domain::teams::{Team, TeamFilter, TeamSummary};
 use parley_domain::users::UserSummary;
 use parley_types::list::{Page, PageRequest};
 
-macro_rules! select {
-    () => {
-        "SELECT t.*, (SELECT count(*) FROM team_members m WHERE m.team_id = t.id) AS member_count,
-            (SELECT count(*) FROM conversation_teams ct WHERE ct.team_id = t.id) AS conversation_count
-         FROM teams t"
-    };
-}
-
 pub async fn insert(db: impl PgExecutor<'_>, t: &Team) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO teams (id, organization_id, name, display_name, description, color, icon,
             created_by, is_active, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        t.id,
+        t.organization_id,
+        &t.name,
+        t.display_name.as_deref(),
+        t.description.as_deref(),
+        t.color.as_deref(),
+        t.icon.as_deref(),
+        t.created_by,
+        t.is_active,
+        t.created_at,
+        t.updated_at,
     )
-    .bind(t.id)
-    .bind(t.organization_id)
-    .bind(&t.name)
-    .bind(&t.display_name)
-    .bind(&t.description)
-    .bind(&t.color)
-    .bind(&t.icon)
-    .bind(t.created_by)
-    .bind(t.is_active)
-    .bind(t.created_at)
-    .bind(t.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, t: &Team) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE teams SET name = $3, display_name = $4, description = $5, color = $6, icon = $7,
             is_active = $8, updated_at = $9
          WHERE organization_id = $1 AND id = $2",
+        t.organization_id,
+        t.id,
+        &t.name,
+        t.display_name.as_deref(),
+        t.description.as_deref(),
+        t.color.as_deref(),
+        t.icon.as_deref(),
+        t.is_active,
+        t.updated_at,
     )
-    .bind(t.organization_id)
-    .bind(t.id)
-    .bind(&t.name)
-    .bind(&t.display_name)
-    .bind(&t.description)
-    .bind(&t.color)
-    .bind(&t.icon)
-    .bind(t.is_active)
-    .bind(t.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -69,16 +60,16 @@ pub async fn add_members(
     added_by: &str,
 ) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = users.iter().map(|_| parley_types::ids::new_id()).collect();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO team_members (id, organization_id, team_id, user_id, added_by)
          SELECT m.id, $1, $2, m.user_id, $5 FROM unnest($3::uuid[], $4::uuid[]) AS m(id, user_id)
          ON CONFLICT (team_id, user_id) DO NOTHING",
+        org,
+        team,
+        &ids,
+        users,
+        added_by,
     )
-    .bind(org)
-    .bind(team)
-    .bind(&ids)
-    .bind(users)
-    .bind(added_by)
     .execute(db)
     .await
     .map(|_| ())
@@ -90,12 +81,12 @@ pub async fn remove_member(
     team: Uuid,
     user: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM team_members WHERE organization_id = $1 AND team_id = $2 AND user_id = $3",
+        org,
+        team,
+        user,
     )
-    .bind(org)
-    .bind(team)
-    .bind(user)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -110,12 +101,13 @@ pub async fn summaries(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<TeamSummary> = sqlx::query_as(
+    let rows: Vec<TeamSummary> = sqlx::query_as!(
+        TeamSummary,
         "SELECT id, name, display_name, color, icon, is_active FROM teams
          WHERE organization_id = $1 AND id = ANY($2)",
+        org,
+        ids,
     )
-    .bind(org)
-    .bind(ids)
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(|t| (t.id, t)).collect())
@@ -124,23 +116,24 @@ pub async fn summaries(
 /// Fills `members` and `creator` of the given teams.
 async fn embed(conn: &mut PgConnection, org: Uuid, teams: &mut [Team]) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = teams.iter().map(|t| t.id).collect();
-    #[derive(sqlx::FromRow)]
-    struct Member {
-        team_id: Uuid,
-        #[sqlx(flatten)]
-        user: UserSummary,
-    }
-    let members: Vec<Member> = sqlx::query_as(
+    let members = sqlx::query!(
         "SELECT m.team_id, u.id, u.first_name, u.last_name, u.email, u.phone_number, u.avatar
          FROM team_members m JOIN users u ON u.id = m.user_id
          WHERE m.team_id = ANY($1) ORDER BY m.joined_at, u.id",
+        &ids,
     )
-    .bind(&ids)
     .fetch_all(&mut *conn)
     .await?;
     let mut by_team: HashMap<Uuid, Vec<UserSummary>> = HashMap::new();
     for m in members {
-        by_team.entry(m.team_id).or_default().push(m.user);
+        by_team.entry(m.team_id).or_default().push(UserSummary {
+            id: m.id,
+            first_name: m.first_name,
+            last_name: m.last_name,
+            email: m.email,
+            phone_number: m.phone_number,
+            avatar: m.avatar,
+        });
     }
     let creators: Vec<Uuid> = teams.iter().filter_map(|t| t.created_by).collect();
     let creators = users::summaries(&mut *conn, org, &creators).await?;
@@ -156,19 +149,29 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Team>, sqlx::Error> {
-    let row: Option<Team> = sqlx::query_as(concat!(
-        select!(),
-        " WHERE t.organization_id = $1 AND t.id = $2"
-    ))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(team) = row else { return Ok(None) };
-    let mut teams = [team];
-    embed(conn, org, &mut teams).await?;
-    let [team] = teams;
-    Ok(Some(team))
+    Ok(read(conn, org, &[id]).await?.pop())
+}
+
+/// The teams of `org` among `ids`, in no particular order, with what they embed.
+async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Team>, sqlx::Error> {
+    let mut rows: Vec<Team> = sqlx::query_as!(
+        TeamRow,
+        r#"SELECT t.id, t.organization_id, t.name, t.display_name, t.description, t.color, t.icon,
+            t.created_by, t.is_active,
+            (SELECT count(*) FROM team_members m WHERE m.team_id = t.id) AS "member_count!",
+            (SELECT count(*) FROM conversation_teams ct WHERE ct.team_id = t.id) AS "conversation_count!",
+            t.created_at, t.updated_at
+         FROM teams t WHERE t.organization_id = $1 AND t.id = ANY($2)"#,
+        org,
+        ids,
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(Team::from)
+    .collect();
+    embed(conn, org, &mut rows).await?;
+    Ok(rows)
 }
 
 pub async fn lock(
@@ -176,11 +179,11 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Team>, sqlx::Error> {
-    let found: Option<Uuid> = sqlx::query_scalar(
+    let found: Option<Uuid> = sqlx::query_scalar!(
         "SELECT id FROM teams WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
     )
-    .bind(org)
-    .bind(id)
     .fetch_optional(&mut *conn)
     .await?;
     match found {
@@ -202,22 +205,63 @@ pub async fn list(
     f: &TeamFilter,
     page: &PageRequest,
 ) -> Result<Page<Team>, sqlx::Error> {
-    let q = ListQuery {
-        select: select!(),
-        count_from: "FROM teams t",
-        alias: "t",
-    };
-    let mut page = super::page(pool, q, |qb| push_filter(qb, org, f), page).await?;
-    let mut conn = pool.acquire().await?;
-    embed(&mut conn, org, page.items_mut()).await?;
-    Ok(page)
+    super::page_of(
+        pool,
+        "FROM teams t",
+        "t",
+        |qb| push_filter(qb, org, f),
+        page,
+        |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
+    )
+    .await
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM teams WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM teams WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// A row of `teams` as the checked statement reads it (what it embeds is read apart).
+struct TeamRow {
+    id: Uuid,
+    organization_id: Uuid,
+    name: String,
+    display_name: Option<String>,
+    description: Option<String>,
+    color: Option<String>,
+    icon: Option<String>,
+    created_by: Option<Uuid>,
+    is_active: bool,
+    member_count: i64,
+    conversation_count: i64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<TeamRow> for Team {
+    fn from(r: TeamRow) -> Self {
+        Self {
+            id: r.id,
+            organization_id: r.organization_id,
+            name: r.name,
+            display_name: r.display_name,
+            description: r.description,
+            color: r.color,
+            icon: r.icon,
+            created_by: r.created_by,
+            is_active: r.is_active,
+            member_count: r.member_count,
+            conversation_count: r.conversation_count,
+            creator: Default::default(),
+            members: Default::default(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
 }

@@ -7,49 +7,49 @@ use parley_domain::templates::{Template, TemplateFilter};
 use parley_types::list::{Page, PageRequest};
 
 pub async fn insert(db: impl PgExecutor<'_>, t: &Template) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO templates (id, organization_id, name, channel, language, category, subject,
             header, body, footer, buttons, status, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        t.id,
+        t.organization_id,
+        &t.name,
+        t.channel.as_str(),
+        &t.language,
+        t.category.as_str(),
+        t.subject.as_deref(),
+        t.header.as_deref(),
+        &t.body,
+        t.footer.as_deref(),
+        &t.buttons as _,
+        t.status.as_str(),
+        t.created_at,
+        t.updated_at,
     )
-    .bind(t.id)
-    .bind(t.organization_id)
-    .bind(&t.name)
-    .bind(t.channel)
-    .bind(&t.language)
-    .bind(t.category)
-    .bind(&t.subject)
-    .bind(&t.header)
-    .bind(&t.body)
-    .bind(&t.footer)
-    .bind(&t.buttons)
-    .bind(t.status)
-    .bind(t.created_at)
-    .bind(t.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, t: &Template) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE templates SET name = $3, channel = $4, language = $5, category = $6, subject = $7,
             header = $8, body = $9, footer = $10, buttons = $11, status = $12, updated_at = $13
          WHERE organization_id = $1 AND id = $2",
+        t.organization_id,
+        t.id,
+        &t.name,
+        t.channel.as_str(),
+        &t.language,
+        t.category.as_str(),
+        t.subject.as_deref(),
+        t.header.as_deref(),
+        &t.body,
+        t.footer.as_deref(),
+        &t.buttons as _,
+        t.status.as_str(),
+        t.updated_at,
     )
-    .bind(t.organization_id)
-    .bind(t.id)
-    .bind(&t.name)
-    .bind(t.channel)
-    .bind(&t.language)
-    .bind(t.category)
-    .bind(&t.subject)
-    .bind(&t.header)
-    .bind(&t.body)
-    .bind(&t.footer)
-    .bind(&t.buttons)
-    .bind(t.status)
-    .bind(t.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -60,11 +60,14 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Template>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM templates WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        Template,
+        "SELECT * FROM templates WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// The template, locked against updates until the transaction ends: a broadcast checks its
@@ -74,11 +77,14 @@ pub async fn share(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Template>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR SHARE")
-        .bind(org)
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        Template,
+        "SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR SHARE",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 pub async fn lock(
@@ -86,11 +92,14 @@ pub async fn lock(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Template>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR UPDATE")
-        .bind(org)
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        Template,
+        "SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TemplateFilter) {
@@ -117,7 +126,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<Template>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT t.* FROM templates t",
+        select: "SELECT t.* FROM templates t".into(),
         count_from: "FROM templates t",
         alias: "t",
     };
@@ -125,10 +134,12 @@ pub async fn list(
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM templates WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM templates WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }

@@ -9,27 +9,27 @@ use parley_domain::users::{User, UserFilter, UserSummary};
 use parley_types::list::{Page, PageRequest};
 
 pub async fn insert(db: impl PgExecutor<'_>, u: &User) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO users (id, organization_id, first_name, last_name, email, phone_number, avatar,
             job_title, language, timezone, agent_status, is_active, max_concurrent_chats,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        u.id,
+        u.organization_id,
+        &u.first_name,
+        &u.last_name,
+        &u.email,
+        u.phone_number.as_deref(),
+        u.avatar.as_deref(),
+        u.job_title.as_deref(),
+        &u.language,
+        &u.timezone,
+        u.agent_status.as_str(),
+        u.is_active,
+        u.max_concurrent_chats,
+        u.created_at,
+        u.updated_at,
     )
-    .bind(u.id)
-    .bind(u.organization_id)
-    .bind(&u.first_name)
-    .bind(&u.last_name)
-    .bind(&u.email)
-    .bind(&u.phone_number)
-    .bind(&u.avatar)
-    .bind(&u.job_title)
-    .bind(&u.language)
-    .bind(&u.timezone)
-    .bind(u.agent_status)
-    .bind(u.is_active)
-    .bind(u.max_concurrent_chats)
-    .bind(u.created_at)
-    .bind(u.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -40,11 +40,14 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<User>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM users WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        User,
+        "SELECT * FROM users WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &UserFilter) {
@@ -64,7 +67,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<User>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT u.* FROM users u",
+        select: "SELECT u.* FROM users u".into(),
         count_from: "FROM users u",
         alias: "u",
     };
@@ -80,12 +83,13 @@ pub async fn summaries(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<UserSummary> = sqlx::query_as(
+    let rows: Vec<UserSummary> = sqlx::query_as!(
+        UserSummary,
         "SELECT id, first_name, last_name, email, phone_number, avatar FROM users
          WHERE organization_id = $1 AND id = ANY($2)",
+        org,
+        ids,
     )
-    .bind(org)
-    .bind(ids)
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(|u| (u.id, u)).collect())

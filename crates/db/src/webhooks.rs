@@ -13,44 +13,41 @@ use parley_domain::webhooks::{
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 
-const COLUMNS: &str = "id, organization_id, url, events, description, is_active, failing_since,
-    disabled_at, previous_secret_expires_at, created_at, updated_at";
-
 pub async fn insert(db: impl PgExecutor<'_>, w: &Webhook, secret: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO webhooks (id, organization_id, url, events, description, is_active, secret,
             created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        w.id,
+        w.organization_id,
+        &w.url,
+        &w.events,
+        w.description.as_deref(),
+        w.is_active,
+        secret,
+        w.created_at,
+        w.updated_at,
     )
-    .bind(w.id)
-    .bind(w.organization_id)
-    .bind(&w.url)
-    .bind(&w.events)
-    .bind(&w.description)
-    .bind(w.is_active)
-    .bind(secret)
-    .bind(w.created_at)
-    .bind(w.updated_at)
     .execute(db)
     .await
     .map(|_| ())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, w: &Webhook) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE webhooks SET url = $3, events = $4, description = $5, is_active = $6,
             failing_since = $7, disabled_at = $8, updated_at = $9
          WHERE organization_id = $1 AND id = $2",
+        w.organization_id,
+        w.id,
+        &w.url,
+        &w.events,
+        w.description.as_deref(),
+        w.is_active,
+        w.failing_since,
+        w.disabled_at,
+        w.updated_at,
     )
-    .bind(w.organization_id)
-    .bind(w.id)
-    .bind(&w.url)
-    .bind(&w.events)
-    .bind(&w.description)
-    .bind(w.is_active)
-    .bind(w.failing_since)
-    .bind(w.disabled_at)
-    .bind(w.updated_at)
     .execute(db)
     .await
     .map(|_| ())
@@ -61,27 +58,43 @@ pub async fn get(
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Webhook>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM webhooks WHERE organization_id = $1 AND id = $2"
-    )))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(db)
+    Ok(rows(db, org, &[id]).await?.pop())
+}
+
+/// The webhooks of `org` among `ids`, in no particular order (their secrets left out).
+async fn rows(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<Webhook>, sqlx::Error> {
+    sqlx::query_as!(
+        Webhook,
+        "SELECT id, organization_id, url, events, description, is_active, failing_since,
+            disabled_at, previous_secret_expires_at, created_at, updated_at
+         FROM webhooks WHERE organization_id = $1 AND id = ANY($2)",
+        org,
+        ids,
+    )
+    .fetch_all(db)
     .await
 }
 
 pub async fn lock(
-    db: impl PgExecutor<'_>,
+    conn: &mut PgConnection,
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Webhook>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE"
-    )))
-    .bind(org)
-    .bind(id)
-    .fetch_optional(db)
-    .await
+    let found = sqlx::query_scalar!(
+        "SELECT id FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    match found {
+        Some(_) => get(conn, org, id).await,
+        None => Ok(None),
+    }
 }
 
 pub async fn list(
@@ -89,31 +102,27 @@ pub async fn list(
     org: Uuid,
     page: &PageRequest,
 ) -> Result<Page<Webhook>, sqlx::Error> {
-    let q = ListQuery {
-        select: "SELECT w.id, w.organization_id, w.url, w.events, w.description, w.is_active,
-                    w.failing_since, w.disabled_at, w.previous_secret_expires_at, w.created_at,
-                    w.updated_at
-                 FROM webhooks w",
-        count_from: "FROM webhooks w",
-        alias: "w",
-    };
-    super::page(
+    super::page_of(
         pool,
-        q,
+        "FROM webhooks w",
+        "w",
         |qb| {
             qb.push(" WHERE w.organization_id = ").push_bind(org);
         },
         page,
+        |ids| async move { rows(pool, org, &ids).await },
     )
     .await
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM webhooks WHERE organization_id = $1 AND id = $2")
-        .bind(org)
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "DELETE FROM webhooks WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -125,15 +134,15 @@ pub async fn rotate_secret(
     secret: &str,
     overlap: Duration,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE webhooks SET previous_secret = secret, secret = $3,
             previous_secret_expires_at = clock_timestamp() + make_interval(secs => $4)
          WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+        secret,
+        overlap.as_secs_f64(),
     )
-    .bind(org)
-    .bind(id)
-    .bind(secret)
-    .bind(overlap.as_secs_f64())
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -157,7 +166,7 @@ pub async fn attempts(
     page: &PageRequest,
 ) -> Result<Page<WebhookAttempt>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT a.* FROM webhook_attempts a",
+        select: "SELECT a.* FROM webhook_attempts a".into(),
         count_from: "FROM webhook_attempts a",
         alias: "a",
     };
@@ -174,27 +183,29 @@ pub async fn create_test_delivery(
         "webhookId": webhook.id,
         "message": "A test delivery from Parley.",
     });
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO webhook_events (id, organization_id, event, data, relayed_at)
          VALUES ($1, $2, $3, $4, clock_timestamp())",
+        event,
+        webhook.organization_id,
+        EventName::WebhookTest.as_str(),
+        sqlx::types::Json(data) as _,
     )
-    .bind(event)
-    .bind(webhook.organization_id)
-    .bind(EventName::WebhookTest)
-    .bind(sqlx::types::Json(data))
     .execute(&mut *conn)
     .await?;
-    sqlx::query_as(
+    sqlx::query_as!(
+        Delivery,
         "INSERT INTO webhook_deliveries
             (id, organization_id, webhook_id, event_id, event, next_attempt_at, enqueued_at)
          VALUES ($1, $2, $3, $4, $5, now(), now())
-         RETURNING id, webhook_id, event, status, attempts, next_attempt_at, delivered_at, created_at",
+         RETURNING id AS delivery_id, webhook_id, event, status, attempts, next_attempt_at,
+            delivered_at, created_at",
+        parley_types::ids::new_id(),
+        webhook.organization_id,
+        webhook.id,
+        event,
+        EventName::WebhookTest.as_str(),
     )
-    .bind(parley_types::ids::new_id())
-    .bind(webhook.organization_id)
-    .bind(webhook.id)
-    .bind(event)
-    .bind(EventName::WebhookTest)
     .fetch_one(&mut *conn)
     .await
 }
@@ -206,14 +217,16 @@ pub async fn redeliver(
     webhook: Uuid,
     delivery: Uuid,
 ) -> Result<Option<Delivery>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        Delivery,
         "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), enqueued_at = now(),
             requeues = 0
          WHERE webhook_id = $1 AND id = $2
-         RETURNING id, webhook_id, event, status, attempts, next_attempt_at, delivered_at, created_at",
+         RETURNING id AS delivery_id, webhook_id, event, status, attempts, next_attempt_at,
+            delivered_at, created_at",
+        webhook,
+        delivery,
     )
-    .bind(webhook)
-    .bind(delivery)
     .fetch_optional(db)
     .await
 }
@@ -240,19 +253,20 @@ pub struct Due {
 /// The deliveries among `ids` with their event and webhook. Only the primary keys lead to the
 /// rows (see `db::delivery::pending_for_send`); the caller keeps those pending and due.
 pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT d.id AS delivery_id, d.organization_id, d.webhook_id, d.event, d.attempts,
-                d.status = 'pending' AS pending, d.next_attempt_at <= clock_timestamp() AS due,
-                e.data::text AS data, e.created_at AS occurred_at, w.url, w.secret,
+    sqlx::query_as!(
+        Due,
+        r#"SELECT d.id AS delivery_id, d.organization_id, d.webhook_id, d.event, d.attempts,
+                d.status = 'pending' AS "pending!", d.next_attempt_at <= clock_timestamp() AS "due!",
+                e.data::text AS "data!", e.created_at AS occurred_at, w.url, w.secret,
                 CASE WHEN w.previous_secret_expires_at > clock_timestamp() THEN w.previous_secret END
                     AS previous_secret,
                 w.is_active
          FROM unnest($1::uuid[]) AS u(id)
          JOIN webhook_deliveries d ON d.id = u.id
          JOIN webhook_events e ON e.id = d.event_id
-         JOIN webhooks w ON w.id = d.webhook_id",
+         JOIN webhooks w ON w.id = d.webhook_id"#,
+        ids,
     )
-    .bind(ids)
     .fetch_all(db)
     .await
 }
@@ -302,14 +316,14 @@ pub async fn record_outcome(
     if !outcome.stalled.is_empty() {
         // Renewed at most every half period, so jobs finding the same stuck endpoint rarely
         // write its row.
-        sqlx::query(
-            "UPDATE webhooks SET stalled_until = clock_timestamp() + make_interval(secs => $2)
+        sqlx::query!(
+        "UPDATE webhooks SET stalled_until = clock_timestamp() + make_interval(secs => $2::float8)
              WHERE id = ANY($1)
                AND (stalled_until IS NULL
-                    OR stalled_until < clock_timestamp() + make_interval(secs => $2 / 2))",
-        )
-        .bind(&outcome.stalled)
-        .bind(outcome.stall_for.as_secs_f64())
+                    OR stalled_until < clock_timestamp() + make_interval(secs => $2::float8 / 2))",
+        &outcome.stalled,
+        outcome.stall_for.as_secs_f64(),
+    )
         .execute(&mut *tx)
         .await?;
     }
@@ -354,28 +368,28 @@ async fn record_attempts(
         .map(|r| r.next_attempt_at.map(|t| t.0))
         .collect();
 
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO webhook_attempts (id, organization_id, webhook_id, delivery_id, event, attempt,
             status, response_status, response_body, duration_ms, error, next_attempt_at)
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
             $6::int4[], $7::text[], $8::int4[], $9::text[], $10::int4[], $11::text[],
             $12::timestamptz[])",
+        &attempt_ids,
+        &orgs,
+        &webhooks,
+        &ids,
+        &events as _,
+        &attempts,
+        &statuses as _,
+        &response_status as _,
+        &bodies as _,
+        &durations,
+        &errors as _,
+        &next as _,
     )
-    .bind(&attempt_ids)
-    .bind(&orgs)
-    .bind(&webhooks)
-    .bind(&ids)
-    .bind(&events)
-    .bind(&attempts)
-    .bind(&statuses)
-    .bind(&response_status)
-    .bind(&bodies)
-    .bind(&durations)
-    .bind(&errors)
-    .bind(&next)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE webhook_deliveries d SET
             attempts = u.attempt,
             requeues = 0,
@@ -385,11 +399,11 @@ async fn record_attempts(
             next_attempt_at = coalesce(u.next_at, d.next_attempt_at)
          FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[]) AS u(id, attempt, status, next_at)
          WHERE d.id = u.id",
+        &ids,
+        &attempts,
+        &statuses as _,
+        &next as _,
     )
-    .bind(&ids)
-    .bind(&attempts)
-    .bind(&statuses)
-    .bind(&next)
     .execute(&mut *tx)
     .await?;
     // A success ends a webhook's failure streak; a failure starts one or lengthens it.
@@ -404,32 +418,32 @@ async fn record_attempts(
         .map(|r| r.webhook_id)
         .collect();
     if !ok.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE webhooks SET failing_since = NULL
              WHERE id = ANY($1) AND failing_since IS NOT NULL",
+            &ok,
         )
-        .bind(&ok)
         .execute(&mut *tx)
         .await?;
     }
     let disabled = if failed.is_empty() {
         Vec::new()
     } else {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE webhooks SET failing_since = clock_timestamp()
              WHERE id = ANY($1) AND failing_since IS NULL",
+            &failed,
         )
-        .bind(&failed)
         .execute(&mut *tx)
         .await?;
-        sqlx::query_scalar(
+        sqlx::query_scalar!(
             "UPDATE webhooks SET is_active = false, disabled_at = clock_timestamp()
              WHERE id = ANY($1) AND is_active
                AND failing_since <= clock_timestamp() - make_interval(secs => $2)
              RETURNING id",
+            &failed,
+            disable_after.as_secs_f64(),
         )
-        .bind(&failed)
-        .bind(disable_after.as_secs_f64())
         .fetch_all(&mut *tx)
         .await?
     };
@@ -441,12 +455,12 @@ async fn defer(db: impl PgExecutor<'_>, ids: &[Uuid], delay: Duration) -> Result
     if ids.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query!(
         "UPDATE webhook_deliveries d SET next_attempt_at = clock_timestamp() + make_interval(secs => $2)
          FROM unnest($1::uuid[]) AS u(id) WHERE d.id = u.id AND d.status = 'pending'",
+        ids,
+        delay.as_secs_f64(),
     )
-    .bind(ids)
-    .bind(delay.as_secs_f64())
     .execute(db)
     .await
     .map(|_| ())

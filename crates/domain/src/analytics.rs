@@ -35,7 +35,7 @@ pub struct TemplateAnalytics {
     pub daily: Vec<DailyFigures>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DailyFigures {
     /// `YYYY-MM-DD` (UTC).
@@ -46,7 +46,7 @@ pub struct DailyFigures {
     pub failed: i64,
 }
 
-#[derive(Debug, Clone, Default, sqlx::FromRow)]
+#[derive(Debug, Clone, Default)]
 pub struct Totals {
     pub broadcast_count: i64,
     pub total_recipients: i64,

@@ -139,7 +139,7 @@ impl TryFrom<CreateApiKey> for NewApiKey {
 }
 
 /// What authentication knows about the calling key.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct KeyIdentity {
     pub id: Uuid,
     pub organization_id: Uuid,

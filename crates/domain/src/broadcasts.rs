@@ -141,7 +141,7 @@ pub struct TemplateVariables {
     pub url: Option<TypedValue>,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Broadcast {
@@ -185,65 +185,45 @@ pub struct Broadcast {
     pub has_images: bool,
     pub has_links: bool,
     /// `readCount / sentCount` (0 when nothing was sent).
-    #[sqlx(skip)]
     pub open_rate: f64,
     /// `failedCount / (sentCount + failedCount)` (0 when nothing was attempted).
-    #[sqlx(skip)]
     pub bounce_rate: f64,
     /// Always false: A/B tests are not offered.
-    #[sqlx(skip)]
     #[serde(rename = "isABTest")]
     pub is_ab_test: bool,
     /// Campaign figures the service does not measure are `null`.
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub audience_segment: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub target_demographic: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub variant_name: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<bool>))]
     pub winning_variant: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub performance_trend: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub peak_engagement_hour: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub avg_response_time: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub click_rate: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub conversion_rate: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub unsubscribe_rate: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub cost: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub revenue: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub roi: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub trend_percentage: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub age_group_breakdown: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub device_breakdown: Option<()>,
-    #[sqlx(skip)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub location_breakdown: Option<()>,
     pub queued_at: Option<Timestamp>,

@@ -23,14 +23,13 @@ pub struct CompanyRef {
     pub domain: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Contact {
     pub id: Uuid,
     pub organization_id: Uuid,
     #[serde(rename = "type")]
-    #[sqlx(rename = "type")]
     pub kind: ContactType,
     pub name: Option<String>,
     pub email: Option<String>,
@@ -44,12 +43,9 @@ pub struct Contact {
     pub channel_data: Option<String>,
     pub company_id: Option<Uuid>,
     /// Read from the company; not stored on the contact.
-    #[sqlx(default)]
     pub company_name: Option<String>,
-    #[sqlx(skip)]
     pub company: Option<CompanyRef>,
     #[serde(skip)]
-    #[sqlx(default)]
     pub company_domain: Option<String>,
     pub widget_guest_id: Option<String>,
     pub do_not_contact: bool,
@@ -57,10 +53,8 @@ pub struct Contact {
     pub is_potential_client: bool,
     pub messaging_a_opted_out: bool,
     pub messaging_a_opted_out_at: Option<Timestamp>,
-    #[sqlx(skip)]
     pub tags: Vec<Tag>,
     /// The history, newest first; only when one contact is read.
-    #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub activities: Option<Vec<ContactActivity>>,
     pub created_at: Timestamp,
@@ -93,14 +87,13 @@ parley_types::text_enum!(
     }
 );
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContactActivity {
     pub id: Uuid,
     pub contact_id: Uuid,
     #[serde(rename = "type")]
-    #[sqlx(rename = "type")]
     pub kind: ActivityType,
     pub actor_id: Option<String>,
     pub actor_name: Option<String>,

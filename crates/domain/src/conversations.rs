@@ -93,7 +93,7 @@ parley_types::text_enum!(
     }
 );
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Conversation {
@@ -140,55 +140,46 @@ pub struct Conversation {
     pub snooze_until: Option<Timestamp>,
     pub snoozed_at: Option<Timestamp>,
     pub closed_at: Option<Timestamp>,
-    #[sqlx(skip)]
     pub category: Option<ConversationCategory>,
-    #[sqlx(skip)]
     pub contact: Option<Contact>,
-    #[sqlx(skip)]
     pub assignees: Vec<ConversationAssignee>,
-    #[sqlx(skip)]
     pub assigned_teams: Vec<ConversationTeam>,
     /// The latest messages (at most 50), oldest first; all of them at
     /// `GET /conversations/{id}/messages`.
-    #[sqlx(skip)]
     pub messages: Vec<Message>,
-    #[sqlx(skip)]
     pub tags: Vec<Tag>,
-    #[sqlx(skip)]
     pub sla_state: Option<SlaState>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 parley_types::keyed!(Conversation);
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationAssignee {
     pub id: Uuid,
     pub conversation_id: Uuid,
     pub user_id: Uuid,
-    #[sqlx(skip)]
     pub user: Option<UserSummary>,
     pub assigned_at: Timestamp,
     /// The user who assigned, when the request named one.
     pub assigned_by: Option<Uuid>,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationTeam {
     pub id: Uuid,
     pub conversation_id: Uuid,
     pub team_id: Uuid,
-    #[sqlx(skip)]
     pub team: Option<TeamSummary>,
     pub assigned_at: Timestamp,
     pub assigned_by: Option<Uuid>,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
@@ -196,7 +187,6 @@ pub struct Message {
     pub conversation_id: Uuid,
     pub content: Option<String>,
     #[serde(rename = "type")]
-    #[sqlx(rename = "type")]
     pub kind: MessageType,
     pub sender_id: Option<Uuid>,
     pub sender_type: SenderType,
@@ -206,7 +196,6 @@ pub struct Message {
     pub suggested_replies: Option<String>,
     pub should_request_feedback: bool,
     pub template_context: Vec<i32>,
-    #[sqlx(skip)]
     pub attachments: Vec<MessageAttachment>,
     pub delivered_at: Option<Timestamp>,
     pub created_at: Timestamp,
@@ -220,17 +209,15 @@ impl Message {
     }
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageAttachment {
     pub id: Uuid,
     pub message_id: Uuid,
     pub file_id: Uuid,
-    #[sqlx(skip)]
     pub file: Option<File>,
     #[serde(rename = "type")]
-    #[sqlx(rename = "type")]
     pub kind: FileType,
     pub caption: Option<String>,
     pub external_media_id: Option<String>,

@@ -22,7 +22,7 @@ pub fn read_time(content: &str) -> i32 {
     words.div_ceil(WORDS_PER_MINUTE).max(1) as i32
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct FaqCollection {
@@ -38,13 +38,10 @@ pub struct FaqCollection {
     pub is_published: bool,
     pub locale: String,
     /// Number of FAQs in the collection.
-    #[sqlx(default)]
     pub faq_count: i64,
     /// Sum of the FAQs' `readTime`, in minutes.
-    #[sqlx(default)]
     pub total_read_time: i64,
     /// The collection's FAQs, when one collection is read.
-    #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faqs: Option<Vec<Faq>>,
     pub created_at: Timestamp,
@@ -231,7 +228,7 @@ impl UpdateFaqCategory {
     }
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Faq {
@@ -239,7 +236,6 @@ pub struct Faq {
     pub organization_id: Uuid,
     pub collection_id: Uuid,
     pub category_id: Option<Uuid>,
-    #[sqlx(skip)]
     pub category: Option<FaqCategory>,
     pub title: String,
     /// Unique per locale in the organization; derived from `title` when not given.

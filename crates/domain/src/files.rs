@@ -28,7 +28,7 @@ parley_types::text_enum!(
     }
 );
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct File {
@@ -42,7 +42,6 @@ pub struct File {
     pub file_size: i64,
     pub file_hash: Option<String>,
     /// A short-lived download URL (on `GET /files/{id}`); `null` elsewhere.
-    #[sqlx(skip)]
     pub file_url: Option<String>,
     pub storage_key: String,
     pub status: FileStatus,

@@ -23,7 +23,7 @@ parley_types::text_enum!(
     }
 );
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Lead {
@@ -41,12 +41,10 @@ pub struct Lead {
     pub currency: Option<String>,
     pub status: LeadStatus,
     pub assignee_id: Option<Uuid>,
-    #[sqlx(skip)]
     pub assignee: Option<UserSummary>,
     /// The contact this lead became.
     pub contact_id: Option<Uuid>,
     pub converted_at: Option<Timestamp>,
-    #[sqlx(skip)]
     pub tags: Vec<Tag>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,

@@ -215,7 +215,7 @@ pub struct SlaPolicyFilter {
 }
 
 /// The SLA state of a conversation or ticket, as stored and as the API shows it.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SlaState {
@@ -224,7 +224,6 @@ pub struct SlaState {
     pub organization_id: Uuid,
     pub subject_type: SubjectType,
     /// The conversation or ticket.
-    #[sqlx(skip)]
     pub subject_id: Uuid,
     pub conversation_id: Option<Uuid>,
     pub ticket_id: Option<Uuid>,
@@ -236,17 +235,13 @@ pub struct SlaState {
     pub first_response_seconds: i32,
     pub next_response_seconds: i32,
     pub resolution_seconds: i32,
-    #[sqlx(skip)]
     pub active_target: ActiveTarget,
     /// Seconds to the active target's deadline (negative once past it), as of the request;
     /// while paused, what was left when the clock stopped. `null` when no target is active.
-    #[sqlx(skip)]
     pub seconds_remaining: Option<i64>,
     pub first_response_deadline: Timestamp,
     pub first_response_at: Option<Timestamp>,
-    #[sqlx(skip)]
     pub first_response_met: bool,
-    #[sqlx(skip)]
     pub first_response_breached: bool,
     pub first_response_breached_at: Option<Timestamp>,
     #[serde(skip)]
@@ -260,18 +255,14 @@ pub struct SlaState {
     pub next_response_count: i32,
     #[serde(skip)]
     pub next_response_total_seconds: i64,
-    #[sqlx(skip)]
     pub next_response_met: bool,
-    #[sqlx(skip)]
     pub next_response_breached: bool,
     pub next_response_breached_at: Option<Timestamp>,
     #[serde(skip)]
     pub next_response_warned_at: Option<Timestamp>,
     pub resolution_deadline: Timestamp,
     pub resolved_at: Option<Timestamp>,
-    #[sqlx(skip)]
     pub resolution_met: bool,
-    #[sqlx(skip)]
     pub resolution_breached: bool,
     pub resolution_breached_at: Option<Timestamp>,
     #[serde(skip)]

@@ -7,7 +7,7 @@ use crate::users::UserSummary;
 use parley_types::fields::{Color, Name, ShortText, Text, non_null, nullable};
 use parley_types::time::Timestamp;
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Team {
@@ -21,14 +21,10 @@ pub struct Team {
     /// The user who made the team, when one was named.
     pub created_by: Option<Uuid>,
     pub is_active: bool,
-    #[sqlx(default)]
     pub member_count: i64,
     /// Conversations assigned to the team.
-    #[sqlx(default)]
     pub conversation_count: i64,
-    #[sqlx(skip)]
     pub creator: Option<UserSummary>,
-    #[sqlx(skip)]
     pub members: Vec<UserSummary>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -36,7 +32,7 @@ pub struct Team {
 parley_types::keyed!(Team);
 
 /// A team as conversations and tickets embed it.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TeamSummary {

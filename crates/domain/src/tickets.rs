@@ -57,7 +57,7 @@ fn as_reference<S: Serializer>(number: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&reference(*number))
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Ticket {
@@ -98,67 +98,54 @@ pub struct Ticket {
     pub last_reply_at: Option<Timestamp>,
     pub resolved_at: Option<Timestamp>,
     pub closed_at: Option<Timestamp>,
-    #[sqlx(skip)]
     pub customer: Option<Contact>,
-    #[sqlx(skip)]
     pub category: Option<ConversationCategory>,
-    #[sqlx(skip)]
     pub team: Option<TeamSummary>,
-    #[sqlx(skip)]
     pub sla_state: Option<SlaState>,
-    #[sqlx(skip)]
     pub assignees: Vec<TicketAssignee>,
-    #[sqlx(skip)]
     pub attachments: Vec<TicketAttachment>,
     /// The latest 100 activities, newest first (`GET /tickets/{id}` only).
-    #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub activities: Option<Vec<TicketActivity>>,
     /// The latest 100 replies, oldest first (`GET /tickets/{id}` only).
-    #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replies: Option<Vec<TicketReply>>,
-    #[sqlx(skip)]
     pub tags: Vec<Tag>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 parley_types::keyed!(Ticket);
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TicketAssignee {
     pub id: Uuid,
     pub ticket_id: Uuid,
     pub user_id: Uuid,
-    #[sqlx(skip)]
     pub user: Option<UserSummary>,
     pub assigned_at: Timestamp,
     pub assigned_by: Option<Uuid>,
-    #[sqlx(skip)]
     pub assigned_by_user: Option<UserSummary>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TicketAttachment {
     pub id: Uuid,
     pub ticket_id: Uuid,
     pub file_id: Uuid,
-    #[sqlx(skip)]
     pub file: Option<File>,
     #[serde(rename = "type")]
-    #[sqlx(rename = "type")]
     pub kind: FileType,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TicketActivity {
@@ -172,7 +159,6 @@ pub struct TicketActivity {
     /// `created`, `status_changed`, `priority_changed`, `team_changed`, `updated`,
     /// `tags_changed`, `assigned`, `unassigned`, `replied`, `sla_warning`, `sla_breached`.
     #[serde(rename = "type")]
-    #[sqlx(rename = "type")]
     pub kind: String,
     pub description: String,
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]

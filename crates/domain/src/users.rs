@@ -40,7 +40,7 @@ pub struct User {
 parley_types::keyed!(User);
 
 /// A user as embedded in teams (`creator`, `members`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct UserSummary {

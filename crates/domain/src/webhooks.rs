@@ -85,7 +85,7 @@ pub fn new_secret() -> String {
     format!("whsec_{}", STANDARD.encode(bytes))
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Webhook {
@@ -328,11 +328,10 @@ pub struct AttemptFilter {
 }
 
 /// A delivery, as `test` and `redeliver` answer.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
-    #[sqlx(rename = "id")]
     pub delivery_id: Uuid,
     pub webhook_id: Uuid,
     pub event: String,

@@ -65,7 +65,7 @@ impl Probes {
         let (pg, redis) = tokio::join!(
             tokio::time::timeout(
                 Duration::from_secs(2),
-                sqlx::query("SELECT 1").execute(&self.pool)
+                sqlx::query_scalar!("SELECT 1 AS alive").fetch_one(&self.pool)
             ),
             tokio::time::timeout(Duration::from_secs(2), self.redis.ping())
         );

@@ -237,6 +237,18 @@ impl<T> Page<T> {
     pub fn into_parts(self) -> (Vec<T>, PageMeta) {
         (self.items, self.meta)
     }
+
+    /// The same page with its items replaced by what `read` makes of them (the rows a page
+    /// of keys stands for; a row deleted in between is left out).
+    pub async fn read<U, E, F>(self, read: impl FnOnce(Vec<T>) -> F) -> Result<Page<U>, E>
+    where
+        F: Future<Output = Result<Vec<U>, E>>,
+    {
+        let items = read(self.items).await?;
+        let mut meta = self.meta;
+        meta.count = items.len();
+        Ok(Page { items, meta })
+    }
 }
 
 #[cfg(test)]
