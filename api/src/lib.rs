@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod routes;
 pub mod scopes;
 pub mod serve;
+pub mod services;
 pub mod startup;
 pub mod state;
 pub mod usage;

@@ -1,3 +1,4 @@
+use secrecy::ExposeSecret;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -44,7 +45,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Serve => serve(config).await,
         Command::Migrate => {
-            let pool = db::pool(&config.database_url, 2)?;
+            let pool = db::pool(config.database_url.expose_secret(), 2)?;
             db::migrate(&pool).await.context("applying migrations")?;
             eprintln!("migrations applied");
             Ok(())
@@ -52,7 +53,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Org {
             command: OrgCommand::Create { name },
         } => {
-            let pool = db::pool(&config.database_url, 2)?;
+            let pool = db::pool(config.database_url.expose_secret(), 2)?;
             let mut tx = pool.begin().await?;
             let org = db::orgs::create(&mut tx, &name).await?;
             let key = NewApiKey::parse("default".into(), vec!["*".into()], None)
@@ -71,7 +72,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                     name,
                 },
         } => {
-            let pool = db::pool(&config.database_url, 2)?;
+            let pool = db::pool(config.database_url.expose_secret(), 2)?;
             db::orgs::get(&pool, org)
                 .await?
                 .with_context(|| format!("no organization {org}"))?;

@@ -1,6 +1,7 @@
 //! Builds the application: binds first (port 0 in tests), then serves until cancelled, draining
 //! in-flight requests on the way out.
 
+use secrecy::ExposeSecret;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -39,20 +40,21 @@ impl Application {
     pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
         if config.auto_migrate {
             // A pool of its own: a migration may run longer than any request may.
-            let migrations = db::pool(&config.database_url, 1)?;
+            let migrations = db::pool(config.database_url.expose_secret(), 1)?;
             db::migrate(&migrations)
                 .await
                 .context("applying migrations")?;
             migrations.close().await;
         }
         let pool = db::api_pool(
-            &config.database_url,
+            config.database_url.expose_secret(),
             config.db_max_connections,
             config.http.request_timeout,
         )?;
         // Redis is not needed to serve: usage counting fails open and enqueues are left to
         // the worker's reconciler while it is away.
-        let redis = Redis::lazy(&config.redis_url, &config.redis_prefix).context("REDIS_URL")?;
+        let redis = Redis::lazy(config.redis_url.expose_secret(), &config.redis_prefix)
+            .context("REDIS_URL")?;
         let listener = match listener {
             Some(l) => l,
             None => TcpListener::bind(config.api_addr)

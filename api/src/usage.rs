@@ -24,7 +24,8 @@ end
 return {used, 1}
 ";
 
-pub enum Outcome {
+/// Whether a request may go on, after counting it against its key's daily limit.
+pub enum Admission {
     Counted(ApiKeyUsage),
     LimitReached {
         usage: ApiKeyUsage,
@@ -43,13 +44,13 @@ const WARNING_INTERVAL_SECS: i64 = 10;
 
 /// [`count_request`], failing open: a Redis error or a wait past [`COUNT_TIMEOUT`] is
 /// counted in `parley_usage_uncounted_total`, logged (once per 10 s), and answered
-/// [`Outcome::Uncounted`].
+/// [`Admission::Uncounted`].
 pub async fn count_or_skip(
     redis: &Redis,
     key_id: uuid::Uuid,
     limit: Option<i64>,
     now: DateTime<Utc>,
-) -> Outcome {
+) -> Admission {
     let why =
         match tokio::time::timeout(COUNT_TIMEOUT, count_request(redis, key_id, limit, now)).await {
             Ok(Ok(outcome)) => return outcome,
@@ -68,7 +69,7 @@ pub async fn count_or_skip(
             "Redis unavailable: requests are served without counting daily usage"
         );
     }
-    Outcome::Uncounted
+    Admission::Uncounted
 }
 
 pub async fn count_request(
@@ -76,7 +77,7 @@ pub async fn count_request(
     key_id: uuid::Uuid,
     limit: Option<i64>,
     now: DateTime<Utc>,
-) -> Result<Outcome, redis::RedisError> {
+) -> Result<Admission, redis::RedisError> {
     let day = now.format("%Y-%m-%d");
     let key = redis.key(&format!("usage:{key_id}:{day}"));
     let mut conn = redis.conn.clone();
@@ -91,9 +92,9 @@ pub async fn count_request(
         unlimited: limit.is_none(),
     };
     if counted == 1 {
-        Ok(Outcome::Counted(usage))
+        Ok(Admission::Counted(usage))
     } else {
-        Ok(Outcome::LimitReached {
+        Ok(Admission::LimitReached {
             usage,
             retry_after: seconds_until_next_utc_day(now),
         })

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use apalis::prelude::{BoxDynError, Data, TaskId};
 use futures::StreamExt;
 use parley_db as db;
-use parley_db::delivery::{Claimed, DeliveryContext, Outcome};
+use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::templates::{max_message_chars, render};
@@ -19,7 +19,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::context::Ctx;
-use crate::provider::{Message, Sent};
+use crate::provider::{Message, SendResult};
 use crate::status_watch::StatusWatch;
 use parley_types::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
 
@@ -35,7 +35,7 @@ pub async fn handle(
 ) -> Result<(), BoxDynError> {
     // The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
     let span = tracing::info_span!("broadcast", broadcast_id = %job.broadcast_id);
-    crate::metrics::observe(
+    crate::job::run(
         QueueName::RecipientDelivery,
         &task,
         "delivery job",
@@ -141,13 +141,13 @@ impl Renewal {
     }
 }
 
-fn count(channel: Channel, chunk: &[(Uuid, Outcome)]) {
+fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {
     for (_, outcome) in chunk {
         let status = match outcome {
-            Outcome::Sent { .. } => "sent",
-            Outcome::Failed { .. } => "failed",
-            Outcome::Skipped { .. } => "skipped",
-            Outcome::Released => continue,
+            RecipientOutcome::Sent { .. } => "sent",
+            RecipientOutcome::Failed { .. } => "failed",
+            RecipientOutcome::Skipped { .. } => "skipped",
+            RecipientOutcome::Released => continue,
         };
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status)
             .increment(1);
@@ -185,8 +185,8 @@ impl Prepared {
     }
 }
 
-fn skip(code: &str, message: &str) -> Outcome {
-    Outcome::Skipped {
+fn skip(code: &str, message: &str) -> RecipientOutcome {
+    RecipientOutcome::Skipped {
         code: code.to_owned(),
         message: message.to_owned(),
     }
@@ -208,47 +208,81 @@ async fn send_one(
     r: Claimed,
     watch: &StatusWatch,
     saw_failure: &AtomicBool,
-) -> (Uuid, Outcome) {
+) -> (Uuid, RecipientOutcome) {
     let id = r.id;
+    let to = match reachable_address(b, &r) {
+        Ok(to) => to,
+        Err(outcome) => return (id, outcome),
+    };
+    if !take_turn(ctx, b, watch).await {
+        return (id, RecipientOutcome::Released);
+    }
+    let content = match compose(b, prepared, &r) {
+        Ok(content) => content,
+        Err(outcome) => return (id, outcome),
+    };
+    let message = Message {
+        recipient_id: id,
+        channel: b.channel,
+        to,
+        content: &content,
+        template_id: b.template_id,
+        variables: &prepared.variables,
+        subject: if b.channel == Channel::Email {
+            b.message_subject.as_deref()
+        } else {
+            None
+        },
+    };
+    (id, send(ctx, b, &message, watch, saw_failure).await)
+}
+
+/// The recipient's address on the broadcast's channel; or why the message is not sent: the
+/// contact is gone, do-not-contact or opted out (skipped), or has no address (failed).
+fn reachable_address<'r>(b: &DeliveryContext, r: &'r Claimed) -> Result<&'r str, RecipientOutcome> {
     if r.contact_id.is_none() {
-        return (id, skip("contact_deleted", "the contact was deleted"));
+        return Err(skip("contact_deleted", "the contact was deleted"));
     }
     if r.do_not_contact == Some(true) {
-        return (
-            id,
-            skip("do_not_contact", "the contact is marked do-not-contact"),
-        );
+        return Err(skip(
+            "do_not_contact",
+            "the contact is marked do-not-contact",
+        ));
     }
     if b.channel == Channel::MessagingA && r.messaging_a_opted_out == Some(true) {
-        return (
-            id,
-            skip("opted_out", "the contact opted out of this channel"),
-        );
+        return Err(skip("opted_out", "the contact opted out of this channel"));
     }
-    let Some(to) = address(b.channel, &r) else {
-        return (
-            id,
-            Outcome::Failed {
-                code: "no_address".to_owned(),
-                message: format!("the contact has no address for {}", b.channel),
-            },
-        );
-    };
+    address(b.channel, r).ok_or_else(|| RecipientOutcome::Failed {
+        code: "no_address".to_owned(),
+        message: format!("the contact has no address for {}", b.channel),
+    })
+}
+
+/// Waits for the channel's rate limit while the broadcast is sending; `false` when the
+/// recipient goes back (the broadcast stopped, or the limiter is unavailable).
+async fn take_turn(ctx: &Ctx, b: &DeliveryContext, watch: &StatusWatch) -> bool {
     if !watch.is_sending() {
-        return (id, Outcome::Released);
+        return false;
     }
     match ctx
         .limiter
         .acquire(b.channel, b.organization_id, watch.receiver())
         .await
     {
-        Ok(true) => {}
-        Ok(false) => return (id, Outcome::Released),
+        Ok(turn) => turn,
         Err(err) => {
             tracing::warn!(%err, "rate limiter unavailable; recipient left for later");
-            return (id, Outcome::Released);
+            false
         }
     }
+}
+
+/// The template rendered for this recipient, within the channel's length.
+fn compose(
+    b: &DeliveryContext,
+    prepared: &Prepared,
+    r: &Claimed,
+) -> Result<String, RecipientOutcome> {
     let values: Vec<&str> = prepared.values.iter().map(String::as_str).collect();
     let content = render(&prepared.body, &values, |field| match field {
         "name" => r.name.as_deref(),
@@ -264,42 +298,36 @@ async fn send_one(
     // Checked when the broadcast and its template were written; this only guards the
     // provider against a message that got past those checks.
     if content.chars().count() > max_message_chars(b.channel) {
-        return (
-            id,
-            Outcome::Failed {
-                code: "message_too_long".to_owned(),
-                message: format!("the message is longer than {} takes", b.channel),
-            },
-        );
+        return Err(RecipientOutcome::Failed {
+            code: "message_too_long".to_owned(),
+            message: format!("the message is longer than {} takes", b.channel),
+        });
     }
-    let message = Message {
-        recipient_id: id,
-        channel: b.channel,
-        to,
-        content: &content,
-        template_id: b.template_id,
-        variables: &prepared.variables,
-        subject: if b.channel == Channel::Email {
-            b.message_subject.as_deref()
-        } else {
-            None
-        },
-    };
-    let outcome = match ctx.provider.send(&message, watch.receiver()).await {
-        Sent::Sent { message_id } => {
+    Ok(content)
+}
+
+/// Sends through the provider and keeps the broadcast's failure streak (auto-pause) current.
+async fn send(
+    ctx: &Ctx,
+    b: &DeliveryContext,
+    message: &Message<'_>,
+    watch: &StatusWatch,
+    saw_failure: &AtomicBool,
+) -> RecipientOutcome {
+    match ctx.provider.send(message, watch.receiver()).await {
+        SendResult::Accepted { message_id } => {
             if saw_failure.swap(false, Ordering::Relaxed) {
                 reset_failures(ctx, b).await;
             }
-            Outcome::Sent { message_id }
+            RecipientOutcome::Sent { message_id }
         }
-        Sent::Rejected { code, message } | Sent::GaveUp { code, message } => {
+        SendResult::Rejected { code, message } | SendResult::GaveUp { code, message } => {
             saw_failure.store(true, Ordering::Relaxed);
             note_failure(ctx, b, &code, &message).await;
-            Outcome::Failed { code, message }
+            RecipientOutcome::Failed { code, message }
         }
-        Sent::Stopped => Outcome::Released,
-    };
-    (id, outcome)
+        SendResult::Stopped => RecipientOutcome::Released,
+    }
 }
 
 fn failures_key(ctx: &Ctx, broadcast: Uuid) -> String {

@@ -23,7 +23,7 @@ pub async fn handle(
     task: TaskId,
 ) -> Result<(), BoxDynError> {
     let span = tracing::info_span!("broadcast", broadcast_id = %job.broadcast_id);
-    crate::metrics::observe(
+    crate::job::run(
         QueueName::BroadcastDispatch,
         &task,
         "dispatch",

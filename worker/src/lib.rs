@@ -9,8 +9,10 @@ pub mod context;
 pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;
+pub mod job;
 pub mod metrics;
 pub mod net;
+pub mod periodic;
 pub mod process;
 pub mod provider;
 pub mod rate_limit;
@@ -22,6 +24,7 @@ pub mod status_watch;
 pub mod ticker;
 pub mod webhooks;
 
+use secrecy::ExposeSecret;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,8 +52,11 @@ pub struct Worker {
 impl Worker {
     /// Connects to Postgres and Redis and binds the metrics address (or `listener`).
     pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
-        let pool = db::worker_pool(&config.database_url, config.db_max_connections)?;
-        let redis = Redis::connect(&config.redis_url, &config.redis_prefix)
+        let pool = db::worker_pool(
+            config.database_url.expose_secret(),
+            config.db_max_connections,
+        )?;
+        let redis = Redis::connect(config.redis_url.expose_secret(), &config.redis_prefix)
             .await
             .context("connecting to Redis")?;
         let listener = match listener {

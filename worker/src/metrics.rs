@@ -1,11 +1,6 @@
-//! Running a job under its log span, with its metrics (names in `parley_types::metric_names`),
-//! and the worker's metrics registered at zero so dashboards and alerts see every series from
-//! the start.
+//! The worker's metrics (names in `parley_types::metric_names`), registered at zero so
+//! dashboards and alerts see every series from the start, and work given up.
 
-use std::future::Future;
-use std::time::Instant;
-
-use apalis::prelude::TaskId;
 use parley_domain::Channel;
 use parley_domain::sla::SlaTarget;
 use parley_jobs::QueueName;
@@ -14,33 +9,7 @@ use parley_types::metric_names::{
     PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, SLA_BACKLOG, SLA_BREACH_LAG,
     SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
-use tracing::Instrument;
 
-/// Runs one job's work in a span carrying its queue and id (so every log line of the job
-/// has them), records its outcome and duration, and logs a failure as `what failed`. Never
-/// fails the apalis job: its retries are not ours; Postgres keeps the work due and the
-/// ticker enqueues it again.
-pub async fn observe<F>(queue: QueueName, task: &TaskId, what: &'static str, work: F)
-where
-    F: Future<Output = anyhow::Result<()>>,
-{
-    let span = tracing::info_span!("job", queue = queue.as_str(), job_id = %task);
-    async move {
-        let started = Instant::now();
-        let result = work.await;
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        metrics::counter!(JOBS, "queue" => queue.as_str(), "outcome" => outcome).increment(1);
-        metrics::histogram!(JOB_DURATION, "queue" => queue.as_str(), "outcome" => outcome)
-            .record(started.elapsed().as_secs_f64());
-        if let Err(err) = result {
-            tracing::warn!(error = %format!("{err:#}"), "{what} failed; it will be enqueued again");
-        }
-    }
-    .instrument(span)
-    .await
-}
-
-/// Registers the worker's series with their known labels, at zero.
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
 /// recipients (`kind` `recipient`) or the deliveries (`webhook`).
 pub fn given_up(kind: &'static str, ids: &[uuid::Uuid]) {
@@ -56,6 +25,7 @@ pub fn given_up(kind: &'static str, ids: &[uuid::Uuid]) {
     );
 }
 
+/// Registers the worker's series with their known labels, at zero.
 pub fn register() {
     for queue in QueueName::ALL {
         let q = queue.as_str();

@@ -38,20 +38,13 @@ pub struct Message<'a> {
 
 /// How a send ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sent {
-    Sent {
-        message_id: Option<String>,
-    },
+pub enum SendResult {
+    /// The provider took the message.
+    Accepted { message_id: Option<String> },
     /// The provider refused the message (a 4xx other than 429).
-    Rejected {
-        code: String,
-        message: String,
-    },
+    Rejected { code: String, message: String },
     /// Retries ran out on 429, 5xx or network errors.
-    GaveUp {
-        code: String,
-        message: String,
-    },
+    GaveUp { code: String, message: String },
     /// The broadcast stopped before the message went out.
     Stopped,
 }
@@ -99,18 +92,22 @@ impl Provider {
 
     /// Sends one message, retrying as the contract says, until sent, refused, out of
     /// attempts, or the broadcast stops.
-    pub async fn send(&self, msg: &Message<'_>, status: watch::Receiver<BroadcastStatus>) -> Sent {
+    pub async fn send(
+        &self,
+        msg: &Message<'_>,
+        status: watch::Receiver<BroadcastStatus>,
+    ) -> SendResult {
         let Some(url) = self.urls.get(&msg.channel) else {
             metrics::counter!(PROVIDER_CALLS, "channel" => msg.channel.as_str(), "outcome" => "sandbox")
                 .increment(1);
-            return Sent::Sent {
+            return SendResult::Accepted {
                 message_id: Some(format!("sandbox-{}", msg.recipient_id)),
             };
         };
         let body = match serde_json::to_vec(msg) {
             Ok(b) => b,
             Err(err) => {
-                return Sent::Rejected {
+                return SendResult::Rejected {
                     code: "unencodable".into(),
                     message: err.to_string(),
                 };
@@ -139,10 +136,10 @@ impl Provider {
             })
             .await;
         match result {
-            Ok(message_id) => Sent::Sent { message_id },
-            Err(CallError::Rejected { code, message }) => Sent::Rejected { code, message },
-            Err(CallError::Retryable { code, message, .. }) => Sent::GaveUp { code, message },
-            Err(CallError::Stopped) => Sent::Stopped,
+            Ok(message_id) => SendResult::Accepted { message_id },
+            Err(CallError::Rejected { code, message }) => SendResult::Rejected { code, message },
+            Err(CallError::Retryable { code, message, .. }) => SendResult::GaveUp { code, message },
+            Err(CallError::Stopped) => SendResult::Stopped,
         }
     }
 

@@ -3,7 +3,7 @@
 //! due retries from Postgres into the queue in bounded batches. Any number of workers may run
 //! it; they share the rows through `FOR UPDATE SKIP LOCKED`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parley_db::outbox;
 use parley_jobs::QueueName;
@@ -12,37 +12,57 @@ use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
+use crate::periodic::{self, Periodic};
 
 /// Events relayed, and due deliveries enqueued, per statement.
 const BATCH: i64 = 1_000;
 
+/// Runs the relay until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
-    let tick = ctx.settings().tick_interval;
-    let mut listener = listen(&ctx).await;
-    let mut last_gauge: Option<std::time::Instant> = None;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            woke = recv(&mut listener) => {
-                if !woke {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    listener = listen(&ctx).await;
-                }
-            }
-            _ = tokio::time::sleep(tick) => {}
+    let listener = listen(&ctx).await;
+    let relay = Relay {
+        listener,
+        last_gauge: None,
+        ctx,
+    };
+    periodic::run(relay.ctx.settings().tick_interval, shutdown, relay).await
+}
+
+struct Relay {
+    ctx: Ctx,
+    /// Wakes the relay on the events' `NOTIFY`; none while Postgres refuses to listen.
+    listener: Option<PgListener>,
+    last_gauge: Option<Instant>,
+}
+
+impl Periodic for Relay {
+    async fn woken(&mut self) {
+        let Some(l) = self.listener.as_mut() else {
+            return std::future::pending().await;
+        };
+        if l.recv().await.is_err() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.listener = listen(&self.ctx).await;
         }
+    }
+
+    async fn pass(&mut self, _: u64) {
+        let ctx = &self.ctx;
         // Notifications that arrived meanwhile are served by this pass.
-        if let Some(l) = listener.as_mut() {
+        if let Some(l) = self.listener.as_mut() {
             while let Ok(Ok(_)) = tokio::time::timeout(Duration::ZERO, l.recv()).await {}
         }
-        if let Err(err) = relay(&ctx).await {
+        if let Err(err) = relay(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "outbox relay failed this pass");
         }
-        if let Err(err) = enqueue_due(&ctx).await {
+        if let Err(err) = enqueue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "due deliveries not enqueued this pass");
         }
-        if last_gauge.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-            last_gauge = Some(std::time::Instant::now());
+        if self
+            .last_gauge
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            self.last_gauge = Some(Instant::now());
             if let Ok(n) = outbox::backlog(&ctx.pool).await {
                 metrics::gauge!(OUTBOX_BACKLOG).set(n as f64);
             }
@@ -63,17 +83,6 @@ async fn listen(ctx: &Ctx) -> Option<PgListener> {
         Err(err) => {
             tracing::warn!(%err, "outbox notifications unavailable; relaying on the tick");
             None
-        }
-    }
-}
-
-/// Waits for a notification; `false` when the listener is gone (and should be made again).
-async fn recv(listener: &mut Option<PgListener>) -> bool {
-    match listener {
-        Some(l) => l.recv().await.is_ok(),
-        None => {
-            std::future::pending::<()>().await;
-            true
         }
     }
 }

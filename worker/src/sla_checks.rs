@@ -32,7 +32,7 @@ pub async fn handle(job: CheckSla, ctx: Data<Ctx>, task: TaskId) -> Result<(), B
             Ok(())
         }
     };
-    crate::metrics::observe(QueueName::SlaCheck, &task, "SLA check job", work).await;
+    crate::job::run(QueueName::SlaCheck, &task, "SLA check job", work).await;
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use parley_types::metric_names::{RECONCILED, SLA_BACKLOG};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
+use crate::periodic::{self, Periodic};
 
 /// Checks taken from Postgres per statement.
 const BATCH: i64 = 1_000;
@@ -19,19 +20,18 @@ const MAX_READY_JOBS: u64 = 32;
 /// Lost checks are looked for every this many ticks.
 const RECONCILE_EVERY: u64 = 8;
 
+/// Runs the scheduler until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
-    let mut ticks = tokio::time::interval(ctx.settings().tick_interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut n: u64 = 0;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
-        if let Err(err) = pass(&ctx, n.is_multiple_of(RECONCILE_EVERY)).await {
+    periodic::run(ctx.settings().tick_interval, shutdown, Scheduler(ctx)).await
+}
+
+struct Scheduler(Ctx);
+
+impl Periodic for Scheduler {
+    async fn pass(&mut self, n: u64) {
+        if let Err(err) = pass(&self.0, n.is_multiple_of(RECONCILE_EVERY)).await {
             tracing::warn!(error = %format!("{err:#}"), "SLA checks not enqueued this tick");
         }
-        n += 1;
     }
 }
 

@@ -9,6 +9,7 @@ use parley_jobs::{QueueName, queue_config};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
+use crate::periodic::{self, Periodic};
 use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECONCILED};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
@@ -18,28 +19,28 @@ const RECONCILE_EVERY: u64 = 4;
 /// Maintenance runs every this many ticks.
 const VACUUM_EVERY: u64 = 240;
 
+/// Runs the ticker until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
-    let mut ticks = tokio::time::interval(ctx.settings().tick_interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut n: u64 = 0;
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
-        if let Err(err) = queue_due(&ctx).await {
+    periodic::run(ctx.settings().tick_interval, shutdown, Ticker(ctx)).await
+}
+
+struct Ticker(Ctx);
+
+impl Periodic for Ticker {
+    async fn pass(&mut self, n: u64) {
+        let ctx = &self.0;
+        if let Err(err) = queue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
         }
         if n.is_multiple_of(RECONCILE_EVERY) {
-            if let Err(err) = reconcile(&ctx).await {
+            if let Err(err) = reconcile(ctx).await {
                 tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
             }
-            export_depths(&ctx).await;
+            export_depths(ctx).await;
         }
         if n % VACUUM_EVERY == VACUUM_EVERY - 1 {
-            vacuum(&ctx).await;
+            vacuum(ctx).await;
         }
-        n += 1;
     }
 }
 

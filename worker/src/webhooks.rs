@@ -5,6 +5,7 @@
 //! `Retry-After` honoured within bounds): the next attempt's time is a row in Postgres that
 //! the relay's ticker enqueues when due.
 
+use secrecy::ExposeSecret;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
 use parley_config::WebhookSettings;
 use parley_db as db;
-use parley_db::webhooks::{AttemptRecord, Due, JobOutcome};
+use parley_db::webhooks::{AttemptRecord, Due, WebhookJobReport};
 use parley_domain::signature;
 use parley_domain::webhooks::{PAYLOAD_VERSION, Payload, PayloadMetadata};
 use parley_jobs::{DeliverWebhooks, QueueName};
@@ -74,7 +75,7 @@ pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) 
 pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
     // The deliveries of a failed job stay due in Postgres; the relay enqueues them again.
     let work = run(&ctx, &job);
-    crate::metrics::observe(QueueName::WebhookDelivery, &task, "webhook job", work).await;
+    crate::job::run(QueueName::WebhookDelivery, &task, "webhook job", work).await;
     Ok(())
 }
 
@@ -111,7 +112,7 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
                 .map(|(webhook, group)| send_group(ctx, webhook, group)),
         )
         .await;
-        let mut outcome = JobOutcome {
+        let mut outcome = WebhookJobReport {
             attempts: Vec::new(),
             busy: Vec::new(),
             busy_for: BUSY_DELAY,
@@ -147,7 +148,7 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
 /// One webhook's share of a job: the attempts made, the deliveries put back, and the
 /// webhook when it had no slot to spare at all.
 #[derive(Default)]
-struct Sent {
+struct GroupResult {
     attempted: Vec<AttemptRecord>,
     busy: Vec<Uuid>,
     stalled: Option<Uuid>,
@@ -156,14 +157,18 @@ struct Sent {
 /// One webhook's share of a job, sent over the endpoint's free slots. New attempts start only
 /// within [`SEND_WINDOW`]: behind a slow endpoint the rest go back rather than wait in line,
 /// so a job lasts at most the window plus one timeout.
-async fn send_group(ctx: &Ctx, webhook: Uuid, group: Vec<Due>) -> Result<Sent, redis::RedisError> {
+async fn send_group(
+    ctx: &Ctx,
+    webhook: Uuid,
+    group: Vec<Due>,
+) -> Result<GroupResult, redis::RedisError> {
     let slots = ctx.endpoint_slots.acquire(webhook, group.len()).await?;
     let deadline = Instant::now() + SEND_WINDOW;
     let mut waiting = group.into_iter();
     let mut in_flight = futures::stream::FuturesUnordered::new();
-    let mut sent = Sent {
+    let mut sent = GroupResult {
         stalled: (slots.count() == 0).then_some(webhook),
-        ..Sent::default()
+        ..GroupResult::default()
     };
     loop {
         while in_flight.len() < slots.count() && Instant::now() < deadline {
@@ -291,9 +296,12 @@ async fn send(
         },
     };
     let body = serde_json::to_vec(&payload).map_err(|e| e.to_string())?;
-    let mut sig = signature::sign(&d.secret, &body);
+    let mut sig = signature::sign(d.secret.expose_secret(), &body);
     if let Some(previous) = &d.previous_secret {
-        sig = format!("{sig}, {}", signature::sign(previous, &body));
+        sig = format!(
+            "{sig}, {}",
+            signature::sign(previous.expose_secret(), &body)
+        );
     }
     let response = ctx
         .webhook_client

@@ -63,13 +63,13 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
     let ctx = envelope::context();
     match outcome {
         // Redis did not answer: served uncounted, `meta.apiKeyUsage` is null.
-        usage::Outcome::Uncounted => {}
-        usage::Outcome::Counted(u) => {
+        usage::Admission::Uncounted => {}
+        usage::Admission::Counted(u) => {
             if let Some(ctx) = &ctx {
                 ctx.set_usage(u);
             }
         }
-        usage::Outcome::LimitReached { usage, retry_after } => {
+        usage::Admission::LimitReached { usage, retry_after } => {
             if let Some(ctx) = &ctx {
                 ctx.set_usage(usage);
             }

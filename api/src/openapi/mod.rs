@@ -81,9 +81,25 @@ fn add(op: &mut Operation, status: &str, description: &str) {
         .or_insert_with(|| error(description));
 }
 
-/// Adds the security scheme, each operation's scope, and the errors every operation shares.
+/// Adds the security schemes, and to each operation a unique id, its security (signature, or
+/// key and scope) and the errors it can answer.
 pub fn finish(mut api: OpenApi) -> OpenApi {
-    let components = api.components.get_or_insert_with(Default::default);
+    add_security_schemes(api.components.get_or_insert_with(Default::default));
+    for (path, item) in api.paths.paths.iter_mut() {
+        for (method, op) in item.operations_mut() {
+            qualify_operation_id(op);
+            if path.starts_with(SIGNED_PREFIX) {
+                secure_by_signature(op);
+            } else {
+                secure_by_key(op, path, &method);
+            }
+            add_shared_errors(op, path);
+        }
+    }
+    api
+}
+
+fn add_security_schemes(components: &mut utoipa::openapi::Components) {
     components.add_security_scheme(
         BEARER,
         SecurityScheme::Http(
@@ -114,90 +130,97 @@ pub fn finish(mut api: OpenApi) -> OpenApi {
             ),
         )),
     );
-    for (path, item) in api.paths.paths.iter_mut() {
-        let has_id = path.contains('{');
-        for (method, op) in item.operations_mut() {
-            // Handler names repeat across resources; the tag makes them unique.
-            let tag = op
-                .tags
-                .as_ref()
-                .and_then(|t| t.first())
-                .cloned()
-                .unwrap_or_default();
-            if let Some(id) = op.operation_id.as_mut() {
-                *id = format!("{tag}.{id}");
-            }
-            if path.starts_with(SIGNED_PREFIX) {
-                op.security = Some(vec![SecurityRequirement::new(
-                    SIGNATURE,
-                    Vec::<String>::new(),
-                )]);
-                add(
-                    op,
-                    "401",
-                    "Missing or wrong signature, or no secret configured (`unauthorized`)",
-                );
-                add(op, "404", "No such channel (`not_found`)");
-            } else {
-                let scope = required_scope(&method_of(&method), path);
-                let mut security = vec![SecurityRequirement::new(BEARER, [scope.clone()])];
-                if path == TICKET_SLA_ROUTE {
-                    security.push(SecurityRequirement::new(TICKET_TOKEN, Vec::<String>::new()));
-                }
-                op.security = Some(security);
-                add(op, "401", "No, unknown or revoked API key (`unauthorized`)");
-                add(
-                    op,
-                    "403",
-                    &format!("The key lacks the scope `{scope}` (`forbidden`)"),
-                );
-                add(
-                    op,
-                    "429",
-                    "The key's daily limit is reached (`rate_limited`, with `Retry-After`)",
-                );
-            }
-            add(
-                op,
-                "500",
-                "Unexpected error (`internal_error`); quote the request id",
-            );
-            add(
-                op,
-                "503",
-                "Postgres or Redis is unavailable (`service_unavailable`)",
-            );
-            if has_id {
-                add(
-                    op,
-                    "404",
-                    "No such record in the organization (`not_found`)",
-                );
-            }
-            let has_query = op.parameters.as_ref().is_some_and(|ps| {
-                ps.iter().any(|p| {
-                    matches!(p, RefOr::T(p) if p.parameter_in == utoipa::openapi::path::ParameterIn::Query)
-                })
-            });
-            if op.request_body.is_some() {
-                add(op, "400", "The body is not valid JSON (`invalid_json`)");
-                add(op, "413", "The body is too large (`payload_too_large`)");
-                add(
-                    op,
-                    "415",
-                    "The body is not `application/json` (`unsupported_media_type`)",
-                );
-            }
-            if op.request_body.is_some() || has_query {
-                add(
-                    op,
-                    "422",
-                    "A field breaks its rules (`validation_error`, `details` lists them)",
-                );
-            }
-        }
+}
+
+/// Handler names repeat across resources; prefixed with the tag they are unique.
+fn qualify_operation_id(op: &mut Operation) {
+    let tag = op
+        .tags
+        .as_ref()
+        .and_then(|t| t.first())
+        .cloned()
+        .unwrap_or_default();
+    if let Some(id) = op.operation_id.as_mut() {
+        *id = format!("{tag}.{id}");
     }
-    api
+}
+
+/// The receipt routes: a channel's signature instead of a key.
+fn secure_by_signature(op: &mut Operation) {
+    op.security = Some(vec![SecurityRequirement::new(
+        SIGNATURE,
+        Vec::<String>::new(),
+    )]);
+    add(
+        op,
+        "401",
+        "Missing or wrong signature, or no secret configured (`unauthorized`)",
+    );
+    add(op, "404", "No such channel (`not_found`)");
+}
+
+/// Every other route: an API key with the scope the route requires.
+fn secure_by_key(op: &mut Operation, path: &str, method: &HttpMethod) {
+    let scope = required_scope(&method_of(method), path);
+    let mut security = vec![SecurityRequirement::new(BEARER, [scope.clone()])];
+    if path == TICKET_SLA_ROUTE {
+        security.push(SecurityRequirement::new(TICKET_TOKEN, Vec::<String>::new()));
+    }
+    op.security = Some(security);
+    add(op, "401", "No, unknown or revoked API key (`unauthorized`)");
+    add(
+        op,
+        "403",
+        &format!("The key lacks the scope `{scope}` (`forbidden`)"),
+    );
+    add(
+        op,
+        "429",
+        "The key's daily limit is reached (`rate_limited`, with `Retry-After`)",
+    );
+}
+
+/// The errors an operation answers whatever it does: 500 and 503 always, 404 on a path with
+/// an id, and the body's and query's errors where it has them.
+fn add_shared_errors(op: &mut Operation, path: &str) {
+    add(
+        op,
+        "500",
+        "Unexpected error (`internal_error`); quote the request id",
+    );
+    add(
+        op,
+        "503",
+        "Postgres or Redis is unavailable (`service_unavailable`)",
+    );
+    if path.contains('{') {
+        add(
+            op,
+            "404",
+            "No such record in the organization (`not_found`)",
+        );
+    }
+    let has_query = op.parameters.as_ref().is_some_and(|ps| {
+        ps.iter().any(|p| {
+            matches!(p, RefOr::T(p) if p.parameter_in == utoipa::openapi::path::ParameterIn::Query)
+        })
+    });
+    if op.request_body.is_some() {
+        add(op, "400", "The body is not valid JSON (`invalid_json`)");
+        add(op, "413", "The body is too large (`payload_too_large`)");
+        add(
+            op,
+            "415",
+            "The body is not `application/json` (`unsupported_media_type`)",
+        );
+    }
+    if op.request_body.is_some() || has_query {
+        add(
+            op,
+            "422",
+            "A field breaks its rules (`validation_error`, `details` lists them)",
+        );
+    }
 }
 
 trait OperationsMut {

@@ -15,6 +15,7 @@ use parley_domain::broadcasts::{ReceiptIn, ReceiptsApplied};
 use parley_domain::signature;
 use parley_types::metric_names::RECIPIENTS;
 use parley_types::time::Timestamp;
+use secrecy::{ExposeSecret, SecretString};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -38,7 +39,7 @@ pub const LIMITS: Limits = Limits {
 /// the body is read.
 struct Signed {
     channel: Channel,
-    secret: String,
+    secret: SecretString,
     candidates: signature::Candidates,
 }
 
@@ -82,7 +83,10 @@ async fn receive(
     signed: Signed,
     RawBody(body): RawBody,
 ) -> AppResult<Reply<ReceiptsApplied>> {
-    if !signed.candidates.verify(&signed.secret, &body) {
+    if !signed
+        .candidates
+        .verify(signed.secret.expose_secret(), &body)
+    {
         return Err(AppError::Unauthorized.into());
     }
     let channel = signed.channel;

@@ -1,5 +1,6 @@
 //! Outbound webhooks (endpoints 17 and 18, and their management; scope `webhooks:manage`).
 
+use secrecy::ExposeSecret;
 use std::time::Duration;
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
@@ -75,7 +76,7 @@ async fn create(
     Json(req): Json<CreateWebhook>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
     let (webhook, secret) = req.into_webhook(t.org_id, s.config.webhooks.allow_private)?;
-    db::webhooks::insert(&s.pool, &webhook, &secret).await?;
+    db::webhooks::insert(&s.pool, &webhook, secret.expose_secret()).await?;
     Ok(Reply::created(WebhookWithSecret { webhook, secret }))
 }
 
@@ -152,7 +153,15 @@ async fn rotate_secret(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
     let secret = new_secret();
-    if !db::webhooks::rotate_secret(&s.pool, t.org_id, id, &secret, ROTATION_OVERLAP).await? {
+    if !db::webhooks::rotate_secret(
+        &s.pool,
+        t.org_id,
+        id,
+        secret.expose_secret(),
+        ROTATION_OVERLAP,
+    )
+    .await?
+    {
         return Err(AppError::NotFound.into());
     }
     let webhook = read(&s, t.org_id, id).await?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use parley_domain::files::{DEFAULT_UPLOAD_CONTENT_TYPES, UploadSettings};
 use parley_jobs::QueueName;
 use parley_types::enums::Channel;
+use secrecy::SecretString;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("configuration error: {var} {problem}")]
@@ -36,9 +37,11 @@ impl FromStr for LogFormat {
 /// Settings of both binaries. Each reads what it needs; all are checked at start.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub database_url: String,
+    /// With its password: never in `Debug` or in logs.
+    pub database_url: SecretString,
     pub db_max_connections: u32,
-    pub redis_url: String,
+    /// May carry a password: never in `Debug` or in logs.
+    pub redis_url: SecretString,
     /// Namespace of every Redis key and queue.
     pub redis_prefix: String,
     pub api_addr: SocketAddr,
@@ -79,8 +82,8 @@ pub struct StorageSettings {
     pub bucket: String,
     pub region: String,
     pub access_key_id: String,
-    pub secret_access_key: String,
-    pub session_token: Option<String>,
+    pub secret_access_key: SecretString,
+    pub session_token: Option<SecretString>,
     /// `https://host/bucket/key` rather than `https://bucket.host/key` (MinIO, s3s-fs, Ceph).
     pub force_path_style: bool,
 }
@@ -136,7 +139,7 @@ pub struct ChannelSettings {
     /// The provider's URL; none means the built-in sandbox provider.
     pub url: Option<String>,
     /// The secret that signs delivery receipts.
-    pub secret: Option<String>,
+    pub secret: Option<SecretString>,
     /// Messages per second per organization, shared by all workers.
     pub rate: Option<u32>,
 }
@@ -259,7 +262,7 @@ impl<F: Fn(&str) -> Option<String>> Vars<F> {
         };
         Ok(ChannelSettings {
             url,
-            secret: self.get(&var("SECRET")),
+            secret: self.get(&var("SECRET")).map(SecretString::from),
             rate,
         })
     }
@@ -281,8 +284,8 @@ impl<F: Fn(&str) -> Option<String>> Vars<F> {
                 .get("S3_REGION")
                 .unwrap_or_else(|| "us-east-1".to_owned()),
             access_key_id: self.required("AWS_ACCESS_KEY_ID")?,
-            secret_access_key: self.required("AWS_SECRET_ACCESS_KEY")?,
-            session_token: self.get("AWS_SESSION_TOKEN"),
+            secret_access_key: self.required("AWS_SECRET_ACCESS_KEY")?.into(),
+            session_token: self.get("AWS_SESSION_TOKEN").map(SecretString::from),
             force_path_style: self.parsed("S3_FORCE_PATH_STYLE", false)?,
         }))
     }
@@ -363,9 +366,11 @@ impl Config {
             });
         }
         Ok(Config {
-            database_url: v.url("DATABASE_URL", &["postgres", "postgresql"])?,
+            database_url: v.url("DATABASE_URL", &["postgres", "postgresql"])?.into(),
             db_max_connections: v.parsed("PARLEY_DB_MAX_CONNECTIONS", 10)?,
-            redis_url: v.url("REDIS_URL", &["redis", "rediss", "unix", "redis+unix"])?,
+            redis_url: v
+                .url("REDIS_URL", &["redis", "rediss", "unix", "redis+unix"])?
+                .into(),
             redis_prefix,
             api_addr: v.parsed("PARLEY_API_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             worker_metrics_addr: v.parsed(
@@ -428,6 +433,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use secrecy::ExposeSecret;
     use std::collections::HashMap;
 
     fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -453,6 +459,38 @@ mod tests {
     }
 
     #[test]
+    fn secrets_never_show_in_debug() {
+        let c = load(&[
+            (
+                "DATABASE_URL",
+                "postgres://parley:db-pass-1@127.0.0.1/parley",
+            ),
+            ("REDIS_URL", "redis://:redis-pass-2@127.0.0.1:6379"),
+            ("S3_BUCKET", "b"),
+            ("AWS_ACCESS_KEY_ID", "key-id"),
+            ("AWS_SECRET_ACCESS_KEY", "s3-secret-3"),
+            ("AWS_SESSION_TOKEN", "s3-token-4"),
+            ("PARLEY_CHANNEL_EMAIL_SECRET", "channel-secret-5"),
+        ])
+        .unwrap();
+        let shown = format!("{c:?}");
+        for secret in [
+            "db-pass-1",
+            "redis-pass-2",
+            "s3-secret-3",
+            "s3-token-4",
+            "channel-secret-5",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("key-id"), "the rest is shown: {shown}");
+        assert_eq!(
+            c.database_url.expose_secret(),
+            "postgres://parley:db-pass-1@127.0.0.1/parley"
+        );
+    }
+
+    #[test]
     fn a_missing_variable_is_named() {
         let err = load(&BASE[1..]).unwrap_err();
         assert_eq!(err.var, "DATABASE_URL");
@@ -475,7 +513,10 @@ mod tests {
         assert_eq!(c.worker.queues, vec![QueueName::RecipientDelivery]);
         assert_eq!(c.channel(Channel::Email).rate, Some(50));
         assert_eq!(
-            c.channel(Channel::SocialA).secret.as_deref(),
+            c.channel(Channel::SocialA)
+                .secret
+                .as_ref()
+                .map(ExposeSecret::expose_secret),
             Some("s3cret")
         );
         assert!(c.channel(Channel::MessagingA).url.is_none());

@@ -271,7 +271,7 @@ struct ClaimRow {
 
 /// How one claimed recipient ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RecipientOutcome {
     Sent {
         message_id: Option<String>,
     },
@@ -291,11 +291,11 @@ pub enum Outcome {
 /// pending keeps the outcome it has. Released recipients are not written.
 pub async fn record(
     db: impl PgExecutor<'_>,
-    outcomes: &[(Uuid, Outcome)],
+    outcomes: &[(Uuid, RecipientOutcome)],
 ) -> Result<(), sqlx::Error> {
-    let outcomes: Vec<&(Uuid, Outcome)> = outcomes
+    let outcomes: Vec<&(Uuid, RecipientOutcome)> = outcomes
         .iter()
-        .filter(|(_, o)| *o != Outcome::Released)
+        .filter(|(_, o)| *o != RecipientOutcome::Released)
         .collect();
     if outcomes.is_empty() {
         return Ok(());
@@ -310,20 +310,22 @@ pub async fn record(
     );
     for (id, outcome) in outcomes {
         let (status, message_id, code, message) = match outcome {
-            Outcome::Sent { message_id } => (RecipientStatus::Sent, message_id.clone(), None, None),
-            Outcome::Failed { code, message } => (
+            RecipientOutcome::Sent { message_id } => {
+                (RecipientStatus::Sent, message_id.clone(), None, None)
+            }
+            RecipientOutcome::Failed { code, message } => (
                 RecipientStatus::Failed,
                 None,
                 Some(code.clone()),
                 Some(message.clone()),
             ),
-            Outcome::Skipped { code, message } => (
+            RecipientOutcome::Skipped { code, message } => (
                 RecipientStatus::Skipped,
                 None,
                 Some(code.clone()),
                 Some(message.clone()),
             ),
-            Outcome::Released => continue,
+            RecipientOutcome::Released => continue,
         };
         ids.push(*id);
         statuses.push(status.as_str());

@@ -1,8 +1,10 @@
 //! Webhooks: the management API's reads and writes, and the worker's side of deliveries
 //! (what an attempt needs, and writing what it did).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
+use secrecy::SecretString;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -232,7 +234,7 @@ pub async fn redeliver(
 }
 
 /// What an attempt needs: the delivery, its event and its webhook.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Due {
     pub delivery_id: Uuid,
     pub organization_id: Uuid,
@@ -244,17 +246,16 @@ pub struct Due {
     pub data: String,
     pub occurred_at: Timestamp,
     pub url: String,
-    pub secret: String,
+    pub secret: SecretString,
     /// The secret before the last rotation, while it still signs.
-    pub previous_secret: Option<String>,
+    pub previous_secret: Option<SecretString>,
     pub is_active: bool,
 }
 
 /// The deliveries among `ids` with their event and webhook. Only the primary keys lead to the
 /// rows (see `db::delivery::pending_for_send`); the caller keeps those pending and due.
 pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>, sqlx::Error> {
-    sqlx::query_as!(
-        Due,
+    let rows = sqlx::query!(
         r#"SELECT d.id AS delivery_id, d.organization_id, d.webhook_id, d.event, d.attempts,
                 d.status = 'pending' AS "pending!", d.next_attempt_at <= clock_timestamp() AS "due!",
                 e.data::text AS "data!", e.created_at AS occurred_at, w.url, w.secret,
@@ -268,7 +269,25 @@ pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>,
         ids,
     )
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Due {
+            delivery_id: r.delivery_id,
+            organization_id: r.organization_id,
+            webhook_id: r.webhook_id,
+            event: r.event,
+            attempts: r.attempts,
+            pending: r.pending,
+            due: r.due,
+            data: r.data,
+            occurred_at: r.occurred_at,
+            url: r.url,
+            secret: r.secret.into(),
+            previous_secret: r.previous_secret.map(SecretString::from),
+            is_active: r.is_active,
+        })
+        .collect())
 }
 
 /// What one attempt did.
@@ -291,7 +310,7 @@ pub struct AttemptRecord {
 /// What a webhook job did: attempts made; deliveries put back for `busy_for` because their
 /// webhook had no free slot; and the webhooks whose slots were all stuck, marked stalled for
 /// `stall_for`.
-pub struct JobOutcome {
+pub struct WebhookJobReport {
     pub attempts: Vec<AttemptRecord>,
     pub busy: Vec<Uuid>,
     pub busy_for: Duration,
@@ -304,7 +323,7 @@ pub struct JobOutcome {
 /// since longer than `disable_after`).
 pub async fn record_outcome(
     pool: &PgPool,
-    outcome: &JobOutcome,
+    outcome: &WebhookJobReport,
     disable_after: Duration,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     if outcome.attempts.is_empty() && outcome.busy.is_empty() && outcome.stalled.is_empty() {
@@ -313,24 +332,13 @@ pub async fn record_outcome(
     let mut tx = pool.begin().await?;
     let disabled = record_attempts(&mut tx, &outcome.attempts, disable_after).await?;
     defer(&mut *tx, &outcome.busy, outcome.busy_for).await?;
-    if !outcome.stalled.is_empty() {
-        // Renewed at most every half period, so jobs finding the same stuck endpoint rarely
-        // write its row.
-        sqlx::query!(
-        "UPDATE webhooks SET stalled_until = clock_timestamp() + make_interval(secs => $2::float8)
-             WHERE id = ANY($1)
-               AND (stalled_until IS NULL
-                    OR stalled_until < clock_timestamp() + make_interval(secs => $2::float8 / 2))",
-        &outcome.stalled,
-        outcome.stall_for.as_secs_f64(),
-    )
-        .execute(&mut *tx)
-        .await?;
-    }
+    mark_stalled(&mut *tx, &outcome.stalled, outcome.stall_for).await?;
     tx.commit().await?;
     Ok(disabled)
 }
 
+/// Logs the attempts, moves their deliveries on, and updates their webhooks' failure streaks;
+/// returns the webhooks this disabled.
 async fn record_attempts(
     tx: &mut PgConnection,
     records: &[AttemptRecord],
@@ -339,56 +347,88 @@ async fn record_attempts(
     if records.is_empty() {
         return Ok(Vec::new());
     }
-    let col = |f: fn(&AttemptRecord) -> Option<String>| records.iter().map(f).collect::<Vec<_>>();
-    let ids: Vec<Uuid> = records.iter().map(|r| r.delivery_id).collect();
-    let attempt_ids: Vec<Uuid> = records
-        .iter()
-        .map(|_| parley_types::ids::new_id())
-        .collect();
-    let orgs: Vec<Uuid> = records.iter().map(|r| r.organization_id).collect();
-    let webhooks: Vec<Uuid> = records.iter().map(|r| r.webhook_id).collect();
-    let events = col(|r| Some(r.event.clone()));
-    let attempts: Vec<i32> = records.iter().map(|r| r.attempt).collect();
-    let statuses: Vec<&str> = records
-        .iter()
-        .map(|r| {
-            if r.succeeded {
-                AttemptStatus::Succeeded.as_str()
-            } else {
-                AttemptStatus::Failed.as_str()
-            }
-        })
-        .collect();
-    let response_status: Vec<Option<i32>> = records.iter().map(|r| r.response_status).collect();
-    let bodies = col(|r| r.response_body.clone());
-    let durations: Vec<i32> = records.iter().map(|r| r.duration_ms).collect();
-    let errors = col(|r| r.error.clone());
-    let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = records
-        .iter()
-        .map(|r| r.next_attempt_at.map(|t| t.0))
-        .collect();
+    let columns = AttemptColumns::of(records);
+    insert_attempts(&mut *tx, &columns).await?;
+    advance_deliveries(&mut *tx, &columns).await?;
+    update_failure_streaks(tx, records, disable_after).await
+}
 
+/// The attempts as one array per column, for `unnest`.
+struct AttemptColumns {
+    delivery_ids: Vec<Uuid>,
+    attempt_ids: Vec<Uuid>,
+    orgs: Vec<Uuid>,
+    webhooks: Vec<Uuid>,
+    events: Vec<String>,
+    attempts: Vec<i32>,
+    statuses: Vec<&'static str>,
+    response_statuses: Vec<Option<i32>>,
+    bodies: Vec<Option<String>>,
+    durations: Vec<i32>,
+    errors: Vec<Option<String>>,
+    next: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+}
+
+impl AttemptColumns {
+    fn of(records: &[AttemptRecord]) -> Self {
+        fn col<T>(records: &[AttemptRecord], f: impl Fn(&AttemptRecord) -> T) -> Vec<T> {
+            records.iter().map(f).collect()
+        }
+        AttemptColumns {
+            delivery_ids: col(records, |r| r.delivery_id),
+            attempt_ids: col(records, |_| parley_types::ids::new_id()),
+            orgs: col(records, |r| r.organization_id),
+            webhooks: col(records, |r| r.webhook_id),
+            events: col(records, |r| r.event.clone()),
+            attempts: col(records, |r| r.attempt),
+            statuses: col(records, |r| {
+                if r.succeeded {
+                    AttemptStatus::Succeeded.as_str()
+                } else {
+                    AttemptStatus::Failed.as_str()
+                }
+            }),
+            response_statuses: col(records, |r| r.response_status),
+            bodies: col(records, |r| r.response_body.clone()),
+            durations: col(records, |r| r.duration_ms),
+            errors: col(records, |r| r.error.clone()),
+            next: col(records, |r| r.next_attempt_at.map(|t| t.0)),
+        }
+    }
+}
+
+/// The attempts' log, one row per attempt.
+async fn insert_attempts(db: impl PgExecutor<'_>, c: &AttemptColumns) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO webhook_attempts (id, organization_id, webhook_id, delivery_id, event, attempt,
             status, response_status, response_body, duration_ms, error, next_attempt_at)
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[],
             $6::int4[], $7::text[], $8::int4[], $9::text[], $10::int4[], $11::text[],
             $12::timestamptz[])",
-        &attempt_ids,
-        &orgs,
-        &webhooks,
-        &ids,
-        &events as _,
-        &attempts,
-        &statuses as _,
-        &response_status as _,
-        &bodies as _,
-        &durations,
-        &errors as _,
-        &next as _,
+        &c.attempt_ids,
+        &c.orgs,
+        &c.webhooks,
+        &c.delivery_ids,
+        &c.events as _,
+        &c.attempts,
+        &c.statuses as _,
+        &c.response_statuses as _,
+        &c.bodies as _,
+        &c.durations,
+        &c.errors as _,
+        &c.next as _,
     )
-    .execute(&mut *tx)
+    .execute(db)
     .await?;
+    Ok(())
+}
+
+/// Each delivery after its attempt: delivered, failed for good (no next attempt), or pending
+/// until its next attempt.
+async fn advance_deliveries(
+    db: impl PgExecutor<'_>,
+    c: &AttemptColumns,
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE webhook_deliveries d SET
             attempts = u.attempt,
@@ -399,15 +439,25 @@ async fn record_attempts(
             next_attempt_at = coalesce(u.next_at, d.next_attempt_at)
          FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[]) AS u(id, attempt, status, next_at)
          WHERE d.id = u.id",
-        &ids,
-        &attempts,
-        &statuses as _,
-        &next as _,
+        &c.delivery_ids,
+        &c.attempts,
+        &c.statuses as _,
+        &c.next as _,
     )
-    .execute(&mut *tx)
+    .execute(db)
     .await?;
-    // A success ends a webhook's failure streak; a failure starts one or lengthens it.
-    let ok: Vec<Uuid> = records
+    Ok(())
+}
+
+/// A success ends a webhook's failure streak; a failure (of a webhook with no success in
+/// these records) starts one or lengthens it, and a streak longer than `disable_after`
+/// disables the webhook. Returns the webhooks disabled.
+async fn update_failure_streaks(
+    tx: &mut PgConnection,
+    records: &[AttemptRecord],
+    disable_after: Duration,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let ok: HashSet<Uuid> = records
         .iter()
         .filter(|r| r.succeeded)
         .map(|r| r.webhook_id)
@@ -418,6 +468,7 @@ async fn record_attempts(
         .map(|r| r.webhook_id)
         .collect();
     if !ok.is_empty() {
+        let ok: Vec<Uuid> = ok.into_iter().collect();
         sqlx::query!(
             "UPDATE webhooks SET failing_since = NULL
              WHERE id = ANY($1) AND failing_since IS NOT NULL",
@@ -426,28 +477,49 @@ async fn record_attempts(
         .execute(&mut *tx)
         .await?;
     }
-    let disabled = if failed.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query!(
-            "UPDATE webhooks SET failing_since = clock_timestamp()
-             WHERE id = ANY($1) AND failing_since IS NULL",
-            &failed,
-        )
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query_scalar!(
-            "UPDATE webhooks SET is_active = false, disabled_at = clock_timestamp()
-             WHERE id = ANY($1) AND is_active
-               AND failing_since <= clock_timestamp() - make_interval(secs => $2)
-             RETURNING id",
-            &failed,
-            disable_after.as_secs_f64(),
-        )
-        .fetch_all(&mut *tx)
-        .await?
-    };
-    Ok(disabled)
+    if failed.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query!(
+        "UPDATE webhooks SET failing_since = clock_timestamp()
+         WHERE id = ANY($1) AND failing_since IS NULL",
+        &failed,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query_scalar!(
+        "UPDATE webhooks SET is_active = false, disabled_at = clock_timestamp()
+         WHERE id = ANY($1) AND is_active
+           AND failing_since <= clock_timestamp() - make_interval(secs => $2)
+         RETURNING id",
+        &failed,
+        disable_after.as_secs_f64(),
+    )
+    .fetch_all(&mut *tx)
+    .await
+}
+
+/// Marks webhooks whose slots were all stuck as stalled for `stall_for`. Renewed at most every
+/// half period, so jobs finding the same stuck endpoint rarely write its row.
+async fn mark_stalled(
+    db: impl PgExecutor<'_>,
+    webhooks: &[Uuid],
+    stall_for: Duration,
+) -> Result<(), sqlx::Error> {
+    if webhooks.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "UPDATE webhooks SET stalled_until = clock_timestamp() + make_interval(secs => $2::float8)
+         WHERE id = ANY($1)
+           AND (stalled_until IS NULL
+                OR stalled_until < clock_timestamp() + make_interval(secs => $2::float8 / 2))",
+        webhooks,
+        stall_for.as_secs_f64(),
+    )
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// Puts deliveries that found their webhook busy back for `delay`, without using an attempt.

@@ -11,6 +11,7 @@ use crate::sla::SlaState;
 use crate::tags::Tag;
 use crate::teams::TeamSummary;
 use crate::users::UserSummary;
+use crate::webhooks::EventName;
 use crate::{Channel, Priority};
 use parley_types::error::AppError;
 use parley_types::fields::{
@@ -206,6 +207,43 @@ parley_types::keyed!(Message);
 impl Message {
     pub fn is_inbound(&self) -> bool {
         self.sender_type == SenderType::Contact
+    }
+
+    /// `message.received` for a customer's message, `message.sent` for any other.
+    pub fn event(&self) -> EventName {
+        if self.is_inbound() {
+            EventName::MessageReceived
+        } else {
+            EventName::MessageSent
+        }
+    }
+}
+
+impl Conversation {
+    /// A closed conversation takes no more messages; the customer starts a new one.
+    pub fn check_open(&self) -> Result<(), AppError> {
+        if self.status == ConversationStatus::Closed {
+            return Err(AppError::invalid_state(
+                "the conversation is closed; start a new one",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A customer's message wakes a pending or snoozed conversation; returns whether it did.
+    pub fn wake_on(&mut self, message: &Message, now: Timestamp) -> bool {
+        let asleep = matches!(
+            self.status,
+            ConversationStatus::Pending | ConversationStatus::Snoozed
+        );
+        if !(message.is_inbound() && asleep) {
+            return false;
+        }
+        self.status = ConversationStatus::Active;
+        self.snooze_until = None;
+        self.snoozed_at = None;
+        self.updated_at = now;
+        true
     }
 }
 

@@ -359,44 +359,72 @@ pub struct TicketChange {
     pub tag_ids: Option<Vec<Uuid>>,
 }
 
+impl TicketChange {
+    /// Notes a field's change (nothing when the value stays the same).
+    fn note(
+        &mut self,
+        kind: &'static str,
+        field: &'static str,
+        old: Option<String>,
+        new: Option<String>,
+    ) {
+        if old != new {
+            self.fields.push((kind, field, old, new));
+        }
+    }
+}
+
+impl Ticket {
+    /// Moves the ticket to `status` with the timestamps it implies: resolved when resolved,
+    /// closed (and resolved, if it was not) when closed; reopening clears `resolvedAt`. A
+    /// closed ticket stays closed.
+    pub fn move_to(&mut self, status: TicketStatus, now: Timestamp) -> Result<(), AppError> {
+        if self.status == TicketStatus::Closed {
+            return Err(AppError::invalid_state("a closed ticket stays closed"));
+        }
+        self.status = status;
+        match status {
+            TicketStatus::Resolved => self.resolved_at = Some(now),
+            TicketStatus::Closed => {
+                self.closed_at = Some(now);
+                self.resolved_at = self.resolved_at.or(Some(now));
+            }
+            _ => self.resolved_at = None,
+        }
+        Ok(())
+    }
+}
+
 impl UpdateTicket {
-    /// Applies the update; checks of referenced ids are the caller's.
-    pub fn apply(self, t: &mut Ticket, now: Timestamp) -> Result<TicketChange, AppError> {
+    /// Applies the update and says what changed; checks of referenced ids are the caller's.
+    pub fn apply(mut self, t: &mut Ticket, now: Timestamp) -> Result<TicketChange, AppError> {
         let mut change = TicketChange {
-            tag_ids: self.tag_ids,
+            tag_ids: self.tag_ids.take(),
             ..Default::default()
         };
-        let mut note =
-            |kind: &'static str, field: &'static str, old: Option<String>, new: Option<String>| {
-                if old != new {
-                    change.fields.push((kind, field, old, new));
-                }
-            };
         if let Some(status) = self.status
             && status != t.status
         {
-            if t.status == TicketStatus::Closed {
-                return Err(AppError::invalid_state("a closed ticket stays closed"));
-            }
-            change.status = Some((t.status, status));
-            note(
+            let from = t.status;
+            t.move_to(status, now)?;
+            change.status = Some((from, status));
+            change.note(
                 "status_changed",
                 "status",
-                Some(t.status.to_string()),
+                Some(from.to_string()),
                 Some(status.to_string()),
             );
-            t.status = status;
-            match status {
-                TicketStatus::Resolved => t.resolved_at = Some(now),
-                TicketStatus::Closed => {
-                    t.closed_at = Some(now);
-                    t.resolved_at = t.resolved_at.or(Some(now));
-                }
-                _ => t.resolved_at = None,
-            }
         }
+        self.apply_routing(t, &mut change);
+        self.apply_details(t, &mut change);
+        t.updated_at = now;
+        Ok(change)
+    }
+
+    /// Priority and team, each with an activity of its own.
+    fn apply_routing(&self, t: &mut Ticket, change: &mut TicketChange) {
         if let Some(p) = self.priority {
-            note(
+            change.note(
                 "priority_changed",
                 "priority",
                 Some(t.priority.to_string()),
@@ -405,7 +433,7 @@ impl UpdateTicket {
             t.priority = p;
         }
         if let Some(team) = self.team_id {
-            note(
+            change.note(
                 "team_changed",
                 "teamId",
                 t.team_id.map(|v| v.to_string()),
@@ -413,9 +441,13 @@ impl UpdateTicket {
             );
             t.team_id = team;
         }
+    }
+
+    /// The other fields, each noted as `updated`.
+    fn apply_details(self, t: &mut Ticket, change: &mut TicketChange) {
         if let Some(v) = self.subject {
             let v: String = v.into();
-            note(
+            change.note(
                 "updated",
                 "subject",
                 Some(t.subject.clone()),
@@ -427,7 +459,7 @@ impl UpdateTicket {
             ($input:expr, $target:expr, $name:literal, $conv:expr) => {
                 if let Some(v) = $input {
                     let v = v.map($conv);
-                    note(
+                    change.note(
                         "updated",
                         $name,
                         $target.as_ref().map(|x| x.to_string()),
@@ -455,8 +487,6 @@ impl UpdateTicket {
         );
         field!(self.actual_hours, t.actual_hours, "actualHours", Hours::get);
         field!(self.external_id, t.external_id, "externalId", String::from);
-        t.updated_at = now;
-        Ok(change)
     }
 }
 

@@ -4,6 +4,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use rand::RngExt;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -80,9 +81,9 @@ pub struct EventInfo {
 }
 
 /// `whsec_` and the base64 of 32 random bytes.
-pub fn new_secret() -> String {
+pub fn new_secret() -> SecretString {
     let bytes: [u8; 32] = rand::rng().random();
-    format!("whsec_{}", STANDARD.encode(bytes))
+    format!("whsec_{}", STANDARD.encode(bytes)).into()
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -112,8 +113,15 @@ parley_types::keyed!(Webhook);
 pub struct WebhookWithSecret {
     #[serde(flatten)]
     pub webhook: Webhook,
-    /// `whsec_...`: signs every delivery. Not shown again.
-    pub secret: String,
+    /// `whsec_...`: signs every delivery. Not shown again (and never in `Debug`).
+    #[serde(serialize_with = "expose")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub secret: SecretString,
+}
+
+/// The secret itself, in the one answer that shows it.
+fn expose<S: serde::Serializer>(secret: &SecretString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(secret.expose_secret())
 }
 
 /// Events one webhook may list (repeats count).
@@ -214,7 +222,7 @@ impl CreateWebhook {
         self,
         organization_id: Uuid,
         allow_private: bool,
-    ) -> Result<(Webhook, String), AppError> {
+    ) -> Result<(Webhook, SecretString), AppError> {
         check_url(&self.url, allow_private)?;
         parley_types::fields::check_len("events", self.events.len(), MAX_EVENTS)?;
         let events = parse_events(&self.events)?;
@@ -414,9 +422,11 @@ mod tests {
 
     #[test]
     fn secrets_have_the_contract_shape() {
-        let s = new_secret();
+        let secret = new_secret();
+        let s = secret.expose_secret();
         assert!(s.starts_with("whsec_"));
         assert_eq!(STANDARD.decode(&s[6..]).unwrap().len(), 32);
-        assert_ne!(s, new_secret());
+        assert_ne!(s, new_secret().expose_secret());
+        assert!(!format!("{secret:?}").contains(s));
     }
 }

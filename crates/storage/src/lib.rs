@@ -2,6 +2,7 @@
 //! upload and download straight to and from the bucket with URLs Parley presigns; Parley
 //! itself only signs, looks at (HEAD) and deletes objects.
 
+use secrecy::ExposeSecret;
 use std::time::Duration;
 
 use aws_sdk_s3::Client;
@@ -44,8 +45,10 @@ impl Storage {
             .region(Region::new(s.region.clone()))
             .credentials_provider(Credentials::new(
                 &s.access_key_id,
-                &s.secret_access_key,
-                s.session_token.clone(),
+                s.secret_access_key.expose_secret(),
+                s.session_token
+                    .as_ref()
+                    .map(|t| t.expose_secret().to_owned()),
                 None,
                 "parley-environment",
             ))

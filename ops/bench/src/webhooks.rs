@@ -5,6 +5,7 @@
 //!
 //! Usage (through ops/bench/webhooks): parley-bench-webhooks [M N RATE SECONDS]
 
+use secrecy::ExposeSecret;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -74,7 +75,7 @@ async fn subscribe(bench: &Bench, url: &str) -> anyhow::Result<()> {
     let (webhook, secret) = new
         .into_webhook(bench.org, true)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    parley_db::webhooks::insert(&bench.pool, &webhook, &secret).await?;
+    parley_db::webhooks::insert(&bench.pool, &webhook, secret.expose_secret()).await?;
     Ok(())
 }
 

@@ -1,0 +1,363 @@
+//! Conversations' changes, each in one transaction with its effects (SLA clocks, wake-ups)
+//! and its event; the handlers in `routes::conversations` parse, authorize, call one of these
+//! and answer.
+
+use crate::error::{AppError, AppResult};
+use crate::extract::Tenant;
+use parley_db as db;
+use parley_db::conversations::AttachmentRow;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags};
+use parley_domain::conversations::{
+    AssignTeams, AssignUsers, Conversation, CreateConversation, CreateMessage, Handover, Message,
+    SenderType, UpdateConversation,
+};
+use parley_domain::sla::SubjectType;
+use parley_domain::webhooks::EventName;
+use parley_types::time::Timestamp;
+use sqlx::PgConnection;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const MAX_TAGS: usize = 50;
+const MAX_PER_CALL: usize = 50;
+
+/// The conversation with everything it embeds, as the API and its events show it.
+pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
+    db::conversations::get(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound.into())
+}
+
+/// The conversation, locked for the rest of the transaction.
+pub async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
+    db::conversations::lock(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound.into())
+}
+
+/// Writes a message of a locked conversation with its attachments, its effects (an inbound
+/// message wakes a pending or snoozed conversation; SLA clocks) and its event.
+pub async fn write_message(
+    conn: &mut PgConnection,
+    c: &mut Conversation,
+    req: CreateMessage,
+    field: &str,
+) -> AppResult<Message> {
+    let now = Timestamp::now();
+    c.check_open()?;
+    let (message, attachments) = req.into_message(c, now).map_err(|e| e.under(field))?;
+    let org = c.organization_id;
+    if message.sender_type == SenderType::User {
+        refs::check_id(
+            conn,
+            RefTable::Users,
+            org,
+            &format!("{field}senderId"),
+            message.sender_id,
+        )
+        .await?;
+    }
+    for (i, a) in attachments.iter().enumerate() {
+        refs::check_id(
+            conn,
+            RefTable::Files,
+            org,
+            &format!("{field}attachments[{i}].fileId"),
+            Some(a.file_id),
+        )
+        .await?;
+    }
+    let file_ids: Vec<Uuid> = attachments.iter().map(|a| a.file_id).collect();
+    let files = db::files::get_many(&mut *conn, org, &file_ids).await?;
+    let rows: Vec<AttachmentRow> = attachments
+        .into_iter()
+        .map(|a| AttachmentRow {
+            kind: a
+                .kind
+                .or(files.get(&a.file_id).map(|f| f.file_type))
+                .unwrap_or(parley_domain::files::FileType::Other),
+            file_id: a.file_id,
+            caption: a.caption.map(Into::into),
+            external_media_id: a.external_media_id.map(Into::into),
+            duration: a.duration,
+            metadata: serde_json::Value::Object(a.metadata.unwrap_or_default()),
+        })
+        .collect();
+    db::conversations::insert_message(conn, org, &message, &rows).await?;
+    if c.wake_on(&message, now) {
+        db::conversations::update(&mut *conn, c).await?;
+    }
+    match message.sender_type {
+        SenderType::Contact => {
+            db::sla::update(conn, SubjectType::Conversation, c.id, |s, clock| {
+                s.customer_wrote(now, clock)
+            })
+            .await?;
+        }
+        SenderType::User => {
+            db::sla::update(conn, SubjectType::Conversation, c.id, |s, _| {
+                s.agent_replied(now)
+            })
+            .await?;
+        }
+        SenderType::Ai | SenderType::System => {}
+    }
+    let message = db::conversations::message(conn, org, message.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    db::outbox::emit(conn, org, message.event(), &message).await?;
+    Ok(message)
+}
+
+/// The ids of an assignment, deduplicated; at least one.
+pub fn non_empty(field: &str, ids: Vec<Uuid>) -> AppResult<Vec<Uuid>> {
+    if ids.is_empty() {
+        return Err(AppError::validation(field, "required", "at least one id").into());
+    }
+    Ok(parley_types::ids::dedup(ids))
+}
+
+/// The conversation after an assignment, with its event when something was added.
+pub async fn assigned(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+    added: u64,
+) -> AppResult<Conversation> {
+    let c = read(conn, org, id).await?;
+    if added > 0 {
+        db::outbox::emit(conn, org, EventName::ConversationAssigned, &c).await?;
+    }
+    Ok(c)
+}
+
+/// Starts a conversation with its tags, SLA state, `conversation.started` event and, when
+/// given, its first message.
+pub async fn create(pool: &PgPool, t: &Tenant, req: CreateConversation) -> AppResult<Conversation> {
+    let mut tx = pool.begin().await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Contacts,
+        t.org_id,
+        "contactId",
+        Some(req.contact_id),
+    )
+    .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Categories,
+        t.org_id,
+        "categoryId",
+        req.category_id,
+    )
+    .await?;
+    let tag_ids = parley_types::ids::dedup(req.tag_ids.clone().unwrap_or_default());
+    refs::check_ids(
+        &mut tx,
+        RefTable::Tags,
+        t.org_id,
+        "tagIds",
+        &tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    let number = db::orgs::next_number(&mut tx, t.org_id, "conversation").await?;
+    let mut req = req;
+    let first = req.message.take();
+    let mut c = req.into_conversation(t.org_id, number);
+    db::conversations::insert(&mut *tx, &c).await?;
+    set_tags(&mut tx, TagLink::Conversation, t.org_id, c.id, &tag_ids).await?;
+    db::sla::start(
+        &mut tx,
+        t.org_id,
+        SubjectType::Conversation,
+        c.id,
+        c.priority,
+        c.channel,
+        c.created_at,
+    )
+    .await?;
+    let started = read(&mut tx, t.org_id, c.id).await?;
+    db::outbox::emit(&mut tx, t.org_id, EventName::ConversationStarted, &started).await?;
+    if let Some(first) = first {
+        write_message(&mut tx, &mut c, first, "message.").await?;
+    }
+    let c = read(&mut tx, t.org_id, c.id).await?;
+    tx.commit().await?;
+    Ok(c)
+}
+
+/// Applies an update (status, snooze, priority, category, tags) with its SLA effects and event.
+pub async fn update(
+    pool: &PgPool,
+    t: &Tenant,
+    id: Uuid,
+    req: UpdateConversation,
+) -> AppResult<Conversation> {
+    let now = Timestamp::now();
+    let mut tx = pool.begin().await?;
+    let mut c = lock(&mut tx, t.org_id, id).await?;
+    let change = req.apply(&mut c, now)?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Categories,
+        t.org_id,
+        "categoryId",
+        c.category_id,
+    )
+    .await?;
+    if let Some(tag_ids) = &change.tag_ids {
+        let tag_ids = parley_types::ids::dedup(tag_ids.clone());
+        refs::check_ids(
+            &mut tx,
+            RefTable::Tags,
+            t.org_id,
+            "tagIds",
+            &tag_ids,
+            MAX_TAGS,
+        )
+        .await?;
+        set_tags(&mut tx, TagLink::Conversation, t.org_id, id, &tag_ids).await?;
+    }
+    db::conversations::update(&mut *tx, &c).await?;
+    if change.priority_changed {
+        let priority = c.priority;
+        db::sla::update(&mut tx, SubjectType::Conversation, id, |s, _| {
+            s.priority = priority
+        })
+        .await?;
+    }
+    if change.closed {
+        db::sla::update(&mut tx, SubjectType::Conversation, id, |s, clock| {
+            s.resolve(now, clock)
+        })
+        .await?;
+    }
+    let c = read(&mut tx, t.org_id, id).await?;
+    if change.closed {
+        db::outbox::emit(&mut tx, t.org_id, EventName::ConversationEnded, &c).await?;
+    }
+    tx.commit().await?;
+    Ok(c)
+}
+
+/// Adds a message to the conversation (see [`write_message`]).
+pub async fn add_message(
+    pool: &PgPool,
+    t: &Tenant,
+    id: Uuid,
+    req: CreateMessage,
+) -> AppResult<Message> {
+    let mut tx = pool.begin().await?;
+    let mut c = lock(&mut tx, t.org_id, id).await?;
+    let message = write_message(&mut tx, &mut c, req, "").await?;
+    tx.commit().await?;
+    Ok(message)
+}
+
+/// Assigns users (those already assigned stay).
+pub async fn assign_users(
+    pool: &PgPool,
+    t: &Tenant,
+    id: Uuid,
+    req: AssignUsers,
+) -> AppResult<Conversation> {
+    let mut tx = pool.begin().await?;
+    lock(&mut tx, t.org_id, id).await?;
+    let users = non_empty("userIds", req.user_ids)?;
+    refs::check_ids(
+        &mut tx,
+        RefTable::Users,
+        t.org_id,
+        "userIds",
+        &users,
+        MAX_PER_CALL,
+    )
+    .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Users,
+        t.org_id,
+        "assignedBy",
+        req.assigned_by,
+    )
+    .await?;
+    let added =
+        db::conversations::add_assignees(&mut tx, t.org_id, id, &users, req.assigned_by).await?;
+    let c = assigned(&mut tx, t.org_id, id, added).await?;
+    tx.commit().await?;
+    Ok(c)
+}
+
+/// Assigns teams (those already assigned stay).
+pub async fn assign_teams(
+    pool: &PgPool,
+    t: &Tenant,
+    id: Uuid,
+    req: AssignTeams,
+) -> AppResult<Conversation> {
+    let mut tx = pool.begin().await?;
+    lock(&mut tx, t.org_id, id).await?;
+    let teams = non_empty("teamIds", req.team_ids)?;
+    refs::check_ids(
+        &mut tx,
+        RefTable::Teams,
+        t.org_id,
+        "teamIds",
+        &teams,
+        MAX_PER_CALL,
+    )
+    .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Users,
+        t.org_id,
+        "assignedBy",
+        req.assigned_by,
+    )
+    .await?;
+    let added =
+        db::conversations::add_teams(&mut tx, t.org_id, id, &teams, req.assigned_by).await?;
+    let c = assigned(&mut tx, t.org_id, id, added).await?;
+    tx.commit().await?;
+    Ok(c)
+}
+
+/// Unassigns a user; returns the user's id.
+pub async fn unassign_user(pool: &PgPool, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
+    let mut tx = pool.begin().await?;
+    lock(&mut tx, t.org_id, id).await?;
+    if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
+        return Err(AppError::NotFound.into());
+    }
+    tx.commit().await?;
+    Ok(user)
+}
+
+/// Unassigns a team; returns the team's id.
+pub async fn unassign_team(pool: &PgPool, t: &Tenant, id: Uuid, team: Uuid) -> AppResult<Uuid> {
+    let mut tx = pool.begin().await?;
+    lock(&mut tx, t.org_id, id).await?;
+    if !db::conversations::remove_team(&mut *tx, id, team).await? {
+        return Err(AppError::NotFound.into());
+    }
+    tx.commit().await?;
+    Ok(team)
+}
+
+/// Moves the handover along (the state machine is `Handover::apply`'s).
+pub async fn handover(
+    pool: &PgPool,
+    t: &Tenant,
+    id: Uuid,
+    req: Handover,
+) -> AppResult<Conversation> {
+    let mut tx = pool.begin().await?;
+    let mut c = lock(&mut tx, t.org_id, id).await?;
+    req.apply(&mut c, Timestamp::now())?;
+    db::conversations::update(&mut *tx, &c).await?;
+    let c = read(&mut tx, t.org_id, id).await?;
+    tx.commit().await?;
+    Ok(c)
+}

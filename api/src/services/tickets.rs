@@ -1,0 +1,380 @@
+//! Tickets' changes, each in one transaction with its activities, SLA effects and event; the
+//! handlers in `routes::tickets` parse, authorize, call one of these and answer.
+
+use crate::error::{AppError, AppResult};
+use crate::extract::Tenant;
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags};
+use parley_domain::Actor;
+use parley_domain::conversations::AssignUsers;
+use parley_domain::sla::SubjectType;
+use parley_domain::tickets::{
+    AuthorType, CreateReply, CreateTicket, Ticket, TicketActivity, TicketLinks, TicketReply,
+    TicketStatus, UpdateTicket,
+};
+use parley_domain::webhooks::EventName;
+use parley_types::time::Timestamp;
+use sqlx::PgConnection;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const MAX_TAGS: usize = 50;
+const MAX_PER_CALL: usize = 50;
+const MAX_FILES: usize = 20;
+
+/// The ticket with everything it embeds, as the API and its events show it.
+pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
+    db::tickets::get(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound.into())
+}
+
+/// The ticket, locked for the rest of the transaction.
+pub async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
+    db::tickets::lock(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound.into())
+}
+
+/// The ticket as it now reads, with its `ticket.updated` event.
+pub async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
+    let ticket = read(conn, org, id).await?;
+    db::outbox::emit(conn, org, EventName::TicketUpdated, &ticket).await?;
+    Ok(ticket)
+}
+
+/// Moves the SLA clock with a status change: `pending` and `on_hold` stop it, other statuses
+/// run it, `resolved` and `closed` end it.
+pub async fn follow_status(
+    conn: &mut PgConnection,
+    id: Uuid,
+    to: TicketStatus,
+    now: Timestamp,
+) -> AppResult<()> {
+    db::sla::update(conn, SubjectType::Ticket, id, |s, clock| {
+        if to.resolves() {
+            s.resolve(now, clock);
+        } else if to.pauses_sla() {
+            s.pause(now);
+        } else {
+            s.resume(now, clock);
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Creates a ticket with its tags, assignees, attachments, `created` activity, SLA state (when a
+/// policy applies) and `ticket.created` event.
+/// The records a new ticket refers to are the organization's.
+async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> AppResult<()> {
+    refs::check_id(
+        &mut *conn,
+        RefTable::Contacts,
+        org,
+        "customerId",
+        req.customer_id,
+    )
+    .await?;
+    refs::check_id(
+        &mut *conn,
+        RefTable::Categories,
+        org,
+        "categoryId",
+        req.category_id,
+    )
+    .await?;
+    refs::check_id(&mut *conn, RefTable::Teams, org, "teamId", req.team_id).await?;
+    refs::check_id(
+        &mut *conn,
+        RefTable::Conversations,
+        org,
+        "conversationId",
+        req.conversation_id,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The tags, assignees and files a new ticket links to are the organization's, and few enough.
+async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) -> AppResult<()> {
+    refs::check_ids(
+        &mut *conn,
+        RefTable::Tags,
+        org,
+        "tagIds",
+        &links.tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    refs::check_ids(
+        &mut *conn,
+        RefTable::Users,
+        org,
+        "assigneeIds",
+        &links.assignee_ids,
+        MAX_PER_CALL,
+    )
+    .await?;
+    refs::check_ids(
+        &mut *conn,
+        RefTable::Files,
+        org,
+        "fileIds",
+        &links.file_ids,
+        MAX_FILES,
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn create(pool: &PgPool, t: &Tenant, req: CreateTicket) -> AppResult<Ticket> {
+    let mut tx = pool.begin().await?;
+    let org = t.org_id;
+    check_refs(&mut tx, org, &req).await?;
+    let number = db::orgs::next_number(&mut tx, org, "ticket").await?;
+    let (ticket, links) = req.into_ticket(org, number);
+    check_links(&mut tx, org, &links).await?;
+    db::tickets::insert(&mut *tx, &ticket).await?;
+    set_tags(&mut tx, TagLink::Ticket, org, ticket.id, &links.tag_ids).await?;
+    db::tickets::add_assignees(&mut tx, org, ticket.id, &links.assignee_ids, None).await?;
+    db::tickets::add_attachments(&mut tx, org, ticket.id, &links.file_ids).await?;
+    let created = TicketActivity::new(
+        ticket.id,
+        &t.actor(),
+        "created",
+        format!("{} created the ticket", t.key_name),
+    );
+    db::tickets::add_activities(&mut tx, org, &[created]).await?;
+    db::sla::start(
+        &mut tx,
+        org,
+        SubjectType::Ticket,
+        ticket.id,
+        ticket.priority,
+        ticket.channel,
+        ticket.created_at,
+    )
+    .await?;
+    let ticket = read(&mut tx, org, ticket.id).await?;
+    db::outbox::emit(&mut tx, org, EventName::TicketCreated, &ticket).await?;
+    tx.commit().await?;
+    Ok(ticket)
+}
+
+/// Applies an update: an activity per changed field, the SLA clock following the status, and
+/// `ticket.closed` or `ticket.updated`.
+pub async fn update(pool: &PgPool, t: &Tenant, id: Uuid, req: UpdateTicket) -> AppResult<Ticket> {
+    let now = Timestamp::now();
+    let org = t.org_id;
+    let mut tx = pool.begin().await?;
+    let mut ticket = lock(&mut tx, org, id).await?;
+    let change = req.apply(&mut ticket, now)?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Contacts,
+        org,
+        "customerId",
+        ticket.customer_id,
+    )
+    .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Categories,
+        org,
+        "categoryId",
+        ticket.category_id,
+    )
+    .await?;
+    refs::check_id(&mut tx, RefTable::Teams, org, "teamId", ticket.team_id).await?;
+    let actor = t.actor();
+    let mut activities: Vec<TicketActivity> = change
+        .fields
+        .iter()
+        .map(|(kind, field, old, new)| {
+            TicketActivity::new(
+                ticket.id,
+                &actor,
+                kind,
+                format!("{} changed {field}", t.key_name),
+            )
+            .values(old.clone(), new.clone())
+        })
+        .collect();
+    if let Some(tag_ids) = change.tag_ids {
+        let tag_ids = parley_types::ids::dedup(tag_ids);
+        refs::check_ids(&mut tx, RefTable::Tags, org, "tagIds", &tag_ids, MAX_TAGS).await?;
+        let (added, removed) = set_tags(&mut tx, TagLink::Ticket, org, id, &tag_ids).await?;
+        if !added.is_empty() || !removed.is_empty() {
+            activities.push(TicketActivity::new(
+                ticket.id,
+                &actor,
+                "tags_changed",
+                format!("{} changed the tags", t.key_name),
+            ));
+        }
+    }
+    db::tickets::update(&mut *tx, &ticket).await?;
+    db::tickets::add_activities(&mut tx, org, &activities).await?;
+    let priority = ticket.priority;
+    db::sla::update(&mut tx, SubjectType::Ticket, id, |s, _| {
+        s.priority = priority
+    })
+    .await?;
+    if let Some((_, to)) = change.status {
+        follow_status(&mut tx, id, to, now).await?;
+    }
+    let ticket = read(&mut tx, org, id).await?;
+    if change
+        .status
+        .is_some_and(|(_, to)| to == TicketStatus::Closed)
+    {
+        db::outbox::emit(&mut tx, org, EventName::TicketClosed, &ticket).await?;
+    } else if !activities.is_empty() {
+        db::outbox::emit(&mut tx, org, EventName::TicketUpdated, &ticket).await?;
+    }
+    tx.commit().await?;
+    Ok(ticket)
+}
+
+/// Adds a reply with its activity and SLA effect; a customer's reply moves a `pending` ticket
+/// back to `open`.
+pub async fn add_reply(
+    pool: &PgPool,
+    t: &Tenant,
+    id: Uuid,
+    req: CreateReply,
+) -> AppResult<TicketReply> {
+    let now = Timestamp::now();
+    let org = t.org_id;
+    let mut tx = pool.begin().await?;
+    let mut ticket = lock(&mut tx, org, id).await?;
+    if ticket.status == TicketStatus::Closed {
+        return Err(AppError::invalid_state("the ticket is closed").into());
+    }
+    let mut reply = req.into_reply(&ticket)?;
+    reply.created_at = now;
+    reply.updated_at = now;
+    if reply.author_type == AuthorType::Agent {
+        refs::check_id(&mut tx, RefTable::Users, org, "authorId", reply.author_id).await?;
+    }
+    db::tickets::insert_reply(&mut tx, org, &reply).await?;
+    let actor = match (reply.author_type, reply.author_id) {
+        (AuthorType::Customer, Some(c)) => Actor::contact(c),
+        _ => t.actor(),
+    };
+    let what = if reply.is_internal {
+        "added an internal note"
+    } else {
+        "replied"
+    };
+    let mut activities = vec![TicketActivity::new(
+        ticket.id,
+        &actor,
+        "replied",
+        format!("{} {what}", actor.name),
+    )];
+    match (reply.author_type, reply.is_internal) {
+        (AuthorType::Agent, false) => {
+            db::sla::update(&mut tx, SubjectType::Ticket, id, |s, _| {
+                s.agent_replied(now)
+            })
+            .await?;
+        }
+        (AuthorType::Customer, _) => {
+            if ticket.status == TicketStatus::Pending {
+                activities.push(
+                    TicketActivity::new(
+                        ticket.id,
+                        &actor,
+                        "status_changed",
+                        "the customer's reply reopened the ticket".to_owned(),
+                    )
+                    .values(
+                        Some(TicketStatus::Pending.to_string()),
+                        Some(TicketStatus::Open.to_string()),
+                    ),
+                );
+                ticket.status = TicketStatus::Open;
+                ticket.updated_at = now;
+                db::tickets::update(&mut *tx, &ticket).await?;
+                follow_status(&mut tx, id, TicketStatus::Open, now).await?;
+            }
+            db::sla::update(&mut tx, SubjectType::Ticket, id, |s, clock| {
+                s.customer_wrote(now, clock)
+            })
+            .await?;
+        }
+        (AuthorType::Agent, true) => {}
+    }
+    db::tickets::add_activities(&mut tx, org, &activities).await?;
+    updated(&mut tx, org, id).await?;
+    tx.commit().await?;
+    Ok(reply)
+}
+
+/// Assigns users (those already assigned stay), an activity per user newly assigned.
+pub async fn assign(pool: &PgPool, t: &Tenant, id: Uuid, req: AssignUsers) -> AppResult<Ticket> {
+    let org = t.org_id;
+    let mut tx = pool.begin().await?;
+    let ticket = lock(&mut tx, org, id).await?;
+    if req.user_ids.is_empty() {
+        return Err(AppError::validation("userIds", "required", "at least one id").into());
+    }
+    let users = parley_types::ids::dedup(req.user_ids);
+    refs::check_ids(
+        &mut tx,
+        RefTable::Users,
+        org,
+        "userIds",
+        &users,
+        MAX_PER_CALL,
+    )
+    .await?;
+    refs::check_id(&mut tx, RefTable::Users, org, "assignedBy", req.assigned_by).await?;
+    let added = db::tickets::add_assignees(&mut tx, org, id, &users, req.assigned_by).await?;
+    if added.is_empty() {
+        let ticket = read(&mut tx, org, id).await?;
+        tx.commit().await?;
+        return Ok(ticket);
+    }
+    let actor = t.actor();
+    let activities: Vec<TicketActivity> = added
+        .iter()
+        .map(|u| {
+            TicketActivity::new(
+                ticket.id,
+                &actor,
+                "assigned",
+                format!("{} assigned a user", t.key_name),
+            )
+            .values(None, Some(u.to_string()))
+        })
+        .collect();
+    db::tickets::add_activities(&mut tx, org, &activities).await?;
+    let ticket = updated(&mut tx, org, id).await?;
+    tx.commit().await?;
+    Ok(ticket)
+}
+
+/// Unassigns a user, with its activity; returns the user's id.
+pub async fn unassign(pool: &PgPool, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
+    let org = t.org_id;
+    let mut tx = pool.begin().await?;
+    let ticket = lock(&mut tx, org, id).await?;
+    if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
+        return Err(AppError::NotFound.into());
+    }
+    let activity = TicketActivity::new(
+        ticket.id,
+        &t.actor(),
+        "unassigned",
+        format!("{} unassigned a user", t.key_name),
+    )
+    .values(Some(user.to_string()), None);
+    db::tickets::add_activities(&mut tx, org, &[activity]).await?;
+    updated(&mut tx, org, id).await?;
+    tx.commit().await?;
+    Ok(user)
+}
