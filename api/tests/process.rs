@@ -76,8 +76,13 @@ async fn start() -> Api {
         key: org["apiKey"].as_str().unwrap().to_owned(),
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while reqwest::get(format!("{}/healthz", api.base)).await.is_err() {
-        assert!(Instant::now() < deadline, "the API answers /healthz");
+    // Ready, not merely listening: /readyz answers 200 once Postgres and Redis answer it.
+    let ready = |r: Result<reqwest::Response, reqwest::Error>| r.is_ok_and(|r| r.status() == 200);
+    while !ready(reqwest::get(format!("{}/readyz", api.base)).await) {
+        assert!(
+            Instant::now() < deadline,
+            "the API answers /readyz with 200"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     api
@@ -191,19 +196,46 @@ async fn sigterm_lets_the_request_in_flight_finish() {
                 .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The fact to wait for: the update's statement is blocked by our lock.
+    let holder: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *lock)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+        )
+        .bind(holder)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the update reaches the locked row"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(!in_flight.is_finished(), "the update waits on the row");
 
     parley_tests::terminate(&api.child);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The fact that SIGTERM was handled: the listener is closed. The process is still there,
+    // waiting for the request in flight.
+    let addr = api.base.trim_start_matches("http://").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&addr).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "a draining API accepts no new connection"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         api.child.try_wait().unwrap().is_none(),
         "the API waits for the request in flight"
-    );
-    let addr = api.base.trim_start_matches("http://").to_owned();
-    assert!(
-        TcpStream::connect(&addr).is_err(),
-        "a draining API accepts no new connection"
     );
 
     lock.commit().await.unwrap();

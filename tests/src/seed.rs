@@ -1,8 +1,31 @@
-//! Bulk test data written straight to Postgres, for tests that need many rows fast.
+//! Test data: single records made through the API as a client would (`contact`, `user`), and
+//! bulk rows written straight to Postgres for tests that need many fast.
 
 use uuid::Uuid;
 
 use crate::TestApp;
+
+/// A contact named `name`, made through the API; its id.
+pub async fn contact(app: &TestApp, name: &str) -> String {
+    app.post(
+        "/api/v1/contacts",
+        serde_json::json!({"source": "test", "name": name}),
+    )
+    .await
+    .expect(201)
+    .id()
+}
+
+/// A user with the email `email`, made through the API; its id.
+pub async fn user(app: &TestApp, email: &str) -> String {
+    app.post(
+        "/api/v1/users",
+        serde_json::json!({"firstName": "Grace", "lastName": "Hopper", "email": email}),
+    )
+    .await
+    .expect(201)
+    .id()
+}
 
 /// `n` contacts with an email and a phone in the test's organization, in creation order.
 pub async fn contacts(app: &TestApp, n: usize) -> Vec<Uuid> {

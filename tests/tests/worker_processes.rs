@@ -12,7 +12,7 @@ use parley_tests::{TestApp, seed, spawn_isolated_app};
 use serde_json::{Value, json};
 
 /// Starts `parley-worker` against the test's database and Redis prefix.
-fn worker(app: &TestApp, provider: &FakeProvider) -> Child {
+async fn worker(app: &TestApp, provider: &FakeProvider) -> Child {
     worker_with(
         app,
         &[
@@ -20,9 +20,17 @@ fn worker(app: &TestApp, provider: &FakeProvider) -> Child {
             ("PARLEY_CHANNEL_EMAIL_RATE", "200"),
         ],
     )
+    .await
 }
 
-fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
+/// A worker process, once its `/readyz` answers 200 (it reaches Postgres and Redis and its
+/// consumers are starting).
+async fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
     let mut command = Command::new(env!("CARGO_BIN_EXE_worker-under-test"));
     command
         .env_clear()
@@ -30,7 +38,7 @@ fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
         .env("DATABASE_URL", &app.database_url)
         .env("REDIS_URL", parley_tests::redis_url())
         .env("PARLEY_REDIS_PREFIX", &app.redis_prefix)
-        .env("PARLEY_WORKER_METRICS_ADDR", "127.0.0.1:0")
+        .env("PARLEY_WORKER_METRICS_ADDR", &addr)
         .env("PARLEY_DB_MAX_CONNECTIONS", "4")
         .env("PARLEY_WORKER_POLL_MS", "50")
         .env("PARLEY_TICK_MS", "100")
@@ -43,7 +51,24 @@ fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
     for (k, v) in extra {
         command.env(k, v);
     }
-    command.spawn().expect("parley-worker starts")
+    let mut child = command.spawn().expect("parley-worker starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = reqwest::get(format!("http://{addr}/readyz"))
+            .await
+            .is_ok_and(|r| r.status() == 200);
+        if ready {
+            return child;
+        }
+        if let Some(status) = child.try_wait().expect("the worker's status") {
+            panic!("the worker exited before it was ready: {status}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker answers /readyz with 200"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 struct Killed(Child);
@@ -130,7 +155,7 @@ fn assert_each_recipient_sent_once(recipients: &[Value], provider: &FakeProvider
 async fn a_worker_killed_mid_send_leaves_nothing_unsent_or_sent_twice() {
     let provider = FakeProvider::start().await;
     let app = spawn_isolated_app(&[]).await;
-    let first = Killed(worker(&app, &provider));
+    let first = Killed(worker(&app, &provider).await);
     let id = broadcast(&app, 600).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
         b["data"]["sentCount"].as_i64() >= Some(100)
@@ -143,7 +168,7 @@ async fn a_worker_killed_mid_send_leaves_nothing_unsent_or_sent_twice() {
         sent_when_killed.as_i64() < Some(600),
         "the kill came mid-send"
     );
-    let _second = Killed(worker(&app, &provider));
+    let _second = Killed(worker(&app, &provider).await);
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
         .await;
@@ -163,7 +188,7 @@ async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
         // cut short and the rest is found again from Postgres.
         ("PARLEY_WORKER_DRAIN_SECS", "2"),
     ];
-    let mut first = Killed(worker_with(&app, &env));
+    let mut first = Killed(worker_with(&app, &env).await);
     let id = broadcast(&app, 2_000).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
         b["data"]["sentCount"].as_i64() >= Some(100)
@@ -187,7 +212,7 @@ async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
         stopped.data()["sentCount"].as_i64() < Some(2_000),
         "the stop came mid-send"
     );
-    let _second = Killed(worker_with(&app, &env));
+    let _second = Killed(worker_with(&app, &env).await);
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
         .await;
@@ -200,9 +225,8 @@ async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
 async fn two_worker_processes_share_a_broadcast_without_double_sends() {
     let provider = FakeProvider::start().await;
     let app = spawn_isolated_app(&[]).await;
-    let _a = Killed(worker(&app, &provider));
-    let _b = Killed(worker(&app, &provider));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _a = Killed(worker(&app, &provider).await);
+    let _b = Killed(worker(&app, &provider).await);
     let id = broadcast(&app, 1_000).await;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
@@ -231,7 +255,7 @@ async fn webhook_events_survive_a_killed_worker_and_a_flushed_redis() {
         ("PARLEY_WEBHOOK_TIMEOUT_MS", "2000"),
         ("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", "4"),
     ];
-    let first = Killed(worker_with(&app, &env));
+    let first = Killed(worker_with(&app, &env).await);
     app.post(
         "/api/v1/webhooks",
         json!({"url": receiver.url, "events": ["lead.created"]}),
@@ -249,7 +273,7 @@ async fn webhook_events_survive_a_killed_worker_and_a_flushed_redis() {
     receiver.wait_for(4, 30).await;
     drop(first); // SIGKILL with deliveries in flight
     app.flush_redis().await;
-    let _second = Killed(worker_with(&app, &env));
+    let _second = Killed(worker_with(&app, &env).await);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let delivered: HashSet<String> = receiver

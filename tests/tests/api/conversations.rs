@@ -7,23 +7,6 @@ use std::time::Duration;
 use parley_tests::{TestApp, seed, spawn_app, spawn_isolated_app};
 use serde_json::{Value, json};
 
-async fn contact(app: &TestApp, name: &str) -> String {
-    app.post("/api/v1/contacts", json!({"source": "test", "name": name}))
-        .await
-        .expect(201)
-        .id()
-}
-
-async fn user(app: &TestApp, email: &str) -> String {
-    app.post(
-        "/api/v1/users",
-        json!({"firstName": "Grace", "lastName": "Hopper", "email": email}),
-    )
-    .await
-    .expect(201)
-    .id()
-}
-
 async fn start(app: &TestApp, body: Value) -> Value {
     app.post("/api/v1/conversations", body)
         .await
@@ -44,8 +27,8 @@ fn ids(list: &Value) -> HashSet<String> {
 #[tokio::test]
 async fn messages_are_counted_and_every_change_is_one_event() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
-    let agent = user(&app, "agent@example.com").await;
+    let ada = seed::contact(&app, "Ada").await;
+    let agent = seed::user(&app, "agent@example.com").await;
     let first = start(
         &app,
         json!({"contactId": ada, "channel": "messaging_a", "message": {"content": "Hello?"}}),
@@ -142,8 +125,8 @@ async fn messages_are_counted_and_every_change_is_one_event() {
 #[tokio::test]
 async fn bad_messages_are_refused_and_attachments_take_their_files_type() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
-    let other = contact(&app, "Bob").await;
+    let ada = seed::contact(&app, "Ada").await;
+    let other = seed::contact(&app, "Bob").await;
     let c = start(&app, json!({"contactId": ada, "channel": "email"})).await;
     let path = format!(
         "/api/v1/conversations/{}/messages",
@@ -188,9 +171,9 @@ async fn bad_messages_are_refused_and_attachments_take_their_files_type() {
 #[tokio::test]
 async fn the_list_filters_pages_and_embeds() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
-    let bob = contact(&app, "Bob").await;
-    let agent = user(&app, "agent@example.com").await;
+    let ada = seed::contact(&app, "Ada").await;
+    let bob = seed::contact(&app, "Bob").await;
+    let agent = seed::user(&app, "agent@example.com").await;
     let team = app
         .post("/api/v1/teams", json!({"name": "Tier 2"}))
         .await
@@ -309,7 +292,7 @@ async fn the_list_filters_pages_and_embeds() {
 #[tokio::test]
 async fn a_handover_moves_through_its_states() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
+    let ada = seed::contact(&app, "Ada").await;
     let c = start(&app, json!({"contactId": ada, "channel": "messaging_a"})).await;
     let path = format!(
         "/api/v1/conversations/{}/handover",
@@ -344,7 +327,7 @@ async fn a_handover_moves_through_its_states() {
 async fn a_snoozed_conversation_wakes_on_time_or_when_the_customer_writes() {
     let app = spawn_isolated_app(&[]).await;
     let _worker = app.spawn_worker(&[]).await;
-    let ada = contact(&app, "Ada").await;
+    let ada = seed::contact(&app, "Ada").await;
     let a = start(&app, json!({"contactId": ada, "channel": "email"})).await;
     let b = start(&app, json!({"contactId": ada, "channel": "email"})).await;
     let soon = (chrono::Utc::now() + chrono::Duration::seconds(1)).to_rfc3339();

@@ -3,25 +3,8 @@
 
 use std::collections::HashSet;
 
-use parley_tests::{TestApp, spawn_app};
+use parley_tests::{TestApp, seed, spawn_app};
 use serde_json::{Value, json};
-
-async fn contact(app: &TestApp, name: &str) -> String {
-    app.post("/api/v1/contacts", json!({"source": "test", "name": name}))
-        .await
-        .expect(201)
-        .id()
-}
-
-async fn user(app: &TestApp, email: &str) -> String {
-    app.post(
-        "/api/v1/users",
-        json!({"firstName": "Grace", "lastName": "Hopper", "email": email}),
-    )
-    .await
-    .expect(201)
-    .id()
-}
 
 async fn ticket(app: &TestApp, body: Value) -> Value {
     app.post("/api/v1/tickets", body)
@@ -45,8 +28,8 @@ fn activity_types(t: &Value) -> Vec<String> {
 #[tokio::test]
 async fn every_change_is_an_activity_and_one_event() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
-    let agent = user(&app, "agent@example.com").await;
+    let ada = seed::contact(&app, "Ada").await;
+    let agent = seed::user(&app, "agent@example.com").await;
     let t = ticket(
         &app,
         json!({"subject": "Refund", "customerId": ada, "priority": "high"}),
@@ -133,9 +116,9 @@ async fn every_change_is_an_activity_and_one_event() {
 #[tokio::test]
 async fn replies_count_and_a_customer_reply_reopens_a_pending_ticket() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
-    let bob = contact(&app, "Bob").await;
-    let agent = user(&app, "agent@example.com").await;
+    let ada = seed::contact(&app, "Ada").await;
+    let bob = seed::contact(&app, "Bob").await;
+    let agent = seed::user(&app, "agent@example.com").await;
     let t = ticket(&app, json!({"subject": "Broken", "customerId": ada})).await;
     let path = format!("/api/v1/tickets/{}", t["id"].as_str().unwrap());
 
@@ -200,8 +183,8 @@ async fn replies_count_and_a_customer_reply_reopens_a_pending_ticket() {
 #[tokio::test]
 async fn the_list_filters() {
     let app = spawn_app().await;
-    let ada = contact(&app, "Ada").await;
-    let agent = user(&app, "agent@example.com").await;
+    let ada = seed::contact(&app, "Ada").await;
+    let agent = seed::user(&app, "agent@example.com").await;
     let team = app
         .post("/api/v1/teams", json!({"name": "Tier 2"}))
         .await

@@ -25,10 +25,7 @@ async fn template(app: &TestApp, channel: &str, body: &str) -> String {
 
 /// A contact named Ada; its id.
 async fn contact(app: &TestApp) -> String {
-    app.post("/api/v1/contacts", json!({"source": "web", "name": "Ada"}))
-        .await
-        .expect(201)
-        .id()
+    parley_tests::seed::contact(app, "Ada").await
 }
 
 /// The service still answers a plain request.
