@@ -30,7 +30,7 @@ pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Con
 }
 
 /// The conversation, locked for the rest of the transaction.
-pub async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
+async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
     db::conversations::lock(conn, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
@@ -38,7 +38,7 @@ pub async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Con
 
 /// Writes a message of a locked conversation with its attachments, its effects (an inbound
 /// message wakes a pending or snoozed conversation; SLA clocks) and its event.
-pub async fn write_message(
+async fn write_message(
     conn: &mut PgConnection,
     c: &mut Conversation,
     req: CreateMessage,
@@ -111,7 +111,7 @@ pub async fn write_message(
 }
 
 /// The ids of an assignment, deduplicated; at least one.
-pub fn non_empty(field: &str, ids: Vec<Uuid>) -> AppResult<Vec<Uuid>> {
+fn non_empty(field: &str, ids: Vec<Uuid>) -> AppResult<Vec<Uuid>> {
     if ids.is_empty() {
         return Err(AppError::validation(field, "required", "at least one id").into());
     }
@@ -119,7 +119,7 @@ pub fn non_empty(field: &str, ids: Vec<Uuid>) -> AppResult<Vec<Uuid>> {
 }
 
 /// The conversation after an assignment, with its event when something was added.
-pub async fn assigned(
+async fn assigned(
     conn: &mut PgConnection,
     org: Uuid,
     id: Uuid,
@@ -242,7 +242,7 @@ pub async fn update(
     Ok(c)
 }
 
-/// Adds a message to the conversation (see [`write_message`]).
+/// Adds a message to the conversation, with its effects and event.
 pub async fn add_message(
     pool: &PgPool,
     t: &Tenant,

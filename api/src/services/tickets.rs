@@ -31,14 +31,14 @@ pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Tic
 }
 
 /// The ticket, locked for the rest of the transaction.
-pub async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
+async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
     db::tickets::lock(conn, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
 }
 
 /// The ticket as it now reads, with its `ticket.updated` event.
-pub async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
+async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
     let ticket = read(conn, org, id).await?;
     db::outbox::emit(conn, org, EventName::TicketUpdated, &ticket).await?;
     Ok(ticket)
@@ -46,7 +46,7 @@ pub async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<
 
 /// Moves the SLA clock with a status change: `pending` and `on_hold` stop it, other statuses
 /// run it, `resolved` and `closed` end it.
-pub async fn follow_status(
+async fn follow_status(
     conn: &mut PgConnection,
     id: Uuid,
     to: TicketStatus,
