@@ -16,6 +16,7 @@ use parley_jobs::redis_conn::Redis;
 use parley_runtime::health::{self, Probes};
 use parley_runtime::observability::metrics_handle;
 use parley_storage::Storage;
+use parley_types::time::Clock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_swagger_ui::SwaggerUi;
@@ -38,6 +39,15 @@ impl Application {
     /// Connects to Postgres and Redis, applies migrations when `auto_migrate`, and binds
     /// `listener` (or `config.api_addr`).
     pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
+        Self::build_with_clock(config, listener, Clock::system()).await
+    }
+
+    /// As [`Application::build`], with the SLA rules reading `clock` (tests move it forward).
+    pub async fn build_with_clock(
+        config: Config,
+        listener: Option<TcpListener>,
+        clock: Clock,
+    ) -> anyhow::Result<Self> {
         if config.auto_migrate {
             // A pool of its own: a migration may run longer than any request may.
             let migrations = db::pool(config.database_url.expose_secret(), 1)?;
@@ -68,6 +78,7 @@ impl Application {
             storage: config.storage.as_ref().map(Storage::new),
             config: Arc::new(config),
             metrics: metrics_handle(),
+            clock,
         };
         Ok(Application {
             listener,

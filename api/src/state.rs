@@ -6,6 +6,7 @@ use parley_config::Config;
 use parley_jobs::Jobs;
 use parley_jobs::redis_conn::Redis;
 use parley_storage::Storage;
+use parley_types::time::Clock;
 use sqlx::PgPool;
 
 /// What every handler can reach.
@@ -18,6 +19,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Object storage; `None` when not configured.
     pub storage: Option<Storage>,
+    /// The time the SLA rules read.
+    pub clock: Clock,
 }
 
 impl AppState {

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use parley_config::Config;
 use parley_db as db;
 use parley_domain::api_keys::NewApiKey;
+use parley_types::time::Clock;
 use reqwest::Method;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -189,6 +190,9 @@ pub struct TestApp {
     /// A key with scope `*` in `org_id`.
     pub key: String,
     pub redis_prefix: String,
+    /// The clock this app's API and workers read for SLA deadlines: `clock.advance(d)` makes
+    /// time pass for them without waiting.
+    pub clock: Clock,
     shutdown: CancellationToken,
 }
 
@@ -276,7 +280,8 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
     settings.extend_from_slice(extra);
     let config = test_config(&redis_prefix, &settings);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let app = parley_api::Application::build(config, Some(listener))
+    let clock = Clock::system();
+    let app = parley_api::Application::build_with_clock(config, Some(listener), clock.clone())
         .await
         .expect("the app builds");
     let addr = app.local_addr().expect("addr");
@@ -296,6 +301,7 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
         org_id: Uuid::nil(),
         key: String::new(),
         redis_prefix,
+        clock,
         shutdown,
     };
     let (org, key) = test.new_org("Test organization").await;
@@ -406,9 +412,10 @@ impl TestApp {
         settings.extend_from_slice(extra);
         let config = test_config(&self.redis_prefix, &settings);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let worker = parley_worker::Worker::build(config, Some(listener))
-            .await
-            .expect("the worker builds");
+        let worker =
+            parley_worker::Worker::build_with_clock(config, Some(listener), self.clock.clone())
+                .await
+                .expect("the worker builds");
         let metrics_addr = worker.metrics_addr().expect("addr");
         let stop = CancellationToken::new();
         let done = tokio::spawn(worker.run_until(stop.clone()));

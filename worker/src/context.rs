@@ -5,6 +5,7 @@ use std::sync::Arc;
 use parley_config::{Config, WorkerSettings};
 use parley_jobs::Jobs;
 use parley_jobs::redis_conn::Redis;
+use parley_types::time::Clock;
 use sqlx::PgPool;
 
 use crate::claims::Claims;
@@ -23,6 +24,8 @@ pub struct Ctx {
     pub claims: Claims,
     pub endpoint_slots: EndpointSlots,
     pub webhook_client: reqwest::Client,
+    /// The time the SLA checks read.
+    pub clock: Clock,
 }
 
 impl Ctx {

@@ -36,6 +36,7 @@ use parley_jobs::Jobs;
 use parley_jobs::redis_conn::Redis;
 use parley_runtime::health::{self, Probes};
 use parley_runtime::observability::metrics_handle;
+use parley_types::time::Clock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +53,15 @@ pub struct Worker {
 impl Worker {
     /// Connects to Postgres and Redis and binds the metrics address (or `listener`).
     pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
+        Self::build_with_clock(config, listener, Clock::system()).await
+    }
+
+    /// As [`Worker::build`], with the SLA checks reading `clock` (tests move it forward).
+    pub async fn build_with_clock(
+        config: Config,
+        listener: Option<TcpListener>,
+        clock: Clock,
+    ) -> anyhow::Result<Self> {
         let pool = db::worker_pool(
             config.database_url.expose_secret(),
             config.db_max_connections,
@@ -94,6 +104,7 @@ impl Worker {
             redis: redis.clone(),
             provider: Arc::new(provider),
             config: Arc::new(config),
+            clock,
         };
         let metrics = metrics_handle();
         crate::metrics::register();

@@ -13,7 +13,6 @@ use parley_domain::tickets::TicketActivity;
 use parley_domain::webhooks::EventName;
 use parley_jobs::{CheckSla, QueueName};
 use parley_types::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
-use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 use crate::context::Ctx;
@@ -37,7 +36,7 @@ pub async fn handle(job: CheckSla, ctx: Data<Ctx>, task: TaskId) -> Result<(), B
 }
 
 async fn run(ctx: &Ctx, ids: &[Uuid]) -> anyhow::Result<()> {
-    let now = Timestamp::now();
+    let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
     let checked = db::sla::run_checks(&mut tx, ids, now).await?;
     let mut events = Vec::new();

@@ -39,7 +39,7 @@ async fn pass(ctx: &Ctx, reconcile: bool) -> anyhow::Result<()> {
     let queue = QueueName::SlaCheck;
     let mut ready = ctx.jobs.depth(queue).await?.ready;
     while ready < MAX_READY_JOBS {
-        let due = db::sla::take_due_checks(&ctx.pool, BATCH, None).await?;
+        let due = db::sla::take_due_checks(&ctx.pool, BATCH, None, ctx.clock.now()).await?;
         ctx.jobs.check_sla(&due).await?;
         ready += due.len().div_ceil(SLA_BATCH) as u64;
         if due.len() < BATCH as usize {
@@ -48,9 +48,13 @@ async fn pass(ctx: &Ctx, reconcile: bool) -> anyhow::Result<()> {
     }
     if reconcile {
         if ready == 0 {
-            let lost =
-                db::sla::take_due_checks(&ctx.pool, BATCH, Some(ctx.settings().reconcile_after))
-                    .await?;
+            let lost = db::sla::take_due_checks(
+                &ctx.pool,
+                BATCH,
+                Some(ctx.settings().reconcile_after),
+                ctx.clock.now(),
+            )
+            .await?;
             if !lost.is_empty() {
                 metrics::counter!(RECONCILED, "kind" => "sla_check").increment(lost.len() as u64);
                 ctx.jobs.check_sla(&lost).await?;

@@ -39,9 +39,7 @@ async fn create(
     t: Tenant,
     Json(req): Json<CreateConversation>,
 ) -> AppResult<Reply<Conversation>> {
-    Ok(Reply::created(
-        conversations::create(&s.pool, &t, req).await?,
-    ))
+    Ok(Reply::created(conversations::create(&s, &t, req).await?))
 }
 
 /// List conversations (endpoint 16) with their category, contact, assignees, teams, latest
@@ -60,7 +58,7 @@ async fn list(
         None => None,
     };
     Ok(Reply::page(
-        db::conversations::list(&s.pool, t.org_id, &filter, tag, &page).await?,
+        db::conversations::list(&s.pool, t.org_id, &filter, tag, &page, s.clock.now()).await?,
     ))
 }
 
@@ -75,7 +73,7 @@ async fn get(
 ) -> AppResult<Reply<Conversation>> {
     let mut conn = s.pool.acquire().await?;
     Ok(Reply::ok(
-        conversations::read(&mut conn, t.org_id, id).await?,
+        conversations::read(&mut conn, t.org_id, id, s.clock.now()).await?,
     ))
 }
 
@@ -94,9 +92,7 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateConversation>,
 ) -> AppResult<Reply<Conversation>> {
-    Ok(Reply::ok(
-        conversations::update(&s.pool, &t, id, req).await?,
-    ))
+    Ok(Reply::ok(conversations::update(&s, &t, id, req).await?))
 }
 
 /// Add a message: inbound (`senderType: contact`, the default) or outbound (`user`, `ai`,
@@ -116,7 +112,7 @@ async fn add_message(
     Json(req): Json<CreateMessage>,
 ) -> AppResult<Reply<Message>> {
     Ok(Reply::created(
-        conversations::add_message(&s.pool, &t, id, req).await?,
+        conversations::add_message(&s, &t, id, req).await?,
     ))
 }
 
@@ -151,7 +147,7 @@ async fn assign_users(
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::assign_users(&s.pool, &t, id, req).await?,
+        conversations::assign_users(&s, &t, id, req).await?,
     ))
 }
 
@@ -168,7 +164,7 @@ async fn assign_teams(
     Json(req): Json<AssignTeams>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::assign_teams(&s.pool, &t, id, req).await?,
+        conversations::assign_teams(&s, &t, id, req).await?,
     ))
 }
 
@@ -182,7 +178,7 @@ async fn unassign_user(
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        conversations::unassign_user(&s.pool, &t, id, user).await?,
+        conversations::unassign_user(&s, &t, id, user).await?,
     ))
 }
 
@@ -196,7 +192,7 @@ async fn unassign_team(
     Path((id, team)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        conversations::unassign_team(&s.pool, &t, id, team).await?,
+        conversations::unassign_team(&s, &t, id, team).await?,
     ))
 }
 
@@ -214,7 +210,5 @@ async fn handover(
     Path(id): Path<Uuid>,
     Json(req): Json<Handover>,
 ) -> AppResult<Reply<Conversation>> {
-    Ok(Reply::ok(
-        conversations::handover(&s.pool, &t, id, req).await?,
-    ))
+    Ok(Reply::ok(conversations::handover(&s, &t, id, req).await?))
 }

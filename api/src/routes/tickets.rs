@@ -11,7 +11,6 @@ use parley_domain::tickets::{
     CreateReply, CreateTicket, Ticket, TicketFilter, TicketReply, UpdateTicket,
 };
 use parley_types::list::PageParams;
-use parley_types::time::Timestamp;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -39,7 +38,7 @@ async fn create(
     t: Tenant,
     Json(req): Json<CreateTicket>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::created(tickets::create(&s.pool, &t, req).await?))
+    Ok(Reply::created(tickets::create(&s, &t, req).await?))
 }
 
 /// List tickets with their customer, category, team, SLA state, assignees, attachments and
@@ -58,7 +57,7 @@ async fn list(
         None => None,
     };
     Ok(Reply::page(
-        db::tickets::list(&s.pool, t.org_id, &filter, tag, &page).await?,
+        db::tickets::list(&s.pool, t.org_id, &filter, tag, &page, s.clock.now()).await?,
     ))
 }
 
@@ -72,7 +71,9 @@ async fn get(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Ticket>> {
     let mut conn = s.pool.acquire().await?;
-    Ok(Reply::ok(tickets::read(&mut conn, t.org_id, id).await?))
+    Ok(Reply::ok(
+        tickets::read(&mut conn, t.org_id, id, s.clock.now()).await?,
+    ))
 }
 
 /// Update a ticket. Each changed field is an activity; `closed` is final.
@@ -89,7 +90,7 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTicket>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::ok(tickets::update(&s.pool, &t, id, req).await?))
+    Ok(Reply::ok(tickets::update(&s, &t, id, req).await?))
 }
 
 /// Reply on a ticket, as an agent or as the customer. An agent's reply is a response for the
@@ -108,9 +109,7 @@ async fn add_reply(
     Path(id): Path<Uuid>,
     Json(req): Json<CreateReply>,
 ) -> AppResult<Reply<TicketReply>> {
-    Ok(Reply::created(
-        tickets::add_reply(&s.pool, &t, id, req).await?,
-    ))
+    Ok(Reply::created(tickets::add_reply(&s, &t, id, req).await?))
 }
 
 /// A ticket's replies.
@@ -143,7 +142,7 @@ async fn assign(
     Path(id): Path<Uuid>,
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::ok(tickets::assign(&s.pool, &t, id, req).await?))
+    Ok(Reply::ok(tickets::assign(&s, &t, id, req).await?))
 }
 
 /// Unassign a user.
@@ -155,9 +154,7 @@ async fn unassign(
     t: Tenant,
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    Ok(Reply::deleted(
-        tickets::unassign(&s.pool, &t, id, user).await?,
-    ))
+    Ok(Reply::deleted(tickets::unassign(&s, &t, id, user).await?))
 }
 
 /// The ticket's SLA state (endpoint 15), `secondsRemaining` as of now; `null` when no policy
@@ -184,6 +181,6 @@ async fn sla(
             .ok_or(AppError::Unauthorized)?,
     };
     let mut states =
-        db::sla::states_of(&s.pool, SubjectType::Ticket, &[ticket.id], Timestamp::now()).await?;
+        db::sla::states_of(&s.pool, SubjectType::Ticket, &[ticket.id], s.clock.now()).await?;
     Ok(Reply::ok(states.remove(&ticket.id)))
 }

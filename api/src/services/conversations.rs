@@ -4,6 +4,7 @@
 
 use crate::error::{AppError, AppResult};
 use crate::extract::Tenant;
+use crate::state::AppState;
 use parley_db as db;
 use parley_db::conversations::AttachmentRow;
 use parley_db::refs::{self, RefTable};
@@ -16,15 +17,19 @@ use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 const MAX_TAGS: usize = 50;
 const MAX_PER_CALL: usize = 50;
 
 /// The conversation with everything it embeds, as the API and its events show it.
-pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
-    db::conversations::get(conn, org, id)
+pub async fn read(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+    now: Timestamp,
+) -> AppResult<Conversation> {
+    db::conversations::get(conn, org, id, now)
         .await?
         .ok_or(AppError::NotFound.into())
 }
@@ -43,8 +48,8 @@ async fn write_message(
     c: &mut Conversation,
     req: CreateMessage,
     field: &str,
+    now: Timestamp,
 ) -> AppResult<Message> {
-    let now = Timestamp::now();
     c.check_open()?;
     let (message, attachments) = req.into_message(c, now).map_err(|e| e.under(field))?;
     let org = c.organization_id;
@@ -124,8 +129,9 @@ async fn assigned(
     org: Uuid,
     id: Uuid,
     added: u64,
+    now: Timestamp,
 ) -> AppResult<Conversation> {
-    let c = read(conn, org, id).await?;
+    let c = read(conn, org, id, now).await?;
     if added > 0 {
         db::outbox::emit(conn, org, EventName::ConversationAssigned, &c).await?;
     }
@@ -134,8 +140,9 @@ async fn assigned(
 
 /// Starts a conversation with its tags, SLA state, `conversation.started` event and, when
 /// given, its first message.
-pub async fn create(pool: &PgPool, t: &Tenant, req: CreateConversation) -> AppResult<Conversation> {
-    let mut tx = pool.begin().await?;
+pub async fn create(s: &AppState, t: &Tenant, req: CreateConversation) -> AppResult<Conversation> {
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Contacts,
@@ -165,7 +172,7 @@ pub async fn create(pool: &PgPool, t: &Tenant, req: CreateConversation) -> AppRe
     let number = db::orgs::next_number(&mut tx, t.org_id, "conversation").await?;
     let mut req = req;
     let first = req.message.take();
-    let mut c = req.into_conversation(t.org_id, number);
+    let mut c = req.into_conversation(t.org_id, number, now);
     db::conversations::insert(&mut *tx, &c).await?;
     set_tags(&mut tx, TagLink::Conversation, t.org_id, c.id, &tag_ids).await?;
     db::sla::start(
@@ -178,25 +185,25 @@ pub async fn create(pool: &PgPool, t: &Tenant, req: CreateConversation) -> AppRe
         c.created_at,
     )
     .await?;
-    let started = read(&mut tx, t.org_id, c.id).await?;
+    let started = read(&mut tx, t.org_id, c.id, now).await?;
     db::outbox::emit(&mut tx, t.org_id, EventName::ConversationStarted, &started).await?;
     if let Some(first) = first {
-        write_message(&mut tx, &mut c, first, "message.").await?;
+        write_message(&mut tx, &mut c, first, "message.", now).await?;
     }
-    let c = read(&mut tx, t.org_id, c.id).await?;
+    let c = read(&mut tx, t.org_id, c.id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Applies an update (status, snooze, priority, category, tags) with its SLA effects and event.
 pub async fn update(
-    pool: &PgPool,
+    s: &AppState,
     t: &Tenant,
     id: Uuid,
     req: UpdateConversation,
 ) -> AppResult<Conversation> {
-    let now = Timestamp::now();
-    let mut tx = pool.begin().await?;
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     let mut c = lock(&mut tx, t.org_id, id).await?;
     let change = req.apply(&mut c, now)?;
     refs::check_id(
@@ -234,7 +241,7 @@ pub async fn update(
         })
         .await?;
     }
-    let c = read(&mut tx, t.org_id, id).await?;
+    let c = read(&mut tx, t.org_id, id, now).await?;
     if change.closed {
         db::outbox::emit(&mut tx, t.org_id, EventName::ConversationEnded, &c).await?;
     }
@@ -244,26 +251,28 @@ pub async fn update(
 
 /// Adds a message to the conversation, with its effects and event.
 pub async fn add_message(
-    pool: &PgPool,
+    s: &AppState,
     t: &Tenant,
     id: Uuid,
     req: CreateMessage,
 ) -> AppResult<Message> {
-    let mut tx = pool.begin().await?;
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     let mut c = lock(&mut tx, t.org_id, id).await?;
-    let message = write_message(&mut tx, &mut c, req, "").await?;
+    let message = write_message(&mut tx, &mut c, req, "", now).await?;
     tx.commit().await?;
     Ok(message)
 }
 
 /// Assigns users (those already assigned stay).
 pub async fn assign_users(
-    pool: &PgPool,
+    s: &AppState,
     t: &Tenant,
     id: Uuid,
     req: AssignUsers,
 ) -> AppResult<Conversation> {
-    let mut tx = pool.begin().await?;
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
     let users = non_empty("userIds", req.user_ids)?;
     refs::check_ids(
@@ -285,19 +294,20 @@ pub async fn assign_users(
     .await?;
     let added =
         db::conversations::add_assignees(&mut tx, t.org_id, id, &users, req.assigned_by).await?;
-    let c = assigned(&mut tx, t.org_id, id, added).await?;
+    let c = assigned(&mut tx, t.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Assigns teams (those already assigned stay).
 pub async fn assign_teams(
-    pool: &PgPool,
+    s: &AppState,
     t: &Tenant,
     id: Uuid,
     req: AssignTeams,
 ) -> AppResult<Conversation> {
-    let mut tx = pool.begin().await?;
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
     let teams = non_empty("teamIds", req.team_ids)?;
     refs::check_ids(
@@ -319,14 +329,14 @@ pub async fn assign_teams(
     .await?;
     let added =
         db::conversations::add_teams(&mut tx, t.org_id, id, &teams, req.assigned_by).await?;
-    let c = assigned(&mut tx, t.org_id, id, added).await?;
+    let c = assigned(&mut tx, t.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Unassigns a user; returns the user's id.
-pub async fn unassign_user(pool: &PgPool, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
-    let mut tx = pool.begin().await?;
+pub async fn unassign_user(s: &AppState, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
+    let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
     if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
@@ -336,8 +346,8 @@ pub async fn unassign_user(pool: &PgPool, t: &Tenant, id: Uuid, user: Uuid) -> A
 }
 
 /// Unassigns a team; returns the team's id.
-pub async fn unassign_team(pool: &PgPool, t: &Tenant, id: Uuid, team: Uuid) -> AppResult<Uuid> {
-    let mut tx = pool.begin().await?;
+pub async fn unassign_team(s: &AppState, t: &Tenant, id: Uuid, team: Uuid) -> AppResult<Uuid> {
+    let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
     if !db::conversations::remove_team(&mut *tx, id, team).await? {
         return Err(AppError::NotFound.into());
@@ -348,16 +358,17 @@ pub async fn unassign_team(pool: &PgPool, t: &Tenant, id: Uuid, team: Uuid) -> A
 
 /// Moves the handover along (the state machine is `Handover::apply`'s).
 pub async fn handover(
-    pool: &PgPool,
+    s: &AppState,
     t: &Tenant,
     id: Uuid,
     req: Handover,
 ) -> AppResult<Conversation> {
-    let mut tx = pool.begin().await?;
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     let mut c = lock(&mut tx, t.org_id, id).await?;
-    req.apply(&mut c, Timestamp::now())?;
+    req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read(&mut tx, t.org_id, id).await?;
+    let c = read(&mut tx, t.org_id, id, now).await?;
     tx.commit().await?;
     Ok(c)
 }

@@ -3,6 +3,7 @@
 
 use crate::error::{AppError, AppResult};
 use crate::extract::Tenant;
+use crate::state::AppState;
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags};
@@ -16,7 +17,6 @@ use parley_domain::tickets::{
 use parley_domain::webhooks::EventName;
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 const MAX_TAGS: usize = 50;
@@ -24,8 +24,13 @@ const MAX_PER_CALL: usize = 50;
 const MAX_FILES: usize = 20;
 
 /// The ticket with everything it embeds, as the API and its events show it.
-pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
-    db::tickets::get(conn, org, id)
+pub async fn read(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+    now: Timestamp,
+) -> AppResult<Ticket> {
+    db::tickets::get(conn, org, id, now)
         .await?
         .ok_or(AppError::NotFound.into())
 }
@@ -38,8 +43,13 @@ async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket>
 }
 
 /// The ticket as it now reads, with its `ticket.updated` event.
-async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
-    let ticket = read(conn, org, id).await?;
+async fn updated(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+    now: Timestamp,
+) -> AppResult<Ticket> {
+    let ticket = read(conn, org, id, now).await?;
     db::outbox::emit(conn, org, EventName::TicketUpdated, &ticket).await?;
     Ok(ticket)
 }
@@ -129,12 +139,13 @@ async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) ->
     Ok(())
 }
 
-pub async fn create(pool: &PgPool, t: &Tenant, req: CreateTicket) -> AppResult<Ticket> {
-    let mut tx = pool.begin().await?;
+pub async fn create(s: &AppState, t: &Tenant, req: CreateTicket) -> AppResult<Ticket> {
+    let now = s.clock.now();
+    let mut tx = s.pool.begin().await?;
     let org = t.org_id;
     check_refs(&mut tx, org, &req).await?;
     let number = db::orgs::next_number(&mut tx, org, "ticket").await?;
-    let (ticket, links) = req.into_ticket(org, number);
+    let (ticket, links) = req.into_ticket(org, number, now);
     check_links(&mut tx, org, &links).await?;
     db::tickets::insert(&mut *tx, &ticket).await?;
     set_tags(&mut tx, TagLink::Ticket, org, ticket.id, &links.tag_ids).await?;
@@ -157,7 +168,7 @@ pub async fn create(pool: &PgPool, t: &Tenant, req: CreateTicket) -> AppResult<T
         ticket.created_at,
     )
     .await?;
-    let ticket = read(&mut tx, org, ticket.id).await?;
+    let ticket = read(&mut tx, org, ticket.id, now).await?;
     db::outbox::emit(&mut tx, org, EventName::TicketCreated, &ticket).await?;
     tx.commit().await?;
     Ok(ticket)
@@ -165,10 +176,10 @@ pub async fn create(pool: &PgPool, t: &Tenant, req: CreateTicket) -> AppResult<T
 
 /// Applies an update: an activity per changed field, the SLA clock following the status, and
 /// `ticket.closed` or `ticket.updated`.
-pub async fn update(pool: &PgPool, t: &Tenant, id: Uuid, req: UpdateTicket) -> AppResult<Ticket> {
-    let now = Timestamp::now();
+pub async fn update(s: &AppState, t: &Tenant, id: Uuid, req: UpdateTicket) -> AppResult<Ticket> {
+    let now = s.clock.now();
     let org = t.org_id;
-    let mut tx = pool.begin().await?;
+    let mut tx = s.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     let change = req.apply(&mut ticket, now)?;
     refs::check_id(
@@ -225,7 +236,7 @@ pub async fn update(pool: &PgPool, t: &Tenant, id: Uuid, req: UpdateTicket) -> A
     if let Some((_, to)) = change.status {
         follow_status(&mut tx, id, to, now).await?;
     }
-    let ticket = read(&mut tx, org, id).await?;
+    let ticket = read(&mut tx, org, id, now).await?;
     if change
         .status
         .is_some_and(|(_, to)| to == TicketStatus::Closed)
@@ -241,14 +252,14 @@ pub async fn update(pool: &PgPool, t: &Tenant, id: Uuid, req: UpdateTicket) -> A
 /// Adds a reply with its activity and SLA effect; a customer's reply moves a `pending` ticket
 /// back to `open`.
 pub async fn add_reply(
-    pool: &PgPool,
+    s: &AppState,
     t: &Tenant,
     id: Uuid,
     req: CreateReply,
 ) -> AppResult<TicketReply> {
-    let now = Timestamp::now();
+    let now = s.clock.now();
     let org = t.org_id;
-    let mut tx = pool.begin().await?;
+    let mut tx = s.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     if ticket.status == TicketStatus::Closed {
         return Err(AppError::invalid_state("the ticket is closed").into());
@@ -309,15 +320,16 @@ pub async fn add_reply(
         (AuthorType::Agent, true) => {}
     }
     db::tickets::add_activities(&mut tx, org, &activities).await?;
-    updated(&mut tx, org, id).await?;
+    updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(reply)
 }
 
 /// Assigns users (those already assigned stay), an activity per user newly assigned.
-pub async fn assign(pool: &PgPool, t: &Tenant, id: Uuid, req: AssignUsers) -> AppResult<Ticket> {
+pub async fn assign(s: &AppState, t: &Tenant, id: Uuid, req: AssignUsers) -> AppResult<Ticket> {
+    let now = s.clock.now();
     let org = t.org_id;
-    let mut tx = pool.begin().await?;
+    let mut tx = s.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     if req.user_ids.is_empty() {
         return Err(AppError::validation("userIds", "required", "at least one id").into());
@@ -335,7 +347,7 @@ pub async fn assign(pool: &PgPool, t: &Tenant, id: Uuid, req: AssignUsers) -> Ap
     refs::check_id(&mut tx, RefTable::Users, org, "assignedBy", req.assigned_by).await?;
     let added = db::tickets::add_assignees(&mut tx, org, id, &users, req.assigned_by).await?;
     if added.is_empty() {
-        let ticket = read(&mut tx, org, id).await?;
+        let ticket = read(&mut tx, org, id, now).await?;
         tx.commit().await?;
         return Ok(ticket);
     }
@@ -353,15 +365,16 @@ pub async fn assign(pool: &PgPool, t: &Tenant, id: Uuid, req: AssignUsers) -> Ap
         })
         .collect();
     db::tickets::add_activities(&mut tx, org, &activities).await?;
-    let ticket = updated(&mut tx, org, id).await?;
+    let ticket = updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(ticket)
 }
 
 /// Unassigns a user, with its activity; returns the user's id.
-pub async fn unassign(pool: &PgPool, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
+pub async fn unassign(s: &AppState, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
+    let now = s.clock.now();
     let org = t.org_id;
-    let mut tx = pool.begin().await?;
+    let mut tx = s.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
@@ -374,7 +387,7 @@ pub async fn unassign(pool: &PgPool, t: &Tenant, id: Uuid, user: Uuid) -> AppRes
     )
     .values(Some(user.to_string()), None);
     db::tickets::add_activities(&mut tx, org, &[activity]).await?;
-    updated(&mut tx, org, id).await?;
+    updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(user)
 }

@@ -140,8 +140,9 @@ pub async fn get(
     conn: &mut PgConnection,
     org: Uuid,
     id: Uuid,
+    now: Timestamp,
 ) -> Result<Option<Conversation>, sqlx::Error> {
-    Ok(read(conn, org, &[id]).await?.pop())
+    Ok(read(conn, org, &[id], now).await?.pop())
 }
 
 /// The conversations of `org` among `ids`, in no particular order, with what they embed.
@@ -149,9 +150,10 @@ async fn read(
     conn: &mut PgConnection,
     org: Uuid,
     ids: &[Uuid],
+    now: Timestamp,
 ) -> Result<Vec<Conversation>, sqlx::Error> {
     let mut found = rows(&mut *conn, org, ids).await?;
-    embed(conn, org, &mut found).await?;
+    embed(conn, org, &mut found, now).await?;
     Ok(found)
 }
 
@@ -187,6 +189,7 @@ pub async fn embed(
     conn: &mut PgConnection,
     org: Uuid,
     items: &mut [Conversation],
+    now: Timestamp,
 ) -> Result<(), sqlx::Error> {
     if items.is_empty() {
         return Ok(());
@@ -200,13 +203,8 @@ pub async fn embed(
     let mut teams = teams_of(&mut *conn, org, &ids).await?;
     let mut messages = latest_messages(&mut *conn, org, &ids).await?;
     let mut tags = tags_of(&mut *conn, TagLink::Conversation, &ids).await?;
-    let mut states = super::sla::states_of(
-        &mut *conn,
-        SubjectType::Conversation,
-        &ids,
-        Timestamp::now(),
-    )
-    .await?;
+    let mut states =
+        super::sla::states_of(&mut *conn, SubjectType::Conversation, &ids, now).await?;
     for c in items {
         c.contact = contacts.get(&c.contact_id).cloned();
         c.category = c.category_id.and_then(|id| categories.get(&id).cloned());
@@ -387,6 +385,7 @@ pub async fn list(
     f: &ConversationFilter,
     tag: Option<Uuid>,
     page: &PageRequest,
+    now: Timestamp,
 ) -> Result<Page<Conversation>, sqlx::Error> {
     super::page_of(
         pool,
@@ -394,7 +393,7 @@ pub async fn list(
         "c",
         |qb| push_filter(qb, org, f, tag),
         page,
-        |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
+        |ids| async move { read(&mut *pool.acquire().await?, org, &ids, now).await },
     )
     .await
 }

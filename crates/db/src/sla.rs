@@ -425,13 +425,14 @@ async fn sync_checks(conn: &mut PgConnection, s: &mut SlaState) -> Result<(), sq
     Ok(())
 }
 
-/// Checks whose time has come and that no job holds, marked enqueued now, oldest first, at
-/// most `limit`. With `lost_after`, also those enqueued longer ago than that (their job was
+/// Checks whose time has come by `now` and that no job holds, marked enqueued, oldest first,
+/// at most `limit`. With `lost_after`, also those enqueued longer ago than that (their job was
 /// lost with Redis or with a worker).
 pub async fn take_due_checks(
     pool: &PgPool,
     limit: i64,
     lost_after: Option<Duration>,
+    now: Timestamp,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     match lost_after {
         Some(after) => {
@@ -451,10 +452,11 @@ pub async fn take_due_checks(
             sqlx::query_scalar!(
                 "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
                     SELECT id FROM sla_checks
-                    WHERE enqueued_at IS NULL AND due_at <= clock_timestamp()
+                    WHERE enqueued_at IS NULL AND due_at <= $2
                     ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
                  RETURNING id",
                 limit,
+                now,
             )
             .fetch_all(pool)
             .await

@@ -143,9 +143,10 @@ async fn read(
     conn: &mut PgConnection,
     org: Uuid,
     ids: &[Uuid],
+    now: Timestamp,
 ) -> Result<Vec<Ticket>, sqlx::Error> {
     let mut found = rows(&mut *conn, org, ids).await?;
-    embed(conn, org, &mut found).await?;
+    embed(conn, org, &mut found, now).await?;
     Ok(found)
 }
 
@@ -154,8 +155,9 @@ pub async fn get(
     conn: &mut PgConnection,
     org: Uuid,
     id: Uuid,
+    now: Timestamp,
 ) -> Result<Option<Ticket>, sqlx::Error> {
-    let Some(mut t) = read(&mut *conn, org, &[id]).await?.pop() else {
+    let Some(mut t) = read(&mut *conn, org, &[id], now).await?.pop() else {
         return Ok(None);
     };
     let activities: Vec<TicketActivity> = sqlx::query_as!(
@@ -188,6 +190,7 @@ pub async fn embed(
     conn: &mut PgConnection,
     org: Uuid,
     items: &mut [Ticket],
+    now: Timestamp,
 ) -> Result<(), sqlx::Error> {
     if items.is_empty() {
         return Ok(());
@@ -199,8 +202,7 @@ pub async fn embed(
     let customers = super::contacts::get_many(&mut *conn, org, &customers).await?;
     let categories = super::categories::get_many(&mut *conn, org, &categories).await?;
     let teams = super::teams::summaries(&mut *conn, org, &teams).await?;
-    let mut states =
-        super::sla::states_of(&mut *conn, SubjectType::Ticket, &ids, Timestamp::now()).await?;
+    let mut states = super::sla::states_of(&mut *conn, SubjectType::Ticket, &ids, now).await?;
     let mut assignees = assignees_of(&mut *conn, org, &ids).await?;
     let mut attachments = attachments_of(&mut *conn, org, &ids).await?;
     let mut tags = tags_of(&mut *conn, TagLink::Ticket, &ids).await?;
@@ -311,6 +313,7 @@ pub async fn list(
     f: &TicketFilter,
     tag: Option<Uuid>,
     page: &PageRequest,
+    now: Timestamp,
 ) -> Result<Page<Ticket>, sqlx::Error> {
     super::page_of(
         pool,
@@ -318,7 +321,7 @@ pub async fn list(
         "t",
         |qb| push_filter(qb, org, f, tag),
         page,
-        |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
+        |ids| async move { read(&mut *pool.acquire().await?, org, &ids, now).await },
     )
     .await
 }

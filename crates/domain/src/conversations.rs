@@ -309,8 +309,12 @@ pub struct CreateConversation {
 }
 
 impl CreateConversation {
-    pub fn into_conversation(self, organization_id: Uuid, reference_number: i64) -> Conversation {
-        let now = Timestamp::now();
+    pub fn into_conversation(
+        self,
+        organization_id: Uuid,
+        reference_number: i64,
+        now: Timestamp,
+    ) -> Conversation {
         let d = self.details;
         Conversation {
             id: parley_types::ids::new_id(),
@@ -728,7 +732,7 @@ mod tests {
         let req: CreateConversation = serde_json::from_value(serde_json::json!({
             "contactId": Uuid::now_v7(), "channel": "email"}))
         .unwrap();
-        req.into_conversation(Uuid::now_v7(), 1)
+        req.into_conversation(Uuid::now_v7(), 1, Timestamp::now())
     }
 
     #[test]

@@ -259,8 +259,8 @@ impl CreateTicket {
         self,
         organization_id: Uuid,
         reference_number: i64,
+        now: Timestamp,
     ) -> (Ticket, TicketLinks) {
-        let now = Timestamp::now();
         let links = TicketLinks {
             tag_ids: parley_types::ids::dedup(self.tag_ids.unwrap_or_default()),
             assignee_ids: parley_types::ids::dedup(self.assignee_ids.unwrap_or_default()),
@@ -566,7 +566,7 @@ mod tests {
     fn ticket() -> Ticket {
         let req: CreateTicket =
             serde_json::from_value(serde_json::json!({"subject": "Help"})).unwrap();
-        req.into_ticket(Uuid::now_v7(), 42).0
+        req.into_ticket(Uuid::now_v7(), 42, Timestamp::now()).0
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Timestamps as CONTRACT.md fixes them: RFC 3339, UTC, milliseconds (`2026-11-22T14:27:27.123Z`).
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -14,6 +16,33 @@ use utoipa::{PartialSchema, ToSchema};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type)]
 #[sqlx(transparent)]
 pub struct Timestamp(pub DateTime<Utc>);
+
+/// Where the SLA rules read the time: the system's clock, which tests may move forward
+/// (`advance`) so that deadlines fall due without waiting for them. Clones share one clock.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    /// Microseconds this clock runs ahead of the system's; zero outside tests.
+    ahead_us: Arc<AtomicI64>,
+}
+
+impl Clock {
+    /// The system's clock.
+    pub fn system() -> Self {
+        Clock::default()
+    }
+
+    /// Now on this clock, to the microsecond.
+    pub fn now(&self) -> Timestamp {
+        let ahead = chrono::Duration::microseconds(self.ahead_us.load(Ordering::Relaxed));
+        Timestamp(Timestamp::now().0 + ahead)
+    }
+
+    /// Moves this clock (and every clone of it) forward by `by`.
+    pub fn advance(&self, by: std::time::Duration) {
+        let us = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
+        self.ahead_us.fetch_add(us, Ordering::Relaxed);
+    }
+}
 
 impl Timestamp {
     /// Now, to the microsecond: what Postgres keeps, so a value read back equals the one written.

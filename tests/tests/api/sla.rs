@@ -172,7 +172,7 @@ async fn targets_met_in_time_and_breached_when_late() {
     assert!(met["secondsRemaining"].is_null());
 
     // No worker runs here: the late reply and the late resolution record their own breaches.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    app.clock.advance(Duration::from_millis(2100));
     reply(&app, &slow, "agent").await;
     reply(&app, &slow, "customer").await;
     set_status(&app, &slow, "resolved").await;
@@ -206,7 +206,7 @@ async fn a_pause_moves_the_deadlines_by_its_length() {
     set_status(&app, &t, "on_hold").await;
     let paused = sla_of(&app, &t).await;
     assert!(paused["pausedAt"].is_string());
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    app.clock.advance(Duration::from_millis(1200));
     let still = sla_of(&app, &t).await;
     assert_eq!(
         still["secondsRemaining"], paused["secondsRemaining"],
@@ -367,7 +367,7 @@ async fn a_redis_loss_misses_no_breach() {
     for i in 0..20 {
         ticket(&app, json!({"subject": format!("t{i}")})).await;
     }
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.clock.advance(Duration::from_millis(1100));
     // As if a scheduler had moved every due check into Redis, and Redis then lost them all.
     sqlx::query("UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE organization_id = $1")
         .bind(app.org_id)
@@ -403,7 +403,7 @@ async fn statistics_count_met_breached_and_in_progress() {
     set_status(&app, &met, "resolved").await;
     let late = ticket(&app, json!({"subject": "late", "priority": "low"})).await;
     let open = ticket(&app, json!({"subject": "open", "priority": "low"})).await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.clock.advance(Duration::from_millis(1100));
     reply(&app, &late, "agent").await;
     let _ = open;
 

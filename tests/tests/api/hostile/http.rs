@@ -125,12 +125,25 @@ async fn requests_past_the_in_flight_limit_are_shed_at_once() {
         request_timeout: Duration::from_secs(10),
         max_in_flight: 2,
     };
-    let routes = Router::new().route("/slow", get(slow));
+    // The handler counts the requests it holds: the two in flight are waited for, not guessed.
+    let inside = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = inside.clone();
+    let routes = Router::new().route(
+        "/slow",
+        get(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            slow()
+        }),
+    );
     let (base, stop) = serve_with_layers(routes, limits).await;
     let busy: Vec<_> = (0..2)
         .map(|_| tokio::spawn(reqwest::get(format!("{base}/slow"))))
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let two_inside = || async { inside.load(std::sync::atomic::Ordering::SeqCst) == 2 };
+    assert!(
+        parley_tests::wait_until(10, two_inside).await,
+        "two requests in flight"
+    );
     let started = Instant::now();
     let shed = reqwest::get(format!("{base}/slow")).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(1), "shed at once");

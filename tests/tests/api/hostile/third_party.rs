@@ -1,8 +1,6 @@
 //! What third parties answer is stored only as text Postgres can hold, and nothing loops
 //! forever: work whose outcome cannot be recorded is given up after a bounded number of tries.
 
-use std::time::Duration;
-
 use parley_tests::provider::{FakeProvider, Reply};
 use parley_tests::receiver::{Answer, Receiver};
 use parley_tests::{TestApp, metrics_text, seed, spawn_isolated_app, wait_until};
@@ -80,7 +78,18 @@ async fn a_receiver_answering_with_nul_bytes_is_logged_once_and_delivered() {
         .await
         .expect(201);
     receiver.wait_for(2, 20).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Both deliveries are delivered in Postgres, which nothing takes again: no repost can come.
+    let delivered = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1::uuid AND status = 'delivered'",
+        )
+        .bind(&webhook)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+            == 2
+    };
+    assert!(wait_until(20, delivered).await, "both deliveries delivered");
     assert_eq!(receiver.received().len(), 2, "each delivery posted once");
 }
 
@@ -203,8 +212,9 @@ async fn a_webhook_delivery_whose_attempt_cannot_be_recorded_is_given_up_after_a
     app.post("/api/v1/leads", json!({"name": "Grace"}))
         .await
         .expect(201);
+    // The later event's post is the sentinel: the given-up delivery is `failed` in Postgres,
+    // which nothing takes again, so no post of it can follow.
     receiver.wait_for(posts + 1, 20).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let later = receiver.received();
     let first_id = later[0].header("x-parley-delivery").to_owned();
     assert_eq!(
