@@ -1,6 +1,8 @@
 //! Configuration from environment variables (CONTRACT.md, "Processes and configuration").
 //! A missing or malformed value stops the process with one line naming the variable.
 
+mod vars;
+
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,6 +11,8 @@ use parley_domain::files::{DEFAULT_UPLOAD_CONTENT_TYPES, UploadSettings};
 use parley_jobs::QueueName;
 use parley_types::enums::Channel;
 use secrecy::SecretString;
+
+use crate::vars::Vars;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("configuration error: {var} {problem}")]
@@ -154,188 +158,6 @@ impl Config {
     }
 }
 
-/// Reads variables through `lookup`, so tests need not touch the process environment.
-struct Vars<F>(F);
-
-impl<F: Fn(&str) -> Option<String>> Vars<F> {
-    fn get(&self, var: &str) -> Option<String> {
-        (self.0)(var).filter(|v| !v.trim().is_empty())
-    }
-
-    fn required(&self, var: &str) -> Result<String, ConfigError> {
-        self.get(var).ok_or(ConfigError {
-            var: var.to_owned(),
-            problem: "is not set".to_owned(),
-        })
-    }
-
-    fn parsed<T: FromStr>(&self, var: &str, default: T) -> Result<T, ConfigError>
-    where
-        T::Err: std::fmt::Display,
-    {
-        match self.get(var) {
-            None => Ok(default),
-            Some(raw) => raw.trim().parse().map_err(|e| ConfigError {
-                var: var.to_owned(),
-                problem: format!("is malformed ({e}): {raw:?}"),
-            }),
-        }
-    }
-
-    fn url(&self, var: &str, schemes: &[&str]) -> Result<String, ConfigError> {
-        let raw = self.required(var)?;
-        let scheme_ok = raw
-            .split_once("://")
-            .is_some_and(|(scheme, _)| schemes.contains(&scheme));
-        if !scheme_ok {
-            return Err(ConfigError {
-                var: var.to_owned(),
-                problem: format!("is malformed: expected a {} URL", schemes.join(" or ")),
-            });
-        }
-        Ok(raw)
-    }
-}
-
-impl<F: Fn(&str) -> Option<String>> Vars<F> {
-    fn positive<T: FromStr + PartialOrd + Default>(
-        &self,
-        var: &str,
-        default: T,
-    ) -> Result<T, ConfigError>
-    where
-        T::Err: std::fmt::Display,
-    {
-        let value = self.parsed(var, default)?;
-        if value <= T::default() {
-            return Err(ConfigError {
-                var: var.to_owned(),
-                problem: "is malformed: must be more than 0".to_owned(),
-            });
-        }
-        Ok(value)
-    }
-
-    fn queues(&self) -> Result<Vec<QueueName>, ConfigError> {
-        let Some(raw) = self.get("PARLEY_WORKER_QUEUES") else {
-            return Ok(QueueName::ALL.to_vec());
-        };
-        raw.split(',')
-            .map(str::trim)
-            .filter(|q| !q.is_empty())
-            .map(|q| {
-                QueueName::parse(q).ok_or_else(|| ConfigError {
-                    var: "PARLEY_WORKER_QUEUES".to_owned(),
-                    problem: format!(
-                        "is malformed: unknown queue {q:?} (queues: {})",
-                        QueueName::ALL
-                            .iter()
-                            .map(|q| q.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                })
-            })
-            .collect()
-    }
-
-    fn channel(&self, channel: Channel) -> Result<ChannelSettings, ConfigError> {
-        let name = channel.as_str().to_ascii_uppercase();
-        let var = |suffix: &str| format!("PARLEY_CHANNEL_{name}_{suffix}");
-        let url_var = var("URL");
-        let url = match self.get(&url_var) {
-            None => None,
-            Some(raw) => match url::Url::parse(raw.trim()) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") => Some(raw.trim().to_owned()),
-                _ => {
-                    return Err(ConfigError {
-                        var: url_var,
-                        problem: "is malformed: expected an http or https URL".to_owned(),
-                    });
-                }
-            },
-        };
-        let rate_var = var("RATE");
-        let rate = match self.get(&rate_var) {
-            None => None,
-            Some(_) => Some(self.positive(&rate_var, 1u32)?),
-        };
-        Ok(ChannelSettings {
-            url,
-            secret: self.get(&var("SECRET")).map(SecretString::from),
-            rate,
-        })
-    }
-}
-
-impl<F: Fn(&str) -> Option<String>> Vars<F> {
-    fn storage(&self) -> Result<Option<StorageSettings>, ConfigError> {
-        let Some(bucket) = self.get("S3_BUCKET") else {
-            return Ok(None);
-        };
-        let endpoint = match self.get("S3_ENDPOINT") {
-            None => None,
-            Some(_) => Some(self.url("S3_ENDPOINT", &["http", "https"])?),
-        };
-        Ok(Some(StorageSettings {
-            endpoint,
-            bucket,
-            region: self
-                .get("S3_REGION")
-                .unwrap_or_else(|| "us-east-1".to_owned()),
-            access_key_id: self.required("AWS_ACCESS_KEY_ID")?,
-            secret_access_key: self.required("AWS_SECRET_ACCESS_KEY")?.into(),
-            session_token: self.get("AWS_SESSION_TOKEN").map(SecretString::from),
-            force_path_style: self.parsed("S3_FORCE_PATH_STYLE", false)?,
-        }))
-    }
-
-    fn uploads(&self) -> Result<UploadSettings, ConfigError> {
-        let content_types = match self.get("PARLEY_UPLOAD_CONTENT_TYPES") {
-            None => DEFAULT_UPLOAD_CONTENT_TYPES
-                .iter()
-                .map(|t| (*t).to_owned())
-                .collect(),
-            Some(raw) => {
-                let types: Vec<String> = raw
-                    .split(',')
-                    .map(|t| t.trim().to_ascii_lowercase())
-                    .filter(|t| !t.is_empty())
-                    .collect();
-                if let Some(bad) = types.iter().find(|t| {
-                    t.split_once('/')
-                        .is_none_or(|(a, b)| a.is_empty() || b.is_empty() || a == "*")
-                }) {
-                    return Err(ConfigError {
-                        var: "PARLEY_UPLOAD_CONTENT_TYPES".to_owned(),
-                        problem: format!("is malformed: {bad:?} is not a type/subtype or type/*"),
-                    });
-                }
-                types
-            }
-        };
-        Ok(UploadSettings {
-            max_bytes: self.positive("PARLEY_UPLOAD_MAX_BYTES", 100 * 1024 * 1024)?,
-            content_types,
-            upload_url_ttl: self.presign_ttl("PARLEY_UPLOAD_URL_TTL_SECS", 900)?,
-            download_url_ttl: self.presign_ttl("PARLEY_DOWNLOAD_URL_TTL_SECS", 300)?,
-        })
-    }
-
-    /// A presigned URL's life: 1 s to 7 days, the most SigV4 signs.
-    fn presign_ttl(&self, var: &str, default: u64) -> Result<Duration, ConfigError> {
-        const MAX: u64 = 7 * 24 * 3600;
-        let secs = self.positive(var, default)?;
-        if secs > MAX {
-            return Err(ConfigError {
-                var: var.to_owned(),
-                problem: format!("is malformed: must be at most {MAX} (7 days)"),
-            });
-        }
-        Ok(Duration::from_secs(secs))
-    }
-}
-
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
         // A missing .env is normal; a broken one is reported as such.
@@ -350,83 +172,126 @@ impl Config {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
+    /// The configuration from the variables `lookup` knows (`from_env` reads the process
+    /// environment; tests pass their own).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let v = Vars(lookup);
-        let redis_prefix = v
-            .get("PARLEY_REDIS_PREFIX")
-            .unwrap_or_else(|| "parley".into());
-        let channels = Channel::ALL
-            .iter()
-            .map(|c| Ok((*c, v.channel(*c)?)))
-            .collect::<Result<Vec<_>, ConfigError>>()?;
-        if redis_prefix.contains(char::is_whitespace) {
-            return Err(ConfigError {
-                var: "PARLEY_REDIS_PREFIX".to_owned(),
-                problem: "is malformed: must not contain whitespace".to_owned(),
-            });
-        }
-        Ok(Config {
-            database_url: v.url("DATABASE_URL", &["postgres", "postgresql"])?.into(),
-            db_max_connections: v.parsed("PARLEY_DB_MAX_CONNECTIONS", 10)?,
-            redis_url: v
-                .url("REDIS_URL", &["redis", "rediss", "unix", "redis+unix"])?
-                .into(),
-            redis_prefix,
-            api_addr: v.parsed("PARLEY_API_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
-            worker_metrics_addr: v.parsed(
-                "PARLEY_WORKER_METRICS_ADDR",
-                SocketAddr::from(([127, 0, 0, 1], 9091)),
-            )?,
-            auto_migrate: v.parsed("PARLEY_AUTO_MIGRATE", true)?,
-            max_body_bytes: v.parsed("PARLEY_MAX_BODY_BYTES", 1024 * 1024)?,
-            max_broadcast_body_bytes: v
-                .parsed("PARLEY_MAX_BROADCAST_BODY_BYTES", 64 * 1024 * 1024)?,
-            log_format: v.parsed("PARLEY_LOG_FORMAT", LogFormat::Text)?,
+        Ok(Vars::read(lookup)?.into())
+    }
+}
+
+impl From<Vars> for Config {
+    fn from(v: Vars) -> Self {
+        let secs = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let channel =
+            |url: Option<String>, secret: Option<String>, rate: Option<u32>| ChannelSettings {
+                url,
+                secret: secret.map(SecretString::from),
+                rate,
+            };
+        let storage = match (v.S3_BUCKET, v.AWS_ACCESS_KEY_ID, v.AWS_SECRET_ACCESS_KEY) {
+            (Some(bucket), Some(access_key_id), Some(secret)) => Some(StorageSettings {
+                endpoint: v.S3_ENDPOINT,
+                bucket,
+                region: v.S3_REGION,
+                access_key_id,
+                secret_access_key: secret.into(),
+                session_token: v.AWS_SESSION_TOKEN.map(SecretString::from),
+                force_path_style: v.S3_FORCE_PATH_STYLE,
+            }),
+            // clap requires the credentials with a bucket.
+            _ => None,
+        };
+        Config {
+            database_url: v.DATABASE_URL.into(),
+            db_max_connections: v.PARLEY_DB_MAX_CONNECTIONS,
+            redis_url: v.REDIS_URL.into(),
+            redis_prefix: v.PARLEY_REDIS_PREFIX,
+            api_addr: v.PARLEY_API_ADDR,
+            worker_metrics_addr: v.PARLEY_WORKER_METRICS_ADDR,
+            auto_migrate: v.PARLEY_AUTO_MIGRATE,
+            max_body_bytes: v.PARLEY_MAX_BODY_BYTES,
+            max_broadcast_body_bytes: v.PARLEY_MAX_BROADCAST_BODY_BYTES,
+            log_format: v.PARLEY_LOG_FORMAT,
             http: HttpSettings {
-                request_timeout: Duration::from_secs(
-                    v.positive("PARLEY_REQUEST_TIMEOUT_SECS", 30)?,
-                ),
-                max_in_flight: v.positive("PARLEY_MAX_IN_FLIGHT", 512)?,
-                header_read_timeout: Duration::from_secs(
-                    v.positive("PARLEY_HEADER_READ_TIMEOUT_SECS", 10)?,
-                ),
-                max_connections: v.positive("PARLEY_MAX_CONNECTIONS", 1024)?,
+                request_timeout: secs(v.PARLEY_REQUEST_TIMEOUT_SECS),
+                max_in_flight: v.PARLEY_MAX_IN_FLIGHT,
+                header_read_timeout: secs(v.PARLEY_HEADER_READ_TIMEOUT_SECS),
+                max_connections: v.PARLEY_MAX_CONNECTIONS,
             },
             worker: WorkerSettings {
-                queues: v.queues()?,
-                concurrency: v.positive("PARLEY_WORKER_CONCURRENCY", 4)?,
-                webhook_concurrency: v.positive("PARLEY_WEBHOOK_WORKER_CONCURRENCY", 16)?,
-                poll_interval: Duration::from_millis(v.positive("PARLEY_WORKER_POLL_MS", 100)?),
-                drain_timeout: Duration::from_secs(v.parsed("PARLEY_WORKER_DRAIN_SECS", 25)?),
-                tick_interval: Duration::from_millis(v.positive("PARLEY_TICK_MS", 250)?),
-                reconcile_after: Duration::from_secs(
-                    v.positive("PARLEY_RECONCILE_AFTER_SECS", 30)?,
-                ),
-                recipient_lease: Duration::from_secs(
-                    v.positive("PARLEY_RECIPIENT_LEASE_SECS", 120)?,
-                ),
-                provider_retry_base: Duration::from_millis(
-                    v.positive("PARLEY_PROVIDER_RETRY_BASE_MS", 500)?,
-                ),
-                provider_max_attempts: v.positive("PARLEY_PROVIDER_MAX_ATTEMPTS", 5)?,
-                auto_pause_after: v.positive("PARLEY_BROADCAST_AUTO_PAUSE_FAILURES", 20)?,
+                queues: v
+                    .PARLEY_WORKER_QUEUES
+                    .map_or_else(|| QueueName::ALL.to_vec(), |q| q.0),
+                concurrency: v.PARLEY_WORKER_CONCURRENCY,
+                webhook_concurrency: v.PARLEY_WEBHOOK_WORKER_CONCURRENCY,
+                poll_interval: ms(v.PARLEY_WORKER_POLL_MS),
+                drain_timeout: secs(v.PARLEY_WORKER_DRAIN_SECS),
+                tick_interval: ms(v.PARLEY_TICK_MS),
+                reconcile_after: secs(v.PARLEY_RECONCILE_AFTER_SECS),
+                recipient_lease: secs(v.PARLEY_RECIPIENT_LEASE_SECS),
+                provider_retry_base: ms(v.PARLEY_PROVIDER_RETRY_BASE_MS),
+                provider_max_attempts: v.PARLEY_PROVIDER_MAX_ATTEMPTS,
+                auto_pause_after: v.PARLEY_BROADCAST_AUTO_PAUSE_FAILURES,
             },
-            channels,
+            channels: vec![
+                (
+                    Channel::MessagingA,
+                    channel(
+                        v.PARLEY_CHANNEL_MESSAGING_A_URL,
+                        v.PARLEY_CHANNEL_MESSAGING_A_SECRET,
+                        v.PARLEY_CHANNEL_MESSAGING_A_RATE,
+                    ),
+                ),
+                (
+                    Channel::Email,
+                    channel(
+                        v.PARLEY_CHANNEL_EMAIL_URL,
+                        v.PARLEY_CHANNEL_EMAIL_SECRET,
+                        v.PARLEY_CHANNEL_EMAIL_RATE,
+                    ),
+                ),
+                (
+                    Channel::SocialA,
+                    channel(
+                        v.PARLEY_CHANNEL_SOCIAL_A_URL,
+                        v.PARLEY_CHANNEL_SOCIAL_A_SECRET,
+                        v.PARLEY_CHANNEL_SOCIAL_A_RATE,
+                    ),
+                ),
+                (
+                    Channel::SocialB,
+                    channel(
+                        v.PARLEY_CHANNEL_SOCIAL_B_URL,
+                        v.PARLEY_CHANNEL_SOCIAL_B_SECRET,
+                        v.PARLEY_CHANNEL_SOCIAL_B_RATE,
+                    ),
+                ),
+            ],
             webhooks: WebhookSettings {
-                allow_private: v.parsed("PARLEY_WEBHOOK_ALLOW_PRIVATE", false)?,
-                max_attempts: v.positive("PARLEY_WEBHOOK_MAX_ATTEMPTS", 8)?,
-                retry_base: Duration::from_millis(
-                    v.positive("PARLEY_WEBHOOK_RETRY_BASE_MS", 600_000)?,
-                ),
-                timeout: Duration::from_millis(v.positive("PARLEY_WEBHOOK_TIMEOUT_MS", 10_000)?),
-                disable_after: Duration::from_secs(
-                    v.positive("PARLEY_WEBHOOK_DISABLE_AFTER_SECS", 5 * 24 * 3600)?,
-                ),
-                per_endpoint: v.positive("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", 8)?,
+                allow_private: v.PARLEY_WEBHOOK_ALLOW_PRIVATE,
+                max_attempts: v.PARLEY_WEBHOOK_MAX_ATTEMPTS,
+                retry_base: ms(v.PARLEY_WEBHOOK_RETRY_BASE_MS),
+                timeout: ms(v.PARLEY_WEBHOOK_TIMEOUT_MS),
+                disable_after: secs(v.PARLEY_WEBHOOK_DISABLE_AFTER_SECS),
+                per_endpoint: v.PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT,
             },
-            storage: v.storage()?,
-            uploads: v.uploads()?,
-        })
+            storage,
+            uploads: UploadSettings {
+                max_bytes: v.PARLEY_UPLOAD_MAX_BYTES,
+                content_types: v.PARLEY_UPLOAD_CONTENT_TYPES.map_or_else(
+                    || {
+                        DEFAULT_UPLOAD_CONTENT_TYPES
+                            .iter()
+                            .map(|t| (*t).to_owned())
+                            .collect()
+                    },
+                    |t| t.0,
+                ),
+                upload_url_ttl: secs(v.PARLEY_UPLOAD_URL_TTL_SECS),
+                download_url_ttl: secs(v.PARLEY_DOWNLOAD_URL_TTL_SECS),
+            },
+        }
     }
 }
 
@@ -571,6 +436,22 @@ mod tests {
             broken.push((var, value));
             assert_eq!(load(&broken).unwrap_err().var, var, "{var}={value}");
         }
+    }
+
+    #[test]
+    fn a_malformed_value_is_one_line_with_the_variable_the_rule_and_the_value() {
+        let mut pairs = BASE.to_vec();
+        pairs.push(("PARLEY_WORKER_CONCURRENCY", "0"));
+        assert_eq!(
+            load(&pairs).unwrap_err().to_string(),
+            "configuration error: PARLEY_WORKER_CONCURRENCY is malformed (must be more than 0): \"0\""
+        );
+        let mut pairs = BASE.to_vec();
+        pairs.push(("PARLEY_UPLOAD_URL_TTL_SECS", "604801"));
+        assert_eq!(
+            load(&pairs).unwrap_err().to_string(),
+            "configuration error: PARLEY_UPLOAD_URL_TTL_SECS is malformed (604801 is not in 1..=604800): \"604801\""
+        );
     }
 
     #[test]

@@ -1,0 +1,279 @@
+//! Every environment variable, with its type, default and rule, declared once for clap,
+//! which parses and checks them. Each variable is an option named after it
+//! (`--DATABASE_URL=...`), so the values can come from the process environment or, in tests,
+//! from any lookup, and clap's errors name the variable.
+
+use std::error::Error as _;
+use std::net::SocketAddr;
+
+use clap::builder::RangedU64ValueParser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, Parser};
+use parley_jobs::QueueName;
+
+use crate::{ConfigError, LogFormat};
+
+/// The most a presigned URL may live: 7 days, as SigV4 allows.
+const MAX_PRESIGN_SECS: u64 = 7 * 24 * 3600;
+
+/// Greater than zero.
+fn positive<T>() -> RangedU64ValueParser<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: std::fmt::Display + Send + Sync + 'static,
+{
+    RangedU64ValueParser::new().range(1..)
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "parley",
+    no_binary_name = true,
+    disable_help_flag = true,
+    rename_all = "verbatim"
+)]
+#[allow(non_snake_case)]
+pub(crate) struct Vars {
+    #[arg(long, value_parser = url_with(&["postgres", "postgresql"]))]
+    pub DATABASE_URL: String,
+    #[arg(long, default_value_t = 10, value_parser = positive::<u32>())]
+    pub PARLEY_DB_MAX_CONNECTIONS: u32,
+    #[arg(long, value_parser = url_with(&["redis", "rediss", "unix", "redis+unix"]))]
+    pub REDIS_URL: String,
+    #[arg(long, default_value = "parley", value_parser = no_whitespace)]
+    pub PARLEY_REDIS_PREFIX: String,
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub PARLEY_API_ADDR: SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:9091")]
+    pub PARLEY_WORKER_METRICS_ADDR: SocketAddr,
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub PARLEY_AUTO_MIGRATE: bool,
+    #[arg(long, default_value_t = 1024 * 1024, value_parser = positive::<usize>())]
+    pub PARLEY_MAX_BODY_BYTES: usize,
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_parser = positive::<usize>())]
+    pub PARLEY_MAX_BROADCAST_BODY_BYTES: usize,
+    #[arg(long, default_value = "text", value_parser = log_format)]
+    pub PARLEY_LOG_FORMAT: LogFormat,
+
+    #[arg(long, default_value_t = 30, value_parser = positive::<u64>())]
+    pub PARLEY_REQUEST_TIMEOUT_SECS: u64,
+    #[arg(long, default_value_t = 512, value_parser = positive::<usize>())]
+    pub PARLEY_MAX_IN_FLIGHT: usize,
+    #[arg(long, default_value_t = 10, value_parser = positive::<u64>())]
+    pub PARLEY_HEADER_READ_TIMEOUT_SECS: u64,
+    #[arg(long, default_value_t = 1024, value_parser = positive::<usize>())]
+    pub PARLEY_MAX_CONNECTIONS: usize,
+
+    /// Comma-separated; all queues when unset.
+    #[arg(long, value_parser = queues)]
+    pub PARLEY_WORKER_QUEUES: Option<Queues>,
+    #[arg(long, default_value_t = 4, value_parser = positive::<usize>())]
+    pub PARLEY_WORKER_CONCURRENCY: usize,
+    #[arg(long, default_value_t = 16, value_parser = positive::<usize>())]
+    pub PARLEY_WEBHOOK_WORKER_CONCURRENCY: usize,
+    #[arg(long, default_value_t = 100, value_parser = positive::<u64>())]
+    pub PARLEY_WORKER_POLL_MS: u64,
+    #[arg(long, default_value_t = 25)]
+    pub PARLEY_WORKER_DRAIN_SECS: u64,
+    #[arg(long, default_value_t = 250, value_parser = positive::<u64>())]
+    pub PARLEY_TICK_MS: u64,
+    #[arg(long, default_value_t = 30, value_parser = positive::<u64>())]
+    pub PARLEY_RECONCILE_AFTER_SECS: u64,
+    #[arg(long, default_value_t = 120, value_parser = positive::<u64>())]
+    pub PARLEY_RECIPIENT_LEASE_SECS: u64,
+    #[arg(long, default_value_t = 500, value_parser = positive::<u64>())]
+    pub PARLEY_PROVIDER_RETRY_BASE_MS: u64,
+    #[arg(long, default_value_t = 5, value_parser = positive::<usize>())]
+    pub PARLEY_PROVIDER_MAX_ATTEMPTS: usize,
+    #[arg(long, default_value_t = 20, value_parser = positive::<u32>())]
+    pub PARLEY_BROADCAST_AUTO_PAUSE_FAILURES: u32,
+
+    #[arg(long, value_parser = url_with(&["http", "https"]))]
+    pub PARLEY_CHANNEL_MESSAGING_A_URL: Option<String>,
+    #[arg(long)]
+    pub PARLEY_CHANNEL_MESSAGING_A_SECRET: Option<String>,
+    #[arg(long, value_parser = positive::<u32>())]
+    pub PARLEY_CHANNEL_MESSAGING_A_RATE: Option<u32>,
+    #[arg(long, value_parser = url_with(&["http", "https"]))]
+    pub PARLEY_CHANNEL_EMAIL_URL: Option<String>,
+    #[arg(long)]
+    pub PARLEY_CHANNEL_EMAIL_SECRET: Option<String>,
+    #[arg(long, value_parser = positive::<u32>())]
+    pub PARLEY_CHANNEL_EMAIL_RATE: Option<u32>,
+    #[arg(long, value_parser = url_with(&["http", "https"]))]
+    pub PARLEY_CHANNEL_SOCIAL_A_URL: Option<String>,
+    #[arg(long)]
+    pub PARLEY_CHANNEL_SOCIAL_A_SECRET: Option<String>,
+    #[arg(long, value_parser = positive::<u32>())]
+    pub PARLEY_CHANNEL_SOCIAL_A_RATE: Option<u32>,
+    #[arg(long, value_parser = url_with(&["http", "https"]))]
+    pub PARLEY_CHANNEL_SOCIAL_B_URL: Option<String>,
+    #[arg(long)]
+    pub PARLEY_CHANNEL_SOCIAL_B_SECRET: Option<String>,
+    #[arg(long, value_parser = positive::<u32>())]
+    pub PARLEY_CHANNEL_SOCIAL_B_RATE: Option<u32>,
+
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub PARLEY_WEBHOOK_ALLOW_PRIVATE: bool,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..))]
+    pub PARLEY_WEBHOOK_MAX_ATTEMPTS: i32,
+    #[arg(long, default_value_t = 600_000, value_parser = positive::<u64>())]
+    pub PARLEY_WEBHOOK_RETRY_BASE_MS: u64,
+    #[arg(long, default_value_t = 10_000, value_parser = positive::<u64>())]
+    pub PARLEY_WEBHOOK_TIMEOUT_MS: u64,
+    #[arg(long, default_value_t = 5 * 24 * 3600, value_parser = positive::<u64>())]
+    pub PARLEY_WEBHOOK_DISABLE_AFTER_SECS: u64,
+    #[arg(long, default_value_t = 8, value_parser = positive::<u32>())]
+    pub PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT: u32,
+
+    /// Object storage is configured when this is set, and then needs the credentials.
+    #[arg(long, requires_all = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"])]
+    pub S3_BUCKET: Option<String>,
+    #[arg(long, value_parser = url_with(&["http", "https"]))]
+    pub S3_ENDPOINT: Option<String>,
+    #[arg(long, default_value = "us-east-1")]
+    pub S3_REGION: String,
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub S3_FORCE_PATH_STYLE: bool,
+    #[arg(long)]
+    pub AWS_ACCESS_KEY_ID: Option<String>,
+    #[arg(long)]
+    pub AWS_SECRET_ACCESS_KEY: Option<String>,
+    #[arg(long)]
+    pub AWS_SESSION_TOKEN: Option<String>,
+
+    #[arg(long, default_value_t = 100 * 1024 * 1024, value_parser = clap::value_parser!(i64).range(1..))]
+    pub PARLEY_UPLOAD_MAX_BYTES: i64,
+    /// Comma-separated `type/subtype` or `type/*`; the built-in list when unset.
+    #[arg(long, value_parser = content_types)]
+    pub PARLEY_UPLOAD_CONTENT_TYPES: Option<ContentTypes>,
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=MAX_PRESIGN_SECS))]
+    pub PARLEY_UPLOAD_URL_TTL_SECS: u64,
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_PRESIGN_SECS))]
+    pub PARLEY_DOWNLOAD_URL_TTL_SECS: u64,
+}
+
+/// The queues of `PARLEY_WORKER_QUEUES`.
+#[derive(Debug, Clone)]
+pub(crate) struct Queues(pub Vec<QueueName>);
+
+/// The content types of `PARLEY_UPLOAD_CONTENT_TYPES`, lowercase.
+#[derive(Debug, Clone)]
+pub(crate) struct ContentTypes(pub Vec<String>);
+
+impl Vars {
+    /// Parses the variables `lookup` knows (blank ones count as unset, values are trimmed).
+    pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let command = Vars::command();
+        let args: Vec<String> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_long())
+            .filter_map(|var| {
+                let value = lookup(var)?;
+                let value = value.trim();
+                (!value.is_empty()).then(|| format!("--{var}={value}"))
+            })
+            .collect();
+        Vars::try_parse_from(args).map_err(config_error)
+    }
+}
+
+/// clap's error as the one line that names the variable.
+fn config_error(err: clap::Error) -> ConfigError {
+    let arg = match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.clone(),
+        Some(ContextValue::Strings(s)) => s.first().cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    // "--NAME=<NAME>" or "--NAME <NAME>": the variable is NAME.
+    let var = arg
+        .trim_start_matches("--")
+        .split(['=', ' '])
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let problem = match err.kind() {
+        ErrorKind::MissingRequiredArgument => "is not set".to_owned(),
+        _ => {
+            let value = match err.get(ContextKind::InvalidValue) {
+                Some(ContextValue::String(v)) => format!(": {v:?}"),
+                _ => String::new(),
+            };
+            let why = err
+                .source()
+                .map(|s| s.to_string())
+                .or_else(|| match err.get(ContextKind::ValidValue) {
+                    Some(ContextValue::Strings(v)) => Some(format!("expected {}", v.join(", "))),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "not a valid value".to_owned());
+            // clap states "at least 1" as a range up to the type's largest value.
+            let why = match why.split_once(" is not in 1..") {
+                Some((_, end)) if !end.starts_with('=') => "must be more than 0".to_owned(),
+                _ => why,
+            };
+            format!("is malformed ({why}){value}")
+        }
+    };
+    if var.is_empty() {
+        return ConfigError {
+            var: "environment".to_owned(),
+            problem: err.kind().to_string(),
+        };
+    }
+    ConfigError { var, problem }
+}
+
+fn url_with(schemes: &'static [&'static str]) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |raw| {
+        let scheme_ok = raw
+            .split_once("://")
+            .is_some_and(|(scheme, rest)| schemes.contains(&scheme) && !rest.is_empty());
+        let parses = url::Url::parse(raw).is_ok();
+        if scheme_ok && parses {
+            Ok(raw.to_owned())
+        } else {
+            Err(format!("expected a {} URL", schemes.join(" or ")))
+        }
+    }
+}
+
+fn no_whitespace(raw: &str) -> Result<String, String> {
+    if raw.contains(char::is_whitespace) {
+        return Err("must not contain whitespace".to_owned());
+    }
+    Ok(raw.to_owned())
+}
+
+fn log_format(raw: &str) -> Result<LogFormat, String> {
+    raw.parse()
+}
+
+fn queues(raw: &str) -> Result<Queues, String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(|q| {
+            QueueName::parse(q).ok_or_else(|| {
+                let known: Vec<&str> = QueueName::ALL.iter().map(|q| q.as_str()).collect();
+                format!("unknown queue {q:?}; queues: {}", known.join(", "))
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Queues)
+}
+
+fn content_types(raw: &str) -> Result<ContentTypes, String> {
+    let types: Vec<String> = raw
+        .split(',')
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if let Some(bad) = types.iter().find(|t| {
+        t.split_once('/')
+            .is_none_or(|(a, b)| a.is_empty() || b.is_empty() || a == "*")
+    }) {
+        return Err(format!("{bad:?} is not a type/subtype or type/*"));
+    }
+    Ok(ContentTypes(types))
+}
