@@ -11,7 +11,7 @@ use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags};
 use parley_domain::conversations::{
     AssignTeams, AssignUsers, Conversation, CreateConversation, CreateMessage, Handover, Message,
-    SenderType, UpdateConversation,
+    NewAttachment, SenderType, UpdateConversation,
 };
 use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
@@ -53,6 +53,28 @@ async fn write_message(
     c.check_open()?;
     let (message, attachments) = req.into_message(c, now).map_err(|e| e.under(field))?;
     let org = c.organization_id;
+    check_message_refs(conn, org, &message, &attachments, field).await?;
+    let rows = attachment_rows(conn, org, attachments).await?;
+    db::conversations::insert_message(&mut *conn, org, &message, &rows).await?;
+    if c.wake_on(&message, now) {
+        db::conversations::update(&mut *conn, c).await?;
+    }
+    follow_sla(conn, c.id, message.sender_type, now).await?;
+    let message = db::conversations::message(&mut *conn, org, message.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    db::outbox::emit(conn, org, message.event(), &message).await?;
+    Ok(message)
+}
+
+/// An agent's message names a user of the organization, and attachments name its files.
+async fn check_message_refs(
+    conn: &mut PgConnection,
+    org: Uuid,
+    message: &Message,
+    attachments: &[NewAttachment],
+    field: &str,
+) -> AppResult<()> {
     if message.sender_type == SenderType::User {
         refs::check_id(
             conn,
@@ -73,9 +95,18 @@ async fn write_message(
         )
         .await?;
     }
+    Ok(())
+}
+
+/// The attachments as stored: a kind not given is the file's.
+async fn attachment_rows(
+    conn: &mut PgConnection,
+    org: Uuid,
+    attachments: Vec<NewAttachment>,
+) -> AppResult<Vec<AttachmentRow>> {
     let file_ids: Vec<Uuid> = attachments.iter().map(|a| a.file_id).collect();
-    let files = db::files::get_many(&mut *conn, org, &file_ids).await?;
-    let rows: Vec<AttachmentRow> = attachments
+    let files = db::files::get_many(conn, org, &file_ids).await?;
+    Ok(attachments
         .into_iter()
         .map(|a| AttachmentRow {
             kind: a
@@ -88,31 +119,33 @@ async fn write_message(
             duration: a.duration,
             metadata: serde_json::Value::Object(a.metadata.unwrap_or_default()),
         })
-        .collect();
-    db::conversations::insert_message(conn, org, &message, &rows).await?;
-    if c.wake_on(&message, now) {
-        db::conversations::update(&mut *conn, c).await?;
-    }
-    match message.sender_type {
+        .collect())
+}
+
+/// A customer's message opens a response cycle on the conversation's SLA clock; an agent's
+/// answers it; an AI's or the system's does neither.
+async fn follow_sla(
+    conn: &mut PgConnection,
+    id: Uuid,
+    sender: SenderType,
+    now: Timestamp,
+) -> AppResult<()> {
+    match sender {
         SenderType::Contact => {
-            db::sla::update(conn, SubjectType::Conversation, c.id, |s, clock| {
+            db::sla::update(conn, SubjectType::Conversation, id, |s, clock| {
                 s.customer_wrote(now, clock)
             })
             .await?;
         }
         SenderType::User => {
-            db::sla::update(conn, SubjectType::Conversation, c.id, |s, _| {
+            db::sla::update(conn, SubjectType::Conversation, id, |s, _| {
                 s.agent_replied(now)
             })
             .await?;
         }
         SenderType::Ai | SenderType::System => {}
     }
-    let message = db::conversations::message(conn, org, message.id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    db::outbox::emit(conn, org, message.event(), &message).await?;
-    Ok(message)
+    Ok(())
 }
 
 /// The ids of an assignment, deduplicated; at least one.

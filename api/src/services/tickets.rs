@@ -11,8 +11,8 @@ use parley_domain::Actor;
 use parley_domain::conversations::AssignUsers;
 use parley_domain::sla::SubjectType;
 use parley_domain::tickets::{
-    AuthorType, CreateReply, CreateTicket, Ticket, TicketActivity, TicketLinks, TicketReply,
-    TicketStatus, UpdateTicket,
+    AuthorType, CreateReply, CreateTicket, Ticket, TicketActivity, TicketChange, TicketLinks,
+    TicketReply, TicketStatus, UpdateTicket,
 };
 use parley_domain::webhooks::EventName;
 use parley_types::time::Timestamp;
@@ -182,49 +182,17 @@ pub async fn update(s: &AppState, t: &Tenant, id: Uuid, req: UpdateTicket) -> Ap
     let mut tx = s.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     let change = req.apply(&mut ticket, now)?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Contacts,
-        org,
-        "customerId",
-        ticket.customer_id,
-    )
-    .await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Categories,
-        org,
-        "categoryId",
-        ticket.category_id,
-    )
-    .await?;
-    refs::check_id(&mut tx, RefTable::Teams, org, "teamId", ticket.team_id).await?;
-    let actor = t.actor();
-    let mut activities: Vec<TicketActivity> = change
-        .fields
-        .iter()
-        .map(|(kind, field, old, new)| {
-            TicketActivity::new(
-                ticket.id,
-                &actor,
-                kind,
-                format!("{} changed {field}", t.key_name),
-            )
-            .values(old.clone(), new.clone())
-        })
-        .collect();
-    if let Some(tag_ids) = change.tag_ids {
-        let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_ids(&mut tx, RefTable::Tags, org, "tagIds", &tag_ids, MAX_TAGS).await?;
-        let (added, removed) = set_tags(&mut tx, TagLink::Ticket, org, id, &tag_ids).await?;
-        if !added.is_empty() || !removed.is_empty() {
-            activities.push(TicketActivity::new(
-                ticket.id,
-                &actor,
-                "tags_changed",
-                format!("{} changed the tags", t.key_name),
-            ));
-        }
+    check_update_refs(&mut tx, org, &ticket).await?;
+    let mut activities = field_activities(t, &ticket, &change);
+    if let Some(tag_ids) = change.tag_ids.clone()
+        && replace_tags(&mut tx, org, id, tag_ids).await?
+    {
+        activities.push(TicketActivity::new(
+            ticket.id,
+            &t.actor(),
+            "tags_changed",
+            format!("{} changed the tags", t.key_name),
+        ));
     }
     db::tickets::update(&mut *tx, &ticket).await?;
     db::tickets::add_activities(&mut tx, org, &activities).await?;
@@ -249,8 +217,93 @@ pub async fn update(s: &AppState, t: &Tenant, id: Uuid, req: UpdateTicket) -> Ap
     Ok(ticket)
 }
 
+/// The customer, category and team an updated ticket names are the organization's.
+async fn check_update_refs(conn: &mut PgConnection, org: Uuid, ticket: &Ticket) -> AppResult<()> {
+    refs::check_id(
+        &mut *conn,
+        RefTable::Contacts,
+        org,
+        "customerId",
+        ticket.customer_id,
+    )
+    .await?;
+    refs::check_id(
+        &mut *conn,
+        RefTable::Categories,
+        org,
+        "categoryId",
+        ticket.category_id,
+    )
+    .await?;
+    refs::check_id(conn, RefTable::Teams, org, "teamId", ticket.team_id).await?;
+    Ok(())
+}
+
+/// One activity per field the update changed, by the calling key.
+fn field_activities(t: &Tenant, ticket: &Ticket, change: &TicketChange) -> Vec<TicketActivity> {
+    let actor = t.actor();
+    change
+        .fields
+        .iter()
+        .map(|(kind, field, old, new)| {
+            TicketActivity::new(
+                ticket.id,
+                &actor,
+                kind,
+                format!("{} changed {field}", t.key_name),
+            )
+            .values(old.clone(), new.clone())
+        })
+        .collect()
+}
+
+/// Replaces the ticket's tags; whether any was added or removed.
+async fn replace_tags(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+    tag_ids: Vec<Uuid>,
+) -> AppResult<bool> {
+    let tag_ids = parley_types::ids::dedup(tag_ids);
+    refs::check_ids(
+        &mut *conn,
+        RefTable::Tags,
+        org,
+        "tagIds",
+        &tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    let (added, removed) = set_tags(conn, TagLink::Ticket, org, id, &tag_ids).await?;
+    Ok(!added.is_empty() || !removed.is_empty())
+}
+
 /// Adds a reply with its activity and SLA effect; a customer's reply moves a `pending` ticket
 /// back to `open`.
+/// A customer's reply to a `pending` ticket opens it again (and its SLA clock runs); the
+/// activity that says so.
+async fn reopen(
+    conn: &mut PgConnection,
+    ticket: &mut Ticket,
+    actor: &Actor,
+    now: Timestamp,
+) -> AppResult<TicketActivity> {
+    ticket.status = TicketStatus::Open;
+    ticket.updated_at = now;
+    db::tickets::update(&mut *conn, ticket).await?;
+    follow_status(conn, ticket.id, TicketStatus::Open, now).await?;
+    Ok(TicketActivity::new(
+        ticket.id,
+        actor,
+        "status_changed",
+        "the customer's reply reopened the ticket".to_owned(),
+    )
+    .values(
+        Some(TicketStatus::Pending.to_string()),
+        Some(TicketStatus::Open.to_string()),
+    ))
+}
+
 pub async fn add_reply(
     s: &AppState,
     t: &Tenant,
@@ -295,22 +348,7 @@ pub async fn add_reply(
         }
         (AuthorType::Customer, _) => {
             if ticket.status == TicketStatus::Pending {
-                activities.push(
-                    TicketActivity::new(
-                        ticket.id,
-                        &actor,
-                        "status_changed",
-                        "the customer's reply reopened the ticket".to_owned(),
-                    )
-                    .values(
-                        Some(TicketStatus::Pending.to_string()),
-                        Some(TicketStatus::Open.to_string()),
-                    ),
-                );
-                ticket.status = TicketStatus::Open;
-                ticket.updated_at = now;
-                db::tickets::update(&mut *tx, &ticket).await?;
-                follow_status(&mut tx, id, TicketStatus::Open, now).await?;
+                activities.push(reopen(&mut tx, &mut ticket, &actor, now).await?);
             }
             db::sla::update(&mut tx, SubjectType::Ticket, id, |s, clock| {
                 s.customer_wrote(now, clock)
