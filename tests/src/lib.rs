@@ -384,6 +384,34 @@ impl Drop for TestWorker {
 }
 
 impl TestApp {
+    /// How many recipients of `broadcast` a worker holds a claim on in Redis. None held is a
+    /// fact to wait for: nothing of the broadcast is being sent, and a send needs a claim.
+    pub async fn claims_held(&self, broadcast: &str) -> usize {
+        let ids: Vec<Uuid> =
+            sqlx::query_scalar("SELECT id FROM broadcast_recipients WHERE broadcast_id = $1::uuid")
+                .bind(broadcast)
+                .fetch_all(&self.pool)
+                .await
+                .expect("recipients");
+        if ids.is_empty() {
+            return 0;
+        }
+        let client = redis::Client::open(redis_url()).expect("redis url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("redis");
+        let keys: Vec<String> = ids
+            .iter()
+            .map(|id| format!("{}:claim:{id}", self.redis_prefix))
+            .collect();
+        redis::cmd("EXISTS")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .expect("EXISTS")
+    }
+
     /// Deletes everything this test has in Redis (queues, in-flight sets, claims, worker
     /// registrations), as a lost Redis would; returns how many keys went.
     pub async fn flush_redis(&self) -> usize {

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use parley_tests::provider::{FakeProvider, Reply};
-use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app};
+use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app, wait_until};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -666,7 +666,11 @@ async fn pause_stops_sends_and_resume_sends_exactly_the_pending_ones() {
     paused.expect(200);
     assert_eq!(paused.data()["status"], "paused");
     let paused_at = Instant::now();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let let_go = || async { app.claims_held(&id).await == 0 };
+    assert!(
+        wait_until(20, let_go).await,
+        "the workers let go of the broadcast"
+    );
     let late: Vec<_> = provider
         .calls()
         .into_iter()
@@ -716,7 +720,11 @@ async fn cancel_stops_a_large_send() {
         .await
         .expect(200);
     let cancelled_at = Instant::now();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let let_go = || async { app.claims_held(&id).await == 0 };
+    assert!(
+        wait_until(20, let_go).await,
+        "the workers let go of the broadcast"
+    );
     let late = provider
         .calls()
         .iter()
@@ -790,7 +798,11 @@ async fn consecutive_provider_failures_pause_the_broadcast() {
         message.contains("consecutive provider failures") && message.contains("bad_credentials"),
         "{message}"
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let let_go = || async { app.claims_held(&id).await == 0 };
+    assert!(
+        wait_until(20, let_go).await,
+        "the workers let go of the broadcast"
+    );
     let b = app.get(&format!("/api/v1/broadcasts/{id}")).await;
     assert!(
         b.data()["pendingCount"].as_i64().unwrap() > 200,
