@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
-use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECONCILED};
+use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
 const BATCH: i64 = 1_000;
@@ -88,6 +88,10 @@ async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
         for (broadcast, recipients) in by_broadcast {
             ctx.jobs.deliver(broadcast, &recipients).await?;
         }
+    }
+    for (channel, status) in db::receipts::apply_early(&ctx.pool, BATCH).await? {
+        metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
+            .increment(1);
     }
     for id in db::delivery::done_but_sending(&ctx.pool, BATCH).await? {
         if let Some(status) = db::delivery::finish_if_done(&ctx.pool, id).await? {

@@ -9,7 +9,7 @@ use crate::error::{ApiError, AppError, AppResult};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use parley_db as db;
-use parley_db::delivery::Receipt;
+use parley_db::receipts::Receipt;
 use parley_domain::Channel;
 use parley_domain::broadcasts::{ReceiptIn, ReceiptsApplied};
 use parley_domain::signature;
@@ -102,13 +102,14 @@ async fn receive(
             error_code: r.error_code.map(Into::into),
         })
         .collect();
-    let applied = db::delivery::apply_receipts(&s.pool, channel, &receipts).await?;
-    for status in &applied {
+    let outcome = db::receipts::apply(&s.pool, channel, &receipts).await?;
+    for status in &outcome.changed {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }
     Ok(Reply::ok(ReceiptsApplied {
         received: receipts.len(),
-        applied: applied.len(),
+        applied: outcome.changed.len(),
+        deferred: outcome.deferred,
     }))
 }

@@ -3,7 +3,6 @@
 //! finding work that a lost job left behind. Every function is safe to run from any number of
 //! worker processes at once.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::types::Json;
@@ -13,7 +12,6 @@ use uuid::Uuid;
 use parley_domain::Channel;
 use parley_domain::broadcasts::{BroadcastStatus, RecipientStatus, TemplateVariables};
 use parley_domain::webhooks::EventName;
-use parley_types::time::Timestamp;
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -542,136 +540,4 @@ pub async fn done_but_sending(
     )
     .fetch_all(db)
     .await
-}
-
-/// One delivery receipt.
-#[derive(Debug, Clone)]
-pub struct Receipt {
-    pub message_id: String,
-    pub status: RecipientStatus,
-    pub at: Timestamp,
-    pub error_code: Option<String>,
-}
-
-/// Applies receipts of `channel`: each recipient moves forward only (a `read` before its
-/// `delivered` counts both; a `delivered` after `read` changes nothing). Returns the status
-/// each applied receipt moved a recipient to.
-pub async fn apply_receipts(
-    pool: &PgPool,
-    channel: Channel,
-    receipts: &[Receipt],
-) -> Result<Vec<RecipientStatus>, sqlx::Error> {
-    let message_ids: Vec<&str> = receipts.iter().map(|r| r.message_id.as_str()).collect();
-    let mut tx = pool.begin().await?;
-    let current: Vec<(Uuid, String, RecipientStatus)> = sqlx::query!(
-        r#"SELECT r.id, r.external_message_id AS "external_message_id!", r.status
-         FROM broadcast_recipients r
-         JOIN broadcasts b ON b.id = r.broadcast_id
-         WHERE r.external_message_id = ANY($1) AND b.channel = $2
-         ORDER BY r.id FOR UPDATE OF r"#,
-        &message_ids as _,
-        channel.as_str(),
-    )
-    .fetch_all(&mut *tx)
-    .await?
-    .into_iter()
-    .map(|r| (r.id, r.external_message_id, r.status))
-    .collect();
-    // Receipts by message id: one pass, so a call costs what its receipts and rows do.
-    let mut by_message: HashMap<&str, Vec<&Receipt>> = HashMap::new();
-    for r in receipts {
-        by_message.entry(r.message_id.as_str()).or_default().push(r);
-    }
-    let mut changed = Vec::new();
-    let mut rows = ReceiptRows::default();
-    for (id, message_id, status) in current {
-        let mut now = status;
-        // Milestones reached by this call, with the time each receipt gave.
-        let mut reached: Vec<(RecipientStatus, Timestamp, Option<String>)> = Vec::new();
-        // Apply this recipient's receipts from the lowest rank up, so order of arrival is moot.
-        let mut mine = by_message
-            .get(message_id.as_str())
-            .cloned()
-            .unwrap_or_default();
-        mine.sort_by_key(|r| (r.status == RecipientStatus::Failed, r.status.rank()));
-        for r in mine {
-            if now.may_become(r.status) {
-                now = r.status;
-                reached.push((r.status, r.at, r.error_code.clone()));
-                changed.push(r.status);
-            }
-        }
-        if !reached.is_empty() {
-            rows.push(id, now, &reached);
-        }
-    }
-    if !rows.ids.is_empty() {
-        // Each milestone takes its own receipt's time, or the time of the first later one
-        // (a `read` with no `delivered` was delivered by then); set milestones stay.
-        sqlx::query!(
-        "UPDATE broadcast_recipients r SET
-                status = u.status,
-                delivered_at = coalesce(r.delivered_at, u.delivered_at),
-                read_at = coalesce(r.read_at, u.read_at),
-                replied_at = coalesce(r.replied_at, u.replied_at),
-                failed_at = coalesce(u.failed_at, r.failed_at),
-                error_code = CASE WHEN u.status = 'failed' THEN coalesce(u.code, 'delivery_failed') ELSE r.error_code END
-             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[],
-                         $6::timestamptz[], $7::text[])
-                  AS u(id, status, delivered_at, read_at, replied_at, failed_at, code)
-             WHERE r.id = u.id",
-        &rows.ids,
-        &rows.statuses as _,
-        &rows.delivered as _,
-        &rows.read as _,
-        &rows.replied as _,
-        &rows.failed as _,
-        &rows.codes as _,
-    )
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(changed)
-}
-
-/// Receipt changes as columns, for one `UPDATE ... FROM unnest(...)`.
-#[derive(Default)]
-struct ReceiptRows {
-    ids: Vec<Uuid>,
-    statuses: Vec<&'static str>,
-    delivered: Vec<Option<chrono::DateTime<chrono::Utc>>>,
-    read: Vec<Option<chrono::DateTime<chrono::Utc>>>,
-    replied: Vec<Option<chrono::DateTime<chrono::Utc>>>,
-    failed: Vec<Option<chrono::DateTime<chrono::Utc>>>,
-    codes: Vec<Option<String>>,
-}
-
-impl ReceiptRows {
-    fn push(
-        &mut self,
-        id: Uuid,
-        status: RecipientStatus,
-        reached: &[(RecipientStatus, Timestamp, Option<String>)],
-    ) {
-        // The time of milestone `rank`: its own receipt's, else the first later receipt's.
-        let at = |rank: u8| {
-            if status.rank() < rank {
-                return None;
-            }
-            reached
-                .iter()
-                .filter(|(s, ..)| s.rank() >= rank)
-                .min_by_key(|(s, ..)| s.rank())
-                .map(|(_, t, _)| t.0)
-        };
-        let failed = reached.iter().find(|(s, ..)| *s == RecipientStatus::Failed);
-        self.ids.push(id);
-        self.statuses.push(status.as_str());
-        self.delivered.push(at(2));
-        self.read.push(at(3));
-        self.replied.push(at(4));
-        self.failed.push(failed.map(|(_, t, _)| t.0));
-        self.codes.push(failed.and_then(|(_, _, c)| c.clone()));
-    }
 }

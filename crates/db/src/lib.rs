@@ -15,6 +15,7 @@ pub mod leads;
 pub mod message_attributes;
 pub mod orgs;
 pub mod outbox;
+pub mod receipts;
 pub mod refs;
 pub mod sla;
 pub mod tags;

@@ -719,8 +719,12 @@ pub struct ReceiptIn {
 pub struct ReceiptsApplied {
     /// Receipts in the request.
     pub received: usize,
-    /// Receipts that moved a recipient forward; the others were unknown or late.
+    /// Receipts that moved a recipient forward.
     pub applied: usize,
+    /// Receipts for messages not recorded yet (a receipt can beat the worker's write of the
+    /// message id): kept, and applied within a second once the id is recorded; kept for a day.
+    /// The rest were late (a status never moves backwards).
+    pub deferred: usize,
 }
 
 #[cfg(test)]

@@ -309,6 +309,58 @@ async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
 }
 
 #[tokio::test]
+async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_lands() {
+    let secret = "receipt-secret";
+    let rig = Rig::new(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)], &[]).await;
+    let app = &rig.app;
+    let message = format!("early-{}", Uuid::now_v7().simple());
+    rig.provider.always(Reply::Raw {
+        status: 200,
+        body: json!({"messageId": message}),
+    });
+    // The provider's receipt comes first: no recipient has that message id yet.
+    let body = json!([
+        {"messageId": message, "status": "delivered", "at": "2026-11-20T09:00:00.000Z"},
+    ])
+    .to_string();
+    let early = app
+        .client
+        .post(format!("{}/api/v1/channels/email/receipts", app.base))
+        .header("content-type", "application/json")
+        .header(
+            "x-parley-signature",
+            parley_domain::signature::sign(secret, body.as_bytes()),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(early.status(), 200);
+    let answer: Value = early.json().await.unwrap();
+    assert_eq!(
+        answer["data"],
+        json!({"received": 1, "applied": 0, "deferred": 1})
+    );
+
+    let id = rig.send(1).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+            b["data"]["deliveredCount"] == 1
+        })
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    let rs = recipients(app, &id).await;
+    assert_eq!(rs[0]["externalMessageId"], message.as_str());
+    assert_eq!(rs[0]["status"], "delivered");
+    assert_eq!(rs[0]["deliveredAt"], "2026-11-20T09:00:00.000Z");
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM early_receipts")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, 0, "an applied receipt is not kept");
+}
+
+#[tokio::test]
 async fn receipts_move_recipients_forward_only() {
     let secret = "receipt-secret";
     let rig = Rig::new(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)], &[]).await;
@@ -352,7 +404,10 @@ async fn receipts_move_recipients_forward_only() {
     .await;
     assert_eq!(ok.status(), 200);
     let applied: Value = ok.json().await.unwrap();
-    assert_eq!(applied["data"], json!({"received": 5, "applied": 4}));
+    assert_eq!(
+        applied["data"],
+        json!({"received": 5, "applied": 4, "deferred": 1})
+    );
     // A late `delivered` after `read` changes nothing.
     let late = json!([{"messageId": message(0), "status": "delivered"}]).to_string();
     post(
