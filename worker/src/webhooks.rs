@@ -228,6 +228,7 @@ async fn attempt(ctx: &Ctx, d: Due) -> AttemptRecord {
             duration_ms: took.as_millis().min(i32::MAX as u128) as i32,
             error: error.map(|e| storable(&e, MAX_ERROR_CHARS)),
             next_attempt_at,
+            enqueued_at: d.enqueued_at,
         }
     };
     if !d.is_active {

@@ -250,6 +250,9 @@ pub struct Due {
     /// The secret before the last rotation, while it still signs.
     pub previous_secret: Option<SecretString>,
     pub is_active: bool,
+    /// When the delivery was last enqueued (or redelivered): the attempt's outcome is written
+    /// only while it is still the same, so a redeliver during the attempt stands.
+    pub enqueued_at: Option<Timestamp>,
 }
 
 /// The deliveries among `ids` with their event and webhook. Only the primary keys lead to the
@@ -261,7 +264,7 @@ pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>,
                 e.data::text AS "data!", e.created_at AS occurred_at, w.url, w.secret,
                 CASE WHEN w.previous_secret_expires_at > clock_timestamp() THEN w.previous_secret END
                     AS previous_secret,
-                w.is_active
+                w.is_active, d.enqueued_at
          FROM unnest($1::uuid[]) AS u(id)
          JOIN webhook_deliveries d ON d.id = u.id
          JOIN webhook_events e ON e.id = d.event_id
@@ -286,6 +289,7 @@ pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>,
             secret: r.secret.into(),
             previous_secret: r.previous_secret.map(SecretString::from),
             is_active: r.is_active,
+            enqueued_at: r.enqueued_at,
         })
         .collect())
 }
@@ -305,6 +309,8 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     /// When to try again; `None` with a failure means the delivery is given up.
     pub next_attempt_at: Option<Timestamp>,
+    /// The delivery's `enqueued_at` when the attempt began (see [`Due::enqueued_at`]).
+    pub enqueued_at: Option<Timestamp>,
 }
 
 /// What a webhook job did: attempts made; deliveries put back for `busy_for` because their
@@ -367,6 +373,7 @@ struct AttemptColumns {
     durations: Vec<i32>,
     errors: Vec<Option<String>>,
     next: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    enqueued: Vec<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 impl AttemptColumns {
@@ -393,6 +400,7 @@ impl AttemptColumns {
             durations: col(records, |r| r.duration_ms),
             errors: col(records, |r| r.error.clone()),
             next: col(records, |r| r.next_attempt_at.map(|t| t.0)),
+            enqueued: col(records, |r| r.enqueued_at.map(|t| t.0)),
         }
     }
 }
@@ -424,25 +432,37 @@ async fn insert_attempts(db: impl PgExecutor<'_>, c: &AttemptColumns) -> Result<
 }
 
 /// Each delivery after its attempt: delivered, failed for good (no next attempt), or pending
-/// until its next attempt.
+/// until its next attempt; unless it is no longer the pending delivery the attempt began with
+/// (redelivered, or taken by another job meanwhile): then the newer state stands.
 async fn advance_deliveries(
     db: impl PgExecutor<'_>,
     c: &AttemptColumns,
 ) -> Result<(), sqlx::Error> {
+    // The CASEs read the row as locked (the latest version): "current" is still the pending
+    // delivery the attempt began with.
     sqlx::query!(
         "UPDATE webhook_deliveries d SET
-            attempts = u.attempt,
-            requeues = 0,
-            status = CASE WHEN u.status = 'succeeded' THEN 'delivered'
+            attempts = greatest(d.attempts, u.attempt),
+            requeues = CASE WHEN d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at
+                            THEN 0 ELSE d.requeues END,
+            status = CASE WHEN NOT (d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at)
+                               THEN d.status
+                          WHEN u.status = 'succeeded' THEN 'delivered'
                           WHEN u.next_at IS NULL THEN 'failed' ELSE 'pending' END,
-            delivered_at = CASE WHEN u.status = 'succeeded' THEN clock_timestamp() ELSE d.delivered_at END,
-            next_attempt_at = coalesce(u.next_at, d.next_attempt_at)
-         FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[]) AS u(id, attempt, status, next_at)
+            delivered_at = CASE WHEN d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at
+                                     AND u.status = 'succeeded' THEN clock_timestamp()
+                                ELSE d.delivered_at END,
+            next_attempt_at = CASE WHEN d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at
+                                   THEN coalesce(u.next_at, d.next_attempt_at)
+                                   ELSE d.next_attempt_at END
+         FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+              AS u(id, attempt, status, next_at, enqueued_at)
          WHERE d.id = u.id",
         &c.delivery_ids,
         &c.attempts,
         &c.statuses as _,
         &c.next as _,
+        &c.enqueued as _,
     )
     .execute(db)
     .await?;

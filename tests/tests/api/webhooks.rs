@@ -402,6 +402,29 @@ async fn subscriptions_are_checked() {
 }
 
 #[tokio::test]
+async fn a_redeliver_during_an_attempt_stands() {
+    let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_TIMEOUT_MS", "10000")]).await;
+    receiver.script(vec![Answer::Sleep(Duration::from_millis(1500))]);
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    // The first attempt has reached the receiver, which holds it.
+    let first = receiver.wait_for(1, 10).await;
+    let delivery = first[0].header("x-parley-delivery").to_owned();
+    app.post(
+        &format!("/api/v1/webhooks/{webhook}/deliveries/{delivery}/redeliver"),
+        json!({}),
+    )
+    .await
+    .expect(200);
+    // The first attempt then succeeds; its outcome must not undo the redeliver.
+    let got = receiver.wait_for(2, 30).await;
+    assert_eq!(got[1].header("x-parley-delivery"), delivery);
+    assert_eq!(got[1].json()["metadata"]["attempt"], 2);
+    let log = wait_logs(&app, &webhook, 2).await;
+    assert!(log.iter().all(|a| a["status"] == "succeeded"), "{log:?}");
+}
+
+#[tokio::test]
 async fn test_and_redeliver_send_signed_deliveries() {
     let (app, _worker, receiver) = setup(&[]).await;
     let (webhook, secret) = subscribe(&app, &receiver.url, &["user.created"]).await;
