@@ -43,7 +43,8 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
         return Ok(());
     }
     let id = job.broadcast_id;
-    let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE).await? else {
+    let token = uuid::Uuid::now_v7();
+    let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE, token).await? else {
         return Ok(());
     };
     let result = async {
@@ -52,8 +53,13 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
             if db::delivery::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
                 return Ok(());
             }
-            let (recipients, finished) =
-                db::delivery::fan_out(&ctx.pool, id, state.organization_id, SLICE, LEASE).await?;
+            let slice =
+                db::delivery::fan_out(&ctx.pool, id, state.organization_id, SLICE, LEASE, token)
+                    .await?;
+            let Some((recipients, finished)) = slice else {
+                tracing::warn!("dispatch lease lost to another dispatcher; leaving the rest to it");
+                return Ok(());
+            };
             ctx.jobs.deliver(id, &recipients).await?;
             done = finished;
         }
@@ -75,6 +81,6 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
         anyhow::Ok(())
     }
     .await;
-    db::delivery::release_dispatch(&ctx.pool, id).await?;
+    db::delivery::release_dispatch(&ctx.pool, id, token).await?;
     result
 }

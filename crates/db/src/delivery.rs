@@ -31,11 +31,13 @@ pub async fn begin_dispatch(
     db: impl PgExecutor<'_>,
     id: Uuid,
     lease: Duration,
+    token: Uuid,
 ) -> Result<Option<DispatchState>, sqlx::Error> {
     sqlx::query_as!(
         DispatchState,
         "UPDATE broadcasts b SET
             dispatch_lease_until = clock_timestamp() + make_interval(secs => $2),
+            dispatch_lease_token = $3,
             status = 'sending',
             started_at = coalesce(b.started_at, clock_timestamp()),
             message_body = coalesce(b.message_body, t.body),
@@ -46,15 +48,23 @@ pub async fn begin_dispatch(
          RETURNING b.organization_id, b.status, b.fanout_done",
         id,
         secs(lease),
+        token,
     )
     .fetch_optional(db)
     .await
 }
 
-pub async fn release_dispatch(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+/// Gives the lease up, if `token` still holds it.
+pub async fn release_dispatch(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    token: Uuid,
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE broadcasts SET dispatch_lease_until = NULL WHERE id = $1",
+        "UPDATE broadcasts SET dispatch_lease_until = NULL, dispatch_lease_token = NULL
+         WHERE id = $1 AND dispatch_lease_token = $2",
         id,
+        token,
     )
     .execute(db)
     .await
@@ -63,24 +73,32 @@ pub async fn release_dispatch(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), s
 
 /// Writes recipient rows for the next `slice` contacts of the audience (the API checked that
 /// they are the organization's; one deleted since is skipped at sending), advances the fan-out
-/// and renews the lease. Returns the new recipients' ids and whether the audience is done.
+/// and renews the lease. Returns the new recipients' ids and whether the audience is done; or
+/// `None`, writing nothing, when `token` no longer holds the lease (it ran out and another
+/// dispatcher took it).
 pub async fn fan_out(
     pool: &PgPool,
     id: Uuid,
     org: Uuid,
     slice: i32,
     lease: Duration,
-) -> Result<(Vec<Uuid>, bool), sqlx::Error> {
+    token: Uuid,
+) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let audience = sqlx::query!(
         r#"SELECT fanout_offset, cardinality(contact_ids) AS "len!",
-                contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!"
+                contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!",
+                dispatch_lease_token IS NOT DISTINCT FROM $3 AS "holds_lease!"
          FROM broadcasts WHERE id = $1 FOR UPDATE"#,
         id,
         slice,
+        token,
     )
     .fetch_one(&mut *tx)
     .await?;
+    if !audience.holds_lease {
+        return Ok(None);
+    }
     let (offset, len, contacts) = (audience.fanout_offset, audience.len, audience.slice);
     let ids: Vec<Uuid> = contacts
         .iter()
@@ -114,7 +132,7 @@ pub async fn fan_out(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok((inserted, done))
+    Ok(Some((inserted, done)))
 }
 
 /// The next pending recipients of a broadcast after `after` (by id), marked as enqueued now.
@@ -373,7 +391,7 @@ pub async fn finish_if_done(
             error_message = CASE WHEN coalesce(k.sent, 0) > 0 THEN b.error_message
                                  ELSE 'no recipient could be sent to' END,
             completed_at = clock_timestamp(),
-            dispatch_lease_until = NULL
+            dispatch_lease_until = NULL, dispatch_lease_token = NULL
          FROM broadcasts x LEFT JOIN broadcast_totals k ON k.broadcast_id = x.id
          WHERE x.id = $1 AND b.id = x.id AND b.status = 'sending' AND b.fanout_done
            AND coalesce(k.pending, 0) = 0

@@ -309,6 +309,67 @@ async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
 }
 
 #[tokio::test]
+async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_it() {
+    use parley_db::delivery::{begin_dispatch, fan_out, release_dispatch};
+    // No worker: the test plays two dispatchers.
+    let app = parley_tests::spawn_app().await;
+    let contacts = seed::contacts(&app, 3).await;
+    let t = template(&app, "email", "Hello").await;
+    let id: Uuid = send_now(&app, &t, &contacts).await.parse().unwrap();
+    let lease = Duration::from_secs(60);
+    let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    let state = begin_dispatch(&app.pool, id, lease, a).await.unwrap();
+    assert!(state.is_some(), "A takes the lease");
+    assert!(
+        begin_dispatch(&app.pool, id, lease, b)
+            .await
+            .unwrap()
+            .is_none(),
+        "held by A"
+    );
+    // A stalls past its lease; B takes over.
+    sqlx::query("UPDATE broadcasts SET dispatch_lease_until = clock_timestamp() - interval '1 second' WHERE id = $1")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let org = state.unwrap().organization_id;
+    assert!(
+        begin_dispatch(&app.pool, id, lease, b)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A wakes up: its fan-out writes nothing, its release leaves B's lease alone.
+    assert!(
+        fan_out(&app.pool, id, org, 2, lease, a)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    release_dispatch(&app.pool, id, a).await.unwrap();
+    assert!(
+        begin_dispatch(&app.pool, id, lease, c)
+            .await
+            .unwrap()
+            .is_none(),
+        "B still holds the lease"
+    );
+    let (recipients, done) = fan_out(&app.pool, id, org, 2, lease, b)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((recipients.len(), done), (2, false));
+    release_dispatch(&app.pool, id, b).await.unwrap();
+    assert!(
+        begin_dispatch(&app.pool, id, lease, c)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
 async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_lands() {
     let secret = "receipt-secret";
     let rig = Rig::new(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)], &[]).await;
