@@ -19,12 +19,13 @@ const BATCH: i64 = 1_000;
 
 /// Runs the relay until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
-    let listener = listen(&ctx).await;
-    let relay = Relay {
-        listener,
+    let mut relay = Relay {
+        listener: None,
+        listen_again_at: Some(Instant::now()),
         last_gauge: None,
         ctx,
     };
+    relay.listen_when_due().await;
     periodic::run(relay.ctx.settings().tick_interval, shutdown, relay).await
 }
 
@@ -32,7 +33,23 @@ struct Relay {
     ctx: Ctx,
     /// Wakes the relay on the events' `NOTIFY`; none while Postgres refuses to listen.
     listener: Option<PgListener>,
+    /// Without a listener: when to try to listen again (at most once a second).
+    listen_again_at: Option<Instant>,
     last_gauge: Option<Instant>,
+}
+
+impl Relay {
+    /// Listens again once a second has passed since the listener was lost.
+    async fn listen_when_due(&mut self) {
+        if self.listener.is_some() || self.listen_again_at.is_none_or(|at| Instant::now() < at) {
+            return;
+        }
+        self.listener = listen(&self.ctx).await;
+        self.listen_again_at = self
+            .listener
+            .is_none()
+            .then(|| Instant::now() + Duration::from_secs(1));
+    }
 }
 
 impl Periodic for Relay {
@@ -40,13 +57,16 @@ impl Periodic for Relay {
         let Some(l) = self.listener.as_mut() else {
             return std::future::pending().await;
         };
+        // A lost listener is dropped here (this future may be cancelled by the tick at any
+        // await); the next passes listen again, a second later.
         if l.recv().await.is_err() {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            self.listener = listen(&self.ctx).await;
+            self.listener = None;
+            self.listen_again_at = Some(Instant::now() + Duration::from_secs(1));
         }
     }
 
     async fn pass(&mut self, _: u64) {
+        self.listen_when_due().await;
         let ctx = &self.ctx;
         // Notifications that arrived meanwhile are served by this pass.
         if let Some(l) = self.listener.as_mut() {

@@ -455,6 +455,20 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_url_is_named_without_its_value() {
+        let err = load(&[
+            (
+                "DATABASE_URL",
+                "postgress://parley:db-pass-1@127.0.0.1/parley",
+            ),
+            BASE[1],
+        ])
+        .unwrap_err();
+        assert_eq!(err.var, "DATABASE_URL");
+        assert!(!err.to_string().contains("db-pass-1"), "{err}");
+    }
+
+    #[test]
     fn a_malformed_variable_is_named() {
         let mut pairs = BASE.to_vec();
         pairs.push(("PARLEY_API_ADDR", "localhost"));

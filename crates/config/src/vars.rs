@@ -169,13 +169,23 @@ impl Vars {
             .get_arguments()
             .filter_map(|arg| arg.get_long())
             .filter_map(|var| {
-                let value = lookup(var)?;
-                let value = value.trim();
-                (!value.is_empty()).then(|| format!("--{var}={value}"))
+                let raw = lookup(var)?;
+                // A secret is taken as written; other values without surrounding blanks.
+                let value = if holds_secret(var) { &raw } else { raw.trim() };
+                (!raw.trim().is_empty()).then(|| format!("--{var}={value}"))
             })
             .collect();
         Vars::try_parse_from(args).map_err(config_error)
     }
+}
+
+/// Variables whose value is or may carry a secret (a URL may hold a password): their values
+/// are never repeated in an error.
+fn holds_secret(var: &str) -> bool {
+    var.ends_with("_URL")
+        || var.contains("SECRET")
+        || var.contains("TOKEN")
+        || var.starts_with("AWS_")
 }
 
 /// clap's error as the one line that names the variable.
@@ -196,7 +206,7 @@ fn config_error(err: clap::Error) -> ConfigError {
         ErrorKind::MissingRequiredArgument => "is not set".to_owned(),
         _ => {
             let value = match err.get(ContextKind::InvalidValue) {
-                Some(ContextValue::String(v)) => format!(": {v:?}"),
+                Some(ContextValue::String(v)) if !holds_secret(&var) => format!(": {v:?}"),
                 _ => String::new(),
             };
             let why = err
@@ -226,9 +236,9 @@ fn config_error(err: clap::Error) -> ConfigError {
 
 fn url_with(schemes: &'static [&'static str]) -> impl Fn(&str) -> Result<String, String> + Clone {
     move |raw| {
-        let scheme_ok = raw
-            .split_once("://")
-            .is_some_and(|(scheme, rest)| schemes.contains(&scheme) && !rest.is_empty());
+        let scheme_ok = raw.split_once("://").is_some_and(|(scheme, rest)| {
+            schemes.contains(&scheme.to_ascii_lowercase().as_str()) && !rest.is_empty()
+        });
         let parses = url::Url::parse(raw).is_ok();
         if scheme_ok && parses {
             Ok(raw.to_owned())
