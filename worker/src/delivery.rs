@@ -25,8 +25,11 @@ use parley_types::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
 
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
-/// Outcomes written per statement.
+/// Outcomes written per statement, at most.
 const CHUNK: usize = 100;
+/// The longest an outcome waits in memory for its chunk to fill: what a crashed worker can
+/// lose (and so resend) is what it sent in the last this-long, not a whole chunk's worth.
+const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub async fn handle(
     job: DeliverRecipients,
@@ -94,20 +97,39 @@ async fn send_all(
     let watch = StatusWatch::spawn(ctx.pool.clone(), job.broadcast_id, broadcast.status);
     let message = Prepared::new(broadcast);
     let saw_failure = AtomicBool::new(false);
-    let mut outcomes = futures::stream::iter(claimed)
+    let mut sends = futures::stream::iter(claimed)
         .map(|r| send_one(ctx, broadcast, &message, r, &watch, &saw_failure))
-        .buffer_unordered(IN_FLIGHT)
-        .chunks(CHUNK);
-    while let Some(chunk) = outcomes.next().await {
-        db::delivery::record(&ctx.pool, &chunk)
-            .await
-            .inspect_err(|err| {
-                // The recipients stay pending; the reconciler takes them again, up to its
-                // ceiling.
-                metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => "recipient").increment(1);
-                tracing::error!(%err, recipients = chunk.len(), "recipient outcomes not recorded");
-            })?;
-        count(broadcast.channel, &chunk);
+        .buffer_unordered(IN_FLIGHT);
+    // Outcomes go to Postgres in chunks of up to CHUNK, and none waits longer than
+    // FLUSH_AFTER for its chunk to fill.
+    let mut chunk: Vec<(Uuid, RecipientOutcome)> = Vec::with_capacity(CHUNK);
+    let mut flush_at: Option<tokio::time::Instant> = None;
+    let mut sending = true;
+    while sending || !chunk.is_empty() {
+        let next = match flush_at {
+            _ if !sending => None,
+            Some(at) => tokio::select! {
+                outcome = sends.next() => Some(outcome),
+                _ = tokio::time::sleep_until(at) => None,
+            },
+            None => Some(sends.next().await),
+        };
+        match next {
+            Some(Some(outcome)) => {
+                flush_at.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH_AFTER);
+                chunk.push(outcome);
+                if chunk.len() < CHUNK {
+                    continue;
+                }
+            }
+            Some(None) => sending = false,
+            None => {}
+        }
+        if !chunk.is_empty() {
+            record(ctx, broadcast.channel, &chunk).await?;
+        }
+        chunk.clear();
+        flush_at = None;
     }
     if let Some(status) = db::delivery::finish_if_done(&ctx.pool, job.broadcast_id).await? {
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
@@ -139,6 +161,23 @@ impl Renewal {
             }
         }))
     }
+}
+
+/// Writes a chunk of outcomes and counts them.
+async fn record(
+    ctx: &Ctx,
+    channel: Channel,
+    chunk: &[(Uuid, RecipientOutcome)],
+) -> anyhow::Result<()> {
+    db::delivery::record(&ctx.pool, chunk)
+        .await
+        .inspect_err(|err| {
+            // The recipients stay pending; the reconciler takes them again, up to its ceiling.
+            metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => "recipient").increment(1);
+            tracing::error!(%err, recipients = chunk.len(), "recipient outcomes not recorded");
+        })?;
+    count(channel, chunk);
+    Ok(())
 }
 
 fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {

@@ -309,6 +309,28 @@ async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
 }
 
 #[tokio::test]
+async fn outcomes_reach_postgres_while_the_job_still_sends() {
+    // One delivery job of 20 recipients at 5 messages a second: several seconds of sending.
+    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "5")]).await;
+    let id = rig.send(20).await;
+    // What the job sent is recorded within moments, not when its chunk fills or it ends: a
+    // crash now would resend almost nothing.
+    let b = rig
+        .app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+            b["data"]["sentCount"].as_i64() >= Some(1)
+        })
+        .await;
+    assert_eq!(b["data"]["status"], "sending", "{b}");
+    assert!(b["data"]["pendingCount"].as_i64().unwrap() > 0, "{b}");
+    let b = rig
+        .app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
+        .await;
+    assert_eq!(b["data"]["sentCount"], 20);
+}
+
+#[tokio::test]
 async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_it() {
     use parley_db::delivery::{begin_dispatch, fan_out, release_dispatch};
     // No worker: the test plays two dispatchers.
