@@ -1,7 +1,8 @@
 -- Receipts that arrive before their recipient's outcome (and so its message id) is written:
 -- a fast provider's `delivered` can beat the worker's write. They wait here, are applied by
--- the worker's ticker once the message id is known, and are dropped after a day if it never
--- is (an id the provider made up, or of another deployment).
+-- the worker's ticker once the message id is known, and are dropped after ten minutes if it
+-- never is (an id the provider made up, or of another deployment): an outcome lands within
+-- milliseconds of the provider's answer, or after a crash within the claim lease.
 CREATE TABLE early_receipts (
     channel              text        NOT NULL,
     external_message_id  text        NOT NULL,

@@ -148,14 +148,6 @@ async fn follow_sla(
     Ok(())
 }
 
-/// The ids of an assignment, deduplicated; at least one.
-fn non_empty(field: &str, ids: Vec<Uuid>) -> AppResult<Vec<Uuid>> {
-    if ids.is_empty() {
-        return Err(AppError::validation(field, "required", "at least one id").into());
-    }
-    Ok(parley_types::ids::dedup(ids))
-}
-
 /// The conversation after an assignment, with its event when something was added.
 async fn assigned(
     conn: &mut PgConnection,
@@ -307,22 +299,14 @@ pub async fn assign_users(
     let now = s.clock.now();
     let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
-    let users = non_empty("userIds", req.user_ids)?;
-    refs::check_ids(
+    let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
         t.org_id,
         "userIds",
-        &users,
-        MAX_PER_CALL,
-    )
-    .await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Users,
-        t.org_id,
-        "assignedBy",
+        req.user_ids,
         req.assigned_by,
+        MAX_PER_CALL,
     )
     .await?;
     let added =
@@ -342,22 +326,14 @@ pub async fn assign_teams(
     let now = s.clock.now();
     let mut tx = s.pool.begin().await?;
     lock(&mut tx, t.org_id, id).await?;
-    let teams = non_empty("teamIds", req.team_ids)?;
-    refs::check_ids(
+    let teams = refs::check_assignment(
         &mut tx,
         RefTable::Teams,
         t.org_id,
         "teamIds",
-        &teams,
-        MAX_PER_CALL,
-    )
-    .await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Users,
-        t.org_id,
-        "assignedBy",
+        req.team_ids,
         req.assigned_by,
+        MAX_PER_CALL,
     )
     .await?;
     let added =

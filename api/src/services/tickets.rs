@@ -369,20 +369,16 @@ pub async fn assign(s: &AppState, t: &Tenant, id: Uuid, req: AssignUsers) -> App
     let org = t.org_id;
     let mut tx = s.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
-    if req.user_ids.is_empty() {
-        return Err(AppError::validation("userIds", "required", "at least one id").into());
-    }
-    let users = parley_types::ids::dedup(req.user_ids);
-    refs::check_ids(
+    let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
         org,
         "userIds",
-        &users,
+        req.user_ids,
+        req.assigned_by,
         MAX_PER_CALL,
     )
     .await?;
-    refs::check_id(&mut tx, RefTable::Users, org, "assignedBy", req.assigned_by).await?;
     let added = db::tickets::add_assignees(&mut tx, org, id, &users, req.assigned_by).await?;
     if added.is_empty() {
         let ticket = read(&mut tx, org, id, now).await?;

@@ -81,14 +81,14 @@ async fn keep_early(
 }
 
 /// Applies kept receipts whose message is now recorded, at most `limit`, and drops those that
-/// waited longer than a day. Returns the statuses applied, by channel.
+/// waited longer than ten minutes (which also bounds what each pass looks through). Returns the statuses applied, by channel.
 pub async fn apply_early(
     pool: &PgPool,
     limit: i64,
 ) -> Result<Vec<(Channel, RecipientStatus)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query!(
-        "DELETE FROM early_receipts WHERE received_at < clock_timestamp() - interval '1 day'"
+        "DELETE FROM early_receipts WHERE received_at < clock_timestamp() - interval '10 minutes'"
     )
     .execute(&mut *tx)
     .await?;

@@ -78,6 +78,26 @@ async fn missing(
     }
 }
 
+/// The ids of an assignment (`userIds`, `teamIds`): at least one, deduplicated, at most `max`,
+/// all the organization's rows of `table`; and its `assignedBy`, a user of the organization.
+pub async fn check_assignment(
+    conn: &mut PgConnection,
+    table: RefTable,
+    org: Uuid,
+    field: &str,
+    ids: Vec<Uuid>,
+    assigned_by: Option<Uuid>,
+    max: usize,
+) -> AppResult<Vec<Uuid>> {
+    if ids.is_empty() {
+        return Err(AppError::validation(field, "required", "at least one id"));
+    }
+    let ids = parley_types::ids::dedup(ids);
+    check_ids(&mut *conn, table, org, field, &ids, max).await?;
+    check_id(conn, RefTable::Users, org, "assignedBy", assigned_by).await?;
+    Ok(ids)
+}
+
 /// Refuses a list field (`tagIds`) with a detail per unknown id (the first
 /// [`MAX_DETAILS`](parley_types::error::MAX_DETAILS), then one that counts the rest), and lists
 /// longer than `max`. Linear in the list.

@@ -432,27 +432,28 @@ async fn insert_attempts(db: impl PgExecutor<'_>, c: &AttemptColumns) -> Result<
 }
 
 /// Each delivery after its attempt: delivered, failed for good (no next attempt), or pending
-/// until its next attempt; unless it is no longer the pending delivery the attempt began with
-/// (redelivered, or taken by another job meanwhile): then the newer state stands.
+/// until its next attempt. A failed attempt of a delivery that is no longer the pending one it
+/// began with (redelivered, or enqueued again meanwhile) leaves the newer state standing.
 async fn advance_deliveries(
     db: impl PgExecutor<'_>,
     c: &AttemptColumns,
 ) -> Result<(), sqlx::Error> {
-    // The CASEs read the row as locked (the latest version): "current" is still the pending
-    // delivery the attempt began with.
+    // The CASEs read the row as locked (the latest version). A success is always written (the
+    // receiver has it); a failure only while the delivery is still the pending one the attempt
+    // began with, so it never undoes a redeliver or a newer job's work.
     sqlx::query!(
         "UPDATE webhook_deliveries d SET
             attempts = greatest(d.attempts, u.attempt),
-            requeues = CASE WHEN d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at
+            requeues = CASE WHEN (u.status = 'succeeded' OR d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at)
                             THEN 0 ELSE d.requeues END,
-            status = CASE WHEN NOT (d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at)
+            status = CASE WHEN NOT ((u.status = 'succeeded' OR d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at))
                                THEN d.status
                           WHEN u.status = 'succeeded' THEN 'delivered'
                           WHEN u.next_at IS NULL THEN 'failed' ELSE 'pending' END,
-            delivered_at = CASE WHEN d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at
+            delivered_at = CASE WHEN (u.status = 'succeeded' OR d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at)
                                      AND u.status = 'succeeded' THEN clock_timestamp()
                                 ELSE d.delivered_at END,
-            next_attempt_at = CASE WHEN d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at
+            next_attempt_at = CASE WHEN (u.status = 'succeeded' OR d.status = 'pending' AND d.enqueued_at IS NOT DISTINCT FROM u.enqueued_at)
                                    THEN coalesce(u.next_at, d.next_attempt_at)
                                    ELSE d.next_attempt_at END
          FROM unnest($1::uuid[], $2::int4[], $3::text[], $4::timestamptz[], $5::timestamptz[])

@@ -722,7 +722,8 @@ pub struct ReceiptsApplied {
     /// Receipts that moved a recipient forward.
     pub applied: usize,
     /// Receipts for messages not recorded yet (a receipt can beat the worker's write of the
-    /// message id): kept, and applied within a second once the id is recorded; kept for a day.
+    /// message id): kept, and applied within a second once the id is recorded; kept for ten
+    /// minutes.
     /// The rest were late (a status never moves backwards).
     pub deferred: usize,
 }

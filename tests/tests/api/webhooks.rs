@@ -402,8 +402,10 @@ async fn subscriptions_are_checked() {
 }
 
 #[tokio::test]
-async fn a_redeliver_during_an_attempt_stands() {
-    let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_TIMEOUT_MS", "10000")]).await;
+async fn a_redeliver_during_a_failing_attempt_stands() {
+    // One attempt allowed: a failure gives the delivery up.
+    let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_MAX_ATTEMPTS", "1")]).await;
+    // The first answer comes after the 1 s timeout: that attempt fails.
     receiver.script(vec![Answer::Sleep(Duration::from_millis(1500))]);
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
@@ -416,12 +418,13 @@ async fn a_redeliver_during_an_attempt_stands() {
     )
     .await
     .expect(200);
-    // The first attempt then succeeds; its outcome must not undo the redeliver.
+    // The failed attempt must not give up the delivery the redeliver put back.
     let got = receiver.wait_for(2, 30).await;
     assert_eq!(got[1].header("x-parley-delivery"), delivery);
     assert_eq!(got[1].json()["metadata"]["attempt"], 2);
     let log = wait_logs(&app, &webhook, 2).await;
-    assert!(log.iter().all(|a| a["status"] == "succeeded"), "{log:?}");
+    let statuses: Vec<&str> = log.iter().map(|a| a["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, vec!["succeeded", "failed"], "newest first");
 }
 
 #[tokio::test]
