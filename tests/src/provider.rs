@@ -47,6 +47,11 @@ pub struct Call {
     pub status: u16,
 }
 
+/// Runs with a message's id after the provider accepted it and before it answers.
+pub type BeforeAnswer = Arc<
+    dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
+
 #[derive(Default)]
 struct Inner {
     calls: Vec<Call>,
@@ -55,6 +60,7 @@ struct Inner {
     default: Option<Reply>,
     delay: Duration,
     accepted: HashMap<String, String>,
+    before_answer: Option<BeforeAnswer>,
 }
 
 #[derive(Clone)]
@@ -107,6 +113,12 @@ impl FakeProvider {
         self.inner.lock().delay = d;
     }
 
+    /// Runs `hook` with the message id of each accepted message before answering the send:
+    /// what the provider does then (a receipt, say) happens before the worker hears back.
+    pub fn before_answer(&self, hook: BeforeAnswer) {
+        self.inner.lock().before_answer = Some(hook);
+    }
+
     pub fn calls(&self) -> Vec<Call> {
         self.inner.lock().calls.clone()
     }
@@ -131,6 +143,16 @@ async fn receive(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    let (response, accepted) = answer(&inner, key, body);
+    let hook = inner.lock().before_answer.clone();
+    if let (Some(hook), Some(id)) = (hook, accepted) {
+        hook(id).await;
+    }
+    response
+}
+
+/// The scripted answer to a call, and the message id when it is accepted.
+fn answer(inner: &Mutex<Inner>, key: String, body: Value) -> (Response, Option<String>) {
     let mut s = inner.lock();
     let reply = s
         .per_key
@@ -139,6 +161,7 @@ async fn receive(
         .or_else(|| s.script.pop_front())
         .or_else(|| s.default.clone())
         .unwrap_or(Reply::Accept);
+    let mut accepted = None;
     let (status, response) = match reply {
         Reply::Accept => {
             let n = s.accepted.len();
@@ -148,6 +171,7 @@ async fn receive(
                 .entry(key.clone())
                 .or_insert_with(|| format!("msg-{n}-{}", uuid::Uuid::now_v7().simple()))
                 .clone();
+            accepted = Some(id.clone());
             (200, Json(json!({"messageId": id})).into_response())
         }
         Reply::Status {
@@ -180,5 +204,5 @@ async fn receive(
         at: Instant::now(),
         status,
     });
-    response
+    (response, accepted)
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use parley_tests::provider::FakeProvider;
@@ -151,30 +152,102 @@ fn assert_each_recipient_sent_once(recipients: &[Value], provider: &FakeProvider
     }
 }
 
+/// Recipients the provider was asked to send more than once (under the same key).
+fn sent_twice(provider: &FakeProvider) -> usize {
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    for c in provider.calls() {
+        *calls.entry(c.idempotency_key).or_default() += 1;
+    }
+    calls.values().filter(|n| **n > 1).count()
+}
+
 #[tokio::test]
-async fn a_worker_killed_mid_send_leaves_nothing_unsent_or_sent_twice() {
+async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     let provider = FakeProvider::start().await;
     let app = spawn_isolated_app(&[]).await;
-    let first = Killed(worker(&app, &provider).await);
-    let id = broadcast(&app, 600).await;
+    // The default lease and reconciliation delay: what brings the work back is the dead
+    // worker's claims running out and its in-flight jobs returning to the queue.
+    let env = [
+        ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+        ("PARLEY_CHANNEL_EMAIL_RATE", "100"),
+        ("PARLEY_RECIPIENT_LEASE_SECS", "6"),
+        ("PARLEY_RECONCILE_AFTER_SECS", "30"),
+    ];
+    let first = Killed(worker_with(&app, &env).await);
+    let id = broadcast(&app, 1_000).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
-        b["data"]["sentCount"].as_i64() >= Some(100)
+        b["data"]["sentCount"].as_i64() >= Some(300)
     })
     .await;
     drop(first); // SIGKILL: no drain, claims and in-flight jobs left behind
     let sent_when_killed =
         app.get(&format!("/api/v1/broadcasts/{id}")).await.data()["sentCount"].clone();
     assert!(
-        sent_when_killed.as_i64() < Some(600),
+        sent_when_killed.as_i64() < Some(1_000),
         "the kill came mid-send"
     );
-    let _second = Killed(worker(&app, &provider).await);
+    let _second = Killed(worker_with(&app, &env).await);
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
         .await;
     assert_eq!(b["data"]["status"], "completed");
-    assert_eq!(b["data"]["sentCount"], 600);
+    assert_eq!(b["data"]["sentCount"], 1_000);
     assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
+    // Sent twice: only what the provider took in the last moments before the kill, whose
+    // outcome was not yet written. The bound is issue 13's 0.2%.
+    let twice = sent_twice(&provider);
+    assert!(twice <= 2, "{twice} of 1,000 recipients were sent twice");
+}
+
+#[tokio::test]
+async fn a_receipt_sent_before_the_provider_answers_ends_applied() {
+    let secret = "receipt-secret";
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)]).await;
+    // The provider posts each message's `delivered` receipt before it answers the send, so
+    // the receipt reaches Parley before the worker can write the message id.
+    let answers: Arc<Mutex<Vec<Value>>> = Arc::default();
+    provider.before_answer(Arc::new({
+        let (client, url, answers) = (
+            app.client.clone(),
+            format!("{}/api/v1/channels/email/receipts", app.base),
+            answers.clone(),
+        );
+        move |message_id| {
+            let (client, url, answers) = (client.clone(), url.clone(), answers.clone());
+            Box::pin(async move {
+                let body = json!([{"messageId": message_id, "status": "delivered"}]).to_string();
+                let signature = parley_domain::signature::sign(secret, body.as_bytes());
+                let answer: Value = client
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .header("x-parley-signature", signature)
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("the receipt is posted")
+                    .json()
+                    .await
+                    .expect("a JSON answer");
+                answers.lock().unwrap().push(answer["data"].clone());
+            })
+        }
+    }));
+    let _worker = Killed(worker(&app, &provider).await);
+    let id = broadcast(&app, 3).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
+            b["data"]["deliveredCount"] == 3
+        })
+        .await;
+    assert_eq!(b["data"]["status"], "completed");
+    assert_eq!(
+        *answers.lock().unwrap(),
+        vec![json!({"received": 1, "applied": 0, "deferred": 1}); 3],
+        "each receipt came before its outcome was written"
+    );
+    let recipients = all_recipients(&app, &id).await;
+    assert!(recipients.iter().all(|r| r["status"] == "delivered"));
 }
 
 #[tokio::test]

@@ -1,9 +1,15 @@
-//! Claims on recipients, held in Redis while a job sends them: one worker at a time per
-//! recipient, so a recipient in two jobs (a job enqueued again by the reconciler while the
-//! first still runs) is sent by one. Claims are coordination only; the truth of what was sent is
-//! the recipient's status in Postgres, and a claim lost with Redis at worst lets a recipient be
-//! sent twice under the same idempotency key, which the provider answers once.
+//! Claims on recipients (and webhook deliveries), held in Redis while a job sends them: one
+//! worker at a time per recipient, so a recipient in two jobs (a job enqueued again by the
+//! reconciler or by apalis' orphan recovery while the first still runs) is sent by one.
+//!
+//! A delivery job's claims are short leases ([`Hold`]): a heartbeat keeps them every third of
+//! the lease, so a SIGKILLed worker's recipients are free again within one lease. A job that
+//! finds a recipient claimed by another job has lost it: it no longer sends it and does not
+//! write its outcome. Claims are coordination only; the truth of what was sent is the
+//! recipient's status in Postgres, and a claim lost with Redis is taken again by its job.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use parley_jobs::redis_conn::Redis;
@@ -20,12 +26,30 @@ end
 return taken
 ";
 
-/// Extends (ARGV[2] = ms) or, with ARGV[2] = 0, drops the keys `token` holds.
-const KEEP_OR_DROP: &str = r"
+/// Keeps the keys for `token` (ARGV[1]) another ARGV[2] ms: extends those it holds, takes
+/// again those nobody holds (a Redis that lost its keys); returns the positions of those
+/// another token holds, which this one has lost.
+const KEEP: &str = r"
+local lost = {}
+for i, key in ipairs(KEYS) do
+  local holder = redis.call('GET', key)
+  if holder == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+  elseif holder then
+    lost[#lost + 1] = i
+  else
+    redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+  end
+end
+return lost
+";
+
+/// Drops the keys `token` (ARGV[1]) holds.
+const DROP: &str = r"
 local n = 0
 for _, key in ipairs(KEYS) do
   if redis.call('GET', key) == ARGV[1] then
-    if ARGV[2] == '0' then redis.call('DEL', key) else redis.call('PEXPIRE', key, ARGV[2]) end
+    redis.call('DEL', key)
     n = n + 1
   end
 end
@@ -68,15 +92,28 @@ impl Claims {
             .collect())
     }
 
-    /// Extends the claims `token` still holds; returns how many.
-    pub async fn renew(
+    /// Keeps `token`'s claims on `ids` for another `lease`, taking again any that expired or
+    /// that Redis lost; returns the ids another token holds now (this job has lost them).
+    pub async fn keep(
         &self,
         ids: &[Uuid],
         token: Uuid,
         lease: Duration,
-    ) -> Result<u64, redis::RedisError> {
-        self.keep_or_drop(ids, token, lease.as_millis().max(1) as u64)
-            .await
+    ) -> Result<Vec<Uuid>, redis::RedisError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.redis.conn.clone();
+        let lost: Vec<usize> = redis::Script::new(KEEP)
+            .key(self.keys(ids))
+            .arg(token.to_string())
+            .arg(lease.as_millis().max(1) as u64)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(lost
+            .into_iter()
+            .filter_map(|i| ids.get(i - 1).copied())
+            .collect())
     }
 
     /// The ids of `ids` some job holds a claim on now.
@@ -101,24 +138,112 @@ impl Claims {
     }
 
     pub async fn release(&self, ids: &[Uuid], token: Uuid) -> Result<u64, redis::RedisError> {
-        self.keep_or_drop(ids, token, 0).await
-    }
-
-    async fn keep_or_drop(
-        &self,
-        ids: &[Uuid],
-        token: Uuid,
-        ms: u64,
-    ) -> Result<u64, redis::RedisError> {
         if ids.is_empty() {
             return Ok(0);
         }
         let mut conn = self.redis.conn.clone();
-        redis::Script::new(KEEP_OR_DROP)
+        redis::Script::new(DROP)
             .key(self.keys(ids))
             .arg(token.to_string())
-            .arg(ms)
             .invoke_async(&mut conn)
             .await
+    }
+}
+
+/// A job's claims while it works: kept by a heartbeat every third of the lease and checked
+/// again before each outcome write; the ids another job took over are lost to this one.
+pub struct Hold {
+    claims: Claims,
+    ids: Vec<Uuid>,
+    token: Uuid,
+    lease: Duration,
+    lost: Arc<Mutex<HashSet<Uuid>>>,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+impl Hold {
+    /// Claims what it can of `ids`; `None` when another job holds them all.
+    pub async fn take(
+        claims: &Claims,
+        ids: &[Uuid],
+        lease: Duration,
+    ) -> Result<Option<Hold>, redis::RedisError> {
+        let token = Uuid::now_v7();
+        let ids = claims.take(ids, token, lease).await?;
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let lost: Arc<Mutex<HashSet<Uuid>>> = Default::default();
+        let heartbeat = tokio::spawn({
+            let (claims, ids, lost) = (claims.clone(), ids.clone(), lost.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(lease / 3).await;
+                    match claims.keep(&ids, token, lease).await {
+                        Ok(gone) => lose(&lost, gone),
+                        Err(err) => tracing::warn!(%err, "claims not kept"),
+                    }
+                }
+            }
+        });
+        Ok(Some(Hold {
+            claims: claims.clone(),
+            ids,
+            token,
+            lease,
+            lost,
+            heartbeat,
+        }))
+    }
+
+    /// The ids this job claimed.
+    pub fn ids(&self) -> &[Uuid] {
+        &self.ids
+    }
+
+    /// Whether another job has taken `id` over.
+    pub fn is_lost(&self, id: Uuid) -> bool {
+        self.lost.lock().is_ok_and(|lost| lost.contains(&id))
+    }
+
+    /// Keeps `ids` once more, right before their outcomes are written, and returns those still
+    /// this job's. With Redis unreachable they count as kept: Postgres' status guard still
+    /// lets only the first outcome of a recipient stand.
+    pub async fn still_mine(&self, ids: &[Uuid]) -> Vec<Uuid> {
+        match self.claims.keep(ids, self.token, self.lease).await {
+            Ok(gone) => lose(&self.lost, gone),
+            Err(err) => tracing::warn!(%err, "claims not checked before an outcome write"),
+        }
+        ids.iter()
+            .copied()
+            .filter(|id| !self.is_lost(*id))
+            .collect()
+    }
+
+    /// Gives the claims back (they would expire within a lease anyway).
+    pub async fn release(self) {
+        self.heartbeat.abort();
+        if let Err(err) = self.claims.release(&self.ids, self.token).await {
+            tracing::warn!(%err, "claims not released; they expire");
+        }
+    }
+}
+
+fn lose(lost: &Mutex<HashSet<Uuid>>, gone: Vec<Uuid>) {
+    if gone.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        recipients = gone.len(),
+        "claims lost to another job; those are left to it"
+    );
+    if let Ok(mut lost) = lost.lock() {
+        lost.extend(gone);
     }
 }

@@ -7,6 +7,7 @@ use parley_jobs::Jobs;
 use parley_jobs::redis_conn::Redis;
 use parley_types::time::Clock;
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 use crate::claims::Claims;
 use crate::endpoint_slots::EndpointSlots;
@@ -26,6 +27,9 @@ pub struct Ctx {
     pub webhook_client: reqwest::Client,
     /// The time the SLA checks read.
     pub clock: Clock,
+    /// Cancelled when the worker starts shutting down: jobs stop sending, write what they
+    /// sent and hand the rest back to the queue.
+    pub stopping: CancellationToken,
 }
 
 impl Ctx {

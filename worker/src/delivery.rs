@@ -1,13 +1,19 @@
 //! The recipient-delivery job: sends a batch of a broadcast's recipients, each at most once.
 //!
-//! Recipients are claimed in Postgres first (one worker at a time per recipient), skipped when
-//! their contact must not be contacted, rendered, rate-limited per channel and organization,
-//! and sent with the recipient id as idempotency key. Outcomes are written in chunks, and the
-//! counters follow by trigger in the same statement.
+//! Recipients are claimed in Redis first (one job at a time per recipient, short leases kept by
+//! a heartbeat: see [`crate::claims`]), skipped when their contact must not be contacted,
+//! rendered, rate-limited per channel and organization, and sent with the recipient id as
+//! idempotency key. Outcomes are written while the sends go on, each write taking all that
+//! arrived during the previous one (group commit, up to 100), through Postgres outages of up to
+//! a minute, and the counters follow by trigger in the same statement. At shutdown a job stops sending, writes what it sent and hands the rest back
+//! to the queue.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use apalis::prelude::{BoxDynError, Data, TaskId};
+use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use parley_db as db;
 use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
@@ -18,6 +24,7 @@ use parley_jobs::{DeliverRecipients, PAYLOAD_VERSION, QueueName};
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::claims::Hold;
 use crate::context::Ctx;
 use crate::provider::{Message, SendResult};
 use crate::status_watch::StatusWatch;
@@ -27,9 +34,6 @@ use parley_types::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
 const IN_FLIGHT: usize = 32;
 /// Outcomes written per statement, at most.
 const CHUNK: usize = 100;
-/// The longest an outcome waits in memory for its chunk to fill: what a crashed worker can
-/// lose (and so resend) is what it sent in the last this-long, not a whole chunk's worth.
-const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub async fn handle(
     job: DeliverRecipients,
@@ -57,126 +61,144 @@ async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let Some(broadcast) = db::delivery::delivery_context(&ctx.pool, job.broadcast_id).await? else {
+    let Some(broadcast) =
+        patiently(|| db::delivery::delivery_context(&ctx.pool, job.broadcast_id)).await?
+    else {
         return Ok(());
     };
     if broadcast.status != BroadcastStatus::Sending {
         return Ok(());
     }
     let lease = ctx.settings().recipient_lease;
-    let token = Uuid::now_v7();
-    let held = ctx.claims.take(&job.recipient_ids, token, lease).await?;
-    if held.is_empty() {
+    let Some(hold) = Hold::take(&ctx.claims, &job.recipient_ids, lease).await? else {
         return Ok(());
-    }
-    let renewal = Renewal::spawn(ctx, held.clone(), lease, token);
-    let result = send_all(ctx, job, &broadcast, &held).await;
-    drop(renewal);
-    if let Err(err) = ctx.claims.release(&held, token).await {
-        tracing::warn!(%err, "claims not released; they expire");
-    }
-    result
-}
-
-async fn send_all(
-    ctx: &Ctx,
-    job: &DeliverRecipients,
-    broadcast: &DeliveryContext,
-    held: &[Uuid],
-) -> anyhow::Result<()> {
-    let claimed = db::delivery::pending_for_send(
-        &ctx.pool,
-        broadcast.organization_id,
-        job.broadcast_id,
-        held,
-    )
-    .await?;
-    if claimed.is_empty() {
-        return Ok(());
-    }
-    let watch = StatusWatch::spawn(ctx.pool.clone(), job.broadcast_id, broadcast.status);
-    let message = Prepared::new(broadcast);
-    let saw_failure = AtomicBool::new(false);
-    let mut sends = futures::stream::iter(claimed)
-        .map(|r| send_one(ctx, broadcast, &message, r, &watch, &saw_failure))
-        .buffer_unordered(IN_FLIGHT);
-    // Outcomes go to Postgres in chunks of up to CHUNK, and none waits longer than
-    // FLUSH_AFTER for its chunk to fill.
-    let mut chunk: Vec<(Uuid, RecipientOutcome)> = Vec::with_capacity(CHUNK);
-    let mut flush_at: Option<tokio::time::Instant> = None;
-    let mut sending = true;
-    while sending || !chunk.is_empty() {
-        let next = match flush_at {
-            _ if !sending => None,
-            Some(at) => tokio::select! {
-                outcome = sends.next() => Some(outcome),
-                _ = tokio::time::sleep_until(at) => None,
-            },
-            None => Some(sends.next().await),
-        };
-        match next {
-            Some(Some(outcome)) => {
-                flush_at.get_or_insert_with(|| tokio::time::Instant::now() + FLUSH_AFTER);
-                chunk.push(outcome);
-                if chunk.len() < CHUNK {
-                    continue;
-                }
-            }
-            Some(None) => sending = false,
-            None => {}
-        }
-        if !chunk.is_empty() {
-            record(ctx, broadcast.channel, &chunk).await?;
-        }
-        chunk.clear();
-        flush_at = None;
-    }
-    if let Some(status) = db::delivery::finish_if_done(&ctx.pool, job.broadcast_id).await? {
-        tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
+    };
+    let result = send_all(ctx, job, &broadcast, &hold).await;
+    hold.release().await;
+    let released = result?;
+    // A worker shutting down hands back what it did not send, so that another worker takes
+    // it up at once rather than after the reconciler's wait.
+    if ctx.stopping.is_cancelled() && !released.is_empty() {
+        ctx.jobs.deliver(job.broadcast_id, &released).await?;
+        tracing::info!(
+            recipients = released.len(),
+            "unsent recipients handed back at shutdown"
+        );
     }
     Ok(())
 }
 
-/// Keeps this job's claims alive while it works through a batch that outlasts one lease (a
-/// rate-limited send can), so no other worker takes its recipients over.
-struct Renewal(tokio::task::JoinHandle<()>);
-
-impl Drop for Renewal {
-    fn drop(&mut self) {
-        self.0.abort();
+/// Sends the held recipients still pending and writes their outcomes; returns the ids left
+/// pending (the broadcast stopped, or the worker is shutting down).
+async fn send_all(
+    ctx: &Ctx,
+    job: &DeliverRecipients,
+    broadcast: &DeliveryContext,
+    hold: &Hold,
+) -> anyhow::Result<Vec<Uuid>> {
+    let claimed = patiently(|| {
+        db::delivery::pending_for_send(
+            &ctx.pool,
+            broadcast.organization_id,
+            job.broadcast_id,
+            hold.ids(),
+        )
+    })
+    .await?;
+    if claimed.is_empty() {
+        return Ok(Vec::new());
     }
-}
-
-impl Renewal {
-    fn spawn(ctx: &Ctx, ids: Vec<Uuid>, lease: std::time::Duration, token: Uuid) -> Self {
-        let claims = ctx.claims.clone();
-        Renewal(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(lease / 3).await;
-                match claims.renew(&ids, token, lease).await {
-                    Ok(0) => return,
-                    Ok(_) => {}
-                    Err(err) => tracing::warn!(%err, "claims not renewed"),
+    let watch = StatusWatch::spawn(
+        ctx.pool.clone(),
+        job.broadcast_id,
+        broadcast.status,
+        ctx.stopping.clone(),
+    );
+    let message = Prepared::new(broadcast);
+    let saw_failure = AtomicBool::new(false);
+    let mut sends = futures::stream::iter(claimed)
+        .map(|r| send_one(ctx, broadcast, &message, r, &watch, hold, &saw_failure))
+        .buffer_unordered(IN_FLIGHT);
+    // Group commit: outcomes are written as soon as the previous write is done, all that
+    // arrived meanwhile (up to CHUNK) in one statement, while the sends go on. An outcome
+    // waits in memory for one write at most, so a crash loses (and a new worker resends) only
+    // what was sent in the last write's time.
+    let mut ready: Vec<(Uuid, RecipientOutcome)> = Vec::new();
+    let mut released = Vec::new();
+    let mut writing: Option<Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + '_>>> = None;
+    let mut sending = true;
+    while sending || writing.is_some() || !ready.is_empty() {
+        if writing.is_none() && !ready.is_empty() {
+            let batch: Vec<_> = ready.drain(..ready.len().min(CHUNK)).collect();
+            writing = Some(Box::pin(record(ctx, hold, broadcast.channel, batch)));
+        }
+        tokio::select! {
+            outcome = sends.next(), if sending => match outcome {
+                Some((id, RecipientOutcome::Released)) => {
+                    if !hold.is_lost(id) {
+                        released.push(id);
+                    }
                 }
+                Some(outcome) => ready.push(outcome),
+                None => sending = false,
+            },
+            written = async { writing.as_mut().expect("a write in flight").await }, if writing.is_some() => {
+                writing = None;
+                written?;
             }
-        }))
+        }
     }
+    if let Some(status) = db::delivery::finish_if_done(&ctx.pool, job.broadcast_id).await? {
+        tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
+    }
+    Ok(released)
 }
 
-/// Writes a chunk of outcomes and counts them.
+/// How long a job keeps trying to read or write Postgres through transient failures (a
+/// restart, a failover) while its claims keep its recipients: what it sent meanwhile is
+/// written when Postgres is back, not sent again by another job.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `statement` again on transient failures, with exponential backoff, for [`PATIENCE`].
+async fn patiently<T, F, Fut>(statement: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(50))
+        .with_max_delay(std::time::Duration::from_secs(2))
+        .with_total_delay(Some(PATIENCE))
+        .without_max_times()
+        .with_jitter();
+    statement
+        .retry(backoff)
+        .when(db::error::is_transient_error)
+        .notify(|err, after| tracing::warn!(%err, ?after, "Postgres unavailable; trying again"))
+        .await
+}
+
+/// Writes a chunk of outcomes, fenced by the claims (an outcome of a recipient another job
+/// took over is not written: that job's stands), and counts them.
 async fn record(
     ctx: &Ctx,
+    hold: &Hold,
     channel: Channel,
-    chunk: &[(Uuid, RecipientOutcome)],
+    mut chunk: Vec<(Uuid, RecipientOutcome)>,
 ) -> anyhow::Result<()> {
-    db::delivery::record(&ctx.pool, chunk)
+    let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
+    let mine = hold.still_mine(&ids).await;
+    if mine.len() < ids.len() {
+        chunk.retain(|(id, _)| mine.contains(id));
+    }
+    patiently(|| db::delivery::record(&ctx.pool, &chunk))
         .await
         .inspect_err(|err| {
             // The recipients stay pending; the reconciler takes them again, up to its ceiling.
             metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => "recipient").increment(1);
             tracing::error!(%err, recipients = chunk.len(), "recipient outcomes not recorded");
         })?;
-    count(channel, chunk);
+    count(channel, &chunk);
     Ok(())
 }
 
@@ -246,6 +268,7 @@ async fn send_one(
     prepared: &Prepared,
     r: Claimed,
     watch: &StatusWatch,
+    hold: &Hold,
     saw_failure: &AtomicBool,
 ) -> (Uuid, RecipientOutcome) {
     let id = r.id;
@@ -253,7 +276,7 @@ async fn send_one(
         Ok(to) => to,
         Err(outcome) => return (id, outcome),
     };
-    if !take_turn(ctx, b, watch).await {
+    if !take_turn(ctx, b, watch).await || hold.is_lost(id) {
         return (id, RecipientOutcome::Released);
     }
     let content = match compose(b, prepared, &r) {

@@ -14,8 +14,9 @@ use crate::context::Ctx;
 
 /// Contacts turned into recipients per transaction.
 const SLICE: i32 = 2_000;
-/// A dispatcher's hold on a broadcast, renewed at every slice.
-const LEASE: Duration = Duration::from_secs(60);
+/// A dispatcher's hold on a broadcast, renewed at every slice (one takes well under a second):
+/// a dead dispatcher's broadcast is free again when its job comes back (after 10 s).
+const LEASE: Duration = Duration::from_secs(10);
 
 pub async fn handle(
     job: DispatchBroadcast,

@@ -105,6 +105,7 @@ impl Worker {
             provider: Arc::new(provider),
             config: Arc::new(config),
             clock,
+            stopping: CancellationToken::new(),
         };
         let metrics = metrics_handle();
         crate::metrics::register();
@@ -149,6 +150,7 @@ impl Worker {
         let serving = tokio::spawn(async move { server.await });
 
         shutdown.cancelled().await;
+        self.ctx.stopping.cancel();
         tracing::info!(?drain, "draining");
         let drained =
             tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;

@@ -9,13 +9,11 @@ use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 use parley_domain::Channel;
-use parley_domain::broadcasts::BroadcastStatus;
 use serde::Serialize;
-use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::answer::read_prefix;
-use crate::status_watch::stopped;
+use crate::status_watch::{Go, stopped};
 use parley_types::fields::storable;
 use parley_types::metric_names::{PROVIDER_CALLS, PROVIDER_DURATION};
 
@@ -92,11 +90,7 @@ impl Provider {
 
     /// Sends one message, retrying as the contract says, until sent, refused, out of
     /// attempts, or the broadcast stops.
-    pub async fn send(
-        &self,
-        msg: &Message<'_>,
-        status: watch::Receiver<BroadcastStatus>,
-    ) -> SendResult {
+    pub async fn send(&self, msg: &Message<'_>, status: Go) -> SendResult {
         let Some(url) = self.urls.get(&msg.channel) else {
             metrics::counter!(PROVIDER_CALLS, "channel" => msg.channel.as_str(), "outcome" => "sandbox")
                 .increment(1);
@@ -148,9 +142,9 @@ impl Provider {
         url: &str,
         msg: &Message<'_>,
         body: &[u8],
-        status: &watch::Receiver<BroadcastStatus>,
+        status: &Go,
     ) -> Result<Option<String>, CallError> {
-        if *status.borrow() != BroadcastStatus::Sending {
+        if !*status.borrow() {
             return Err(CallError::Stopped);
         }
         let channel = msg.channel.as_str();

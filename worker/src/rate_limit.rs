@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parley_domain::Channel;
-use parley_domain::broadcasts::BroadcastStatus;
 use parley_jobs::redis_conn::Redis;
-use tokio::sync::watch;
 use uuid::Uuid;
 
 /// Reserves the next slot; returns microseconds to wait for it. Redis' clock is the one clock
@@ -39,7 +37,7 @@ impl RateLimiter {
         &self,
         channel: Channel,
         org: Uuid,
-        status: watch::Receiver<BroadcastStatus>,
+        status: crate::status_watch::Go,
     ) -> Result<bool, redis::RedisError> {
         let Some(rate) = self.rates.get(&channel).copied() else {
             return Ok(true);

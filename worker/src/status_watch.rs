@@ -1,5 +1,6 @@
-//! Keeps a job informed of its broadcast's status, so a pause or cancel stops new sends
-//! within a fraction of a second.
+//! Keeps a job informed of whether it may still send: its broadcast is sending and the worker
+//! is not shutting down. A pause, a cancel or a SIGTERM stops new sends within a fraction of a
+//! second, and cuts short the waits (rate limit, retry backoff) of sends not yet made.
 
 use std::time::Duration;
 
@@ -7,12 +8,16 @@ use parley_db as db;
 use parley_domain::broadcasts::BroadcastStatus;
 use sqlx::PgPool;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const EVERY: Duration = Duration::from_millis(200);
 
+/// `true` while the job may send.
+pub type Go = watch::Receiver<bool>;
+
 pub struct StatusWatch {
-    rx: watch::Receiver<BroadcastStatus>,
+    rx: Go,
     poller: tokio::task::JoinHandle<()>,
 }
 
@@ -23,18 +28,29 @@ impl Drop for StatusWatch {
 }
 
 impl StatusWatch {
-    pub fn spawn(pool: PgPool, broadcast: Uuid, initial: BroadcastStatus) -> Self {
-        let (tx, rx) = watch::channel(initial);
+    /// Watches `broadcast` (now `initial`) and `stopping`, the worker's shutdown.
+    pub fn spawn(
+        pool: PgPool,
+        broadcast: Uuid,
+        initial: BroadcastStatus,
+        stopping: CancellationToken,
+    ) -> Self {
+        let (tx, rx) =
+            watch::channel(initial == BroadcastStatus::Sending && !stopping.is_cancelled());
         let poller = tokio::spawn(async move {
             loop {
-                tokio::time::sleep(EVERY).await;
-                match db::delivery::status(&pool, broadcast).await {
-                    Ok(Some(s)) => {
-                        tx.send_if_modified(|current| std::mem::replace(current, s) != s);
+                tokio::select! {
+                    _ = tokio::time::sleep(EVERY) => {}
+                    _ = stopping.cancelled() => {
+                        let _ = tx.send(false);
+                        return;
                     }
-                    // Deleted: nothing more to send.
-                    Ok(None) => {
-                        let _ = tx.send(BroadcastStatus::Cancelled);
+                }
+                match db::delivery::status(&pool, broadcast).await {
+                    Ok(status) => {
+                        // Deleted (None): nothing more to send.
+                        let go = status == Some(BroadcastStatus::Sending);
+                        tx.send_if_modified(|current| std::mem::replace(current, go) != go);
                     }
                     Err(err) => tracing::warn!(%err, "broadcast status poll failed"),
                 }
@@ -44,16 +60,16 @@ impl StatusWatch {
     }
 
     pub fn is_sending(&self) -> bool {
-        *self.rx.borrow() == BroadcastStatus::Sending
+        *self.rx.borrow()
     }
 
     /// A receiver that resolves [`stopped`] on its own, for futures that outlive a borrow.
-    pub fn receiver(&self) -> watch::Receiver<BroadcastStatus> {
+    pub fn receiver(&self) -> Go {
         self.rx.clone()
     }
 }
 
-/// Resolves once the broadcast is no longer sending.
-pub async fn stopped(mut rx: watch::Receiver<BroadcastStatus>) {
-    let _ = rx.wait_for(|s| *s != BroadcastStatus::Sending).await;
+/// Resolves once the job may no longer send.
+pub async fn stopped(mut go: Go) {
+    let _ = go.wait_for(|go| !*go).await;
 }

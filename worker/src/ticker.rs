@@ -56,26 +56,31 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Work whose job is lost is enqueued again, but only once its queue has drained: a job still
-/// waiting in a long queue is late, not lost.
+/// Work whose job is lost is enqueued again, under load too, at most [`BATCH`] rows per pass
+/// so it cannot crowd out live work. Lost means: enqueued longer ago than
+/// `PARLEY_RECONCILE_AFTER_SECS` and than the oldest job still waiting in its queue (so its
+/// job is no longer waiting: a job behind a long queue is late, not lost), and, for a
+/// recipient, claimed by no job (a job that holds it is slow, not lost).
 async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
-    let after = ctx.settings().reconcile_after;
-    if ctx.jobs.depth(QueueName::BroadcastDispatch).await?.ready == 0 {
-        for id in db::delivery::stale_dispatches(&ctx.pool, after, BATCH).await? {
-            metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
-            ctx.jobs.dispatch(id, false).await?;
-        }
-    }
-    let stale = if ctx.jobs.depth(QueueName::RecipientDelivery).await?.ready == 0 {
-        let candidates = db::delivery::stale_recipients(&ctx.pool, after, BATCH).await?;
-        // A recipient a job still holds is slow, not lost: neither enqueued nor counted.
-        let ids: Vec<uuid::Uuid> = candidates.iter().map(|(_, id)| *id).collect();
-        let held = ctx.claims.held(&ids).await?;
-        let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
-        db::delivery::requeue(&ctx.pool, &lost, after).await?
-    } else {
-        Default::default()
+    let after = |queue| async move {
+        let waited = ctx.jobs.depth(queue).await?.oldest_ready_age;
+        anyhow::Ok(
+            ctx.settings()
+                .reconcile_after
+                .max(waited.unwrap_or_default()),
+        )
     };
+    let dispatch_after = after(QueueName::BroadcastDispatch).await?;
+    for id in db::delivery::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
+        metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
+        ctx.jobs.dispatch(id, false).await?;
+    }
+    let recipient_after = after(QueueName::RecipientDelivery).await?;
+    let candidates = db::delivery::stale_recipients(&ctx.pool, recipient_after, BATCH).await?;
+    let ids: Vec<uuid::Uuid> = candidates.iter().map(|(_, id)| *id).collect();
+    let held = ctx.claims.held(&ids).await?;
+    let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
+    let stale = db::delivery::requeue(&ctx.pool, &lost, recipient_after).await?;
     crate::metrics::given_up("recipient", &stale.given_up);
     let stale = stale.requeued;
     if !stale.is_empty() {

@@ -79,7 +79,7 @@ pub(crate) struct Vars {
     pub PARLEY_TICK_MS: u64,
     #[arg(long, default_value_t = 30, value_parser = positive::<u64>())]
     pub PARLEY_RECONCILE_AFTER_SECS: u64,
-    #[arg(long, default_value_t = 120, value_parser = positive::<u64>())]
+    #[arg(long, default_value_t = 6, value_parser = positive::<u64>())]
     pub PARLEY_RECIPIENT_LEASE_SECS: u64,
     #[arg(long, default_value_t = 500, value_parser = positive::<u64>())]
     pub PARLEY_PROVIDER_RETRY_BASE_MS: u64,

@@ -45,11 +45,7 @@ pub fn app_error(err: sqlx::Error) -> AppError {
     {
         match &err {
             sqlx::Error::RowNotFound => AppError::NotFound,
-            sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::WorkerCrashed => AppError::ServiceUnavailable(err.to_string()),
+            _ if is_transient_error(&err) => AppError::ServiceUnavailable(err.to_string()),
             sqlx::Error::Database(db) => {
                 let field = constraint_field(db.constraint());
                 match db.code().as_deref() {
@@ -76,9 +72,6 @@ pub fn app_error(err: sqlx::Error) -> AppError {
                         "not_found",
                         "refers to a record that does not exist in this organization",
                     ),
-                    Some(code) if is_transient(code) => {
-                        AppError::ServiceUnavailable(err.to_string())
-                    }
                     // A value Postgres cannot hold reached it unchecked (too long, out of
                     // range, NUL). Every input is checked before; should one slip through,
                     // the client still gets a 4xx and the log an error to fix. Other data
@@ -96,6 +89,20 @@ pub fn app_error(err: sqlx::Error) -> AppError {
             }
             _ => AppError::Internal(err.into()),
         }
+    }
+}
+
+/// Whether the same statement may succeed when tried again: the connection or the pool
+/// failed, or Postgres answered with a [transient](is_transient) error.
+pub fn is_transient_error(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| is_transient(&code)),
+        _ => false,
     }
 }
 

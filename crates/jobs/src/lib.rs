@@ -105,9 +105,10 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
         .persist_results(true)
         .emit_events(false)
         .batch_size(4)
-        // A worker that stops heartbeating is presumed dead after 15 s, and its in-flight jobs
-        // go back to the queue (Postgres reconciliation covers the rest).
-        .heartbeat_interval(Duration::from_secs(3))
+        // A worker that stops heartbeating is presumed dead after 10 s, and its in-flight jobs
+        // go back to the queue (Postgres reconciliation covers the rest). Its claims on
+        // recipients (PARLEY_RECIPIENT_LEASE_SECS, 6 s) are gone by then, so those jobs send.
+        .heartbeat_interval(Duration::from_secs(2))
         .missed_heartbeats(5)
 }
 
