@@ -121,20 +121,24 @@ impl Claims {
         &self,
         ids: &[Uuid],
     ) -> Result<std::collections::HashSet<Uuid>, redis::RedisError> {
-        if ids.is_empty() {
-            return Ok(Default::default());
-        }
-        let mut conn = self.redis.conn.clone();
-        let holders: Vec<Option<String>> = redis::cmd("MGET")
-            .arg(self.keys(ids))
-            .query_async(&mut conn)
-            .await?;
         Ok(ids
             .iter()
-            .zip(holders)
+            .zip(self.holders(ids).await?)
             .filter(|(_, holder)| holder.is_some())
             .map(|(id, _)| *id)
             .collect())
+    }
+
+    /// The token holding each of `ids`, if any.
+    async fn holders(&self, ids: &[Uuid]) -> Result<Vec<Option<String>>, redis::RedisError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.redis.conn.clone();
+        redis::cmd("MGET")
+            .arg(self.keys(ids))
+            .query_async(&mut conn)
+            .await
     }
 
     pub async fn release(&self, ids: &[Uuid], token: Uuid) -> Result<u64, redis::RedisError> {
@@ -156,7 +160,6 @@ pub struct Hold {
     claims: Claims,
     ids: Vec<Uuid>,
     token: Uuid,
-    lease: Duration,
     lost: Arc<Mutex<HashSet<Uuid>>>,
     heartbeat: tokio::task::JoinHandle<()>,
 }
@@ -196,7 +199,6 @@ impl Hold {
             claims: claims.clone(),
             ids,
             token,
-            lease,
             lost,
             heartbeat,
         }))
@@ -212,12 +214,21 @@ impl Hold {
         self.lost.lock().is_ok_and(|lost| lost.contains(&id))
     }
 
-    /// Keeps `ids` once more, right before their outcomes are written, and returns those still
-    /// this job's. With Redis unreachable they count as kept: Postgres' status guard still
-    /// lets only the first outcome of a recipient stand.
+    /// Checks `ids` right before their outcomes are written (one `MGET`) and returns those no
+    /// other job holds. A claim nobody holds (Redis lost it) is still this job's: the
+    /// heartbeat takes it again. With Redis unreachable they count as this job's: Postgres'
+    /// status guard still lets only the first outcome of a recipient stand.
     pub async fn still_mine(&self, ids: &[Uuid]) -> Vec<Uuid> {
-        match self.claims.keep(ids, self.token, self.lease).await {
-            Ok(gone) => lose(&self.lost, gone),
+        let token = self.token.to_string();
+        match self.claims.holders(ids).await {
+            Ok(holders) => lose(
+                &self.lost,
+                ids.iter()
+                    .zip(holders)
+                    .filter(|(_, holder)| holder.as_ref().is_some_and(|h| *h != token))
+                    .map(|(id, _)| *id)
+                    .collect(),
+            ),
             Err(err) => tracing::warn!(%err, "claims not checked before an outcome write"),
         }
         ids.iter()

@@ -2,6 +2,10 @@
 //! provider, timed from the create request until `completed`, with the worker's peak RSS.
 //! The API and one worker run as release processes; Postgres and Redis are the real ones.
 //!
+//! In the same run it measures this machine's floor: the least work any design must do per
+//! recipient, one insert and one update of its row, each a single statement over all N rows
+//! of the same table (with its indexes and triggers), and prints Parley's ratio to it.
+//!
 //! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
 
 use std::sync::Arc;
@@ -61,6 +65,7 @@ struct Figures {
     create_ms: f64,
     total_s: f64,
     per_second: f64,
+    floor: f64,
     worker_peak_mib: f64,
 }
 
@@ -91,6 +96,7 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
     // The create request, alone: a draft of min(N, 10,000) contacts, best of five.
     let sample: Vec<Uuid> = contacts.iter().take(10_000).copied().collect();
     let mut create_ms = f64::MAX;
+    let mut draft = String::new();
     for _ in 0..5 {
         let t = Instant::now();
         let r = client
@@ -104,6 +110,8 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
             bail!("create answered {}", r.status());
         }
         create_ms = create_ms.min(took);
+        let r: Value = r.json().await?;
+        draft = r["data"]["id"].as_str().context("draft id")?.to_owned();
     }
 
     let before = sink_count.load(Ordering::Relaxed);
@@ -156,14 +164,43 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
         bail!("the sink got {sent} messages for {n} recipients");
     }
     drop(worker);
+    let floor = floor(&bench, draft.parse()?, &contacts).await?;
     bench.finish().await?;
     Ok(Figures {
         n,
         create_ms,
         total_s: total,
         per_second: n as f64 / total,
+        floor,
         worker_peak_mib: peak_kib as f64 / 1024.0,
     })
+}
+
+/// Recipients per second when each is one row inserted and then updated to `sent`, all N
+/// rows in one statement each: the machine's floor for the same table.
+async fn floor(bench: &Bench, broadcast: Uuid, contacts: &[Uuid]) -> anyhow::Result<f64> {
+    let ids: Vec<Uuid> = contacts.iter().map(|_| Uuid::now_v7()).collect();
+    let started = Instant::now();
+    sqlx::query(
+        "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
+         SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
+         FROM unnest($3::uuid[], $4::uuid[]) AS u(id, contact_id)",
+    )
+    .bind(bench.org)
+    .bind(broadcast)
+    .bind(&ids)
+    .bind(contacts)
+    .execute(&bench.pool)
+    .await?;
+    sqlx::query(
+        "UPDATE broadcast_recipients SET status = 'sent', external_message_id = 'floor-' || id,
+             sent_at = clock_timestamp()
+         WHERE broadcast_id = $1 AND status = 'pending'",
+    )
+    .bind(broadcast)
+    .execute(&bench.pool)
+    .await?;
+    Ok(contacts.len() as f64 / started.elapsed().as_secs_f64())
 }
 
 #[tokio::main]
@@ -174,14 +211,20 @@ async fn main() -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let (sink_url, sink_count) = sink().await?;
     println!(
-        "| N | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | worker peak RSS (MiB) |"
+        "| N | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | floor: insert + update (recipients/s) | Parley / floor | worker peak RSS (MiB) |"
     );
-    println!("|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for n in sizes {
         let f = run(n, &sink_url, &sink_count).await?;
         println!(
-            "| {} | {:.1} | {:.2} | {:.0} | {:.1} |",
-            f.n, f.create_ms, f.total_s, f.per_second, f.worker_peak_mib
+            "| {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.1} |",
+            f.n,
+            f.create_ms,
+            f.total_s,
+            f.per_second,
+            f.floor,
+            f.per_second * 100.0 / f.floor,
+            f.worker_peak_mib
         );
     }
     Ok(())
