@@ -21,19 +21,49 @@ const VACUUM_EVERY: u64 = 240;
 
 /// Runs the ticker until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
-    periodic::run(ctx.settings().tick_interval, shutdown, Ticker(ctx)).await
+    let ticker = Ticker {
+        ctx: ctx.clone(),
+        quick_until: None,
+    };
+    periodic::run(ctx.settings().tick_interval, shutdown, ticker).await
 }
 
-struct Ticker(Ctx);
+/// How long reconciliation stays quick after Redis lost the deployment's keys.
+const QUICK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+struct Ticker {
+    ctx: Ctx,
+    /// Until when lost work is presumed lost after a claim lease rather than after
+    /// `PARLEY_RECONCILE_AFTER_SECS`: set when Redis is found emptied.
+    quick_until: Option<tokio::time::Instant>,
+}
 
 impl Periodic for Ticker {
     async fn pass(&mut self, n: u64) {
-        let ctx = &self.0;
+        let ctx = &self.ctx;
         if let Err(err) = queue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
         }
         if n.is_multiple_of(RECONCILE_EVERY) {
-            if let Err(err) = reconcile(ctx).await {
+            match redis_emptied(ctx).await {
+                Ok(true) => {
+                    tracing::warn!(
+                        "Redis holds none of this deployment's keys: lost work is enqueued again after a claim lease"
+                    );
+                    self.quick_until = Some(tokio::time::Instant::now() + QUICK_FOR);
+                }
+                Ok(false) => {}
+                Err(err) => tracing::warn!(%err, "Redis not checked for lost keys"),
+            }
+            let quick = self
+                .quick_until
+                .is_some_and(|until| tokio::time::Instant::now() < until);
+            let after = if quick {
+                ctx.settings().recipient_lease
+            } else {
+                ctx.settings().reconcile_after
+            };
+            if let Err(err) = reconcile(ctx, after).await {
                 tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
             }
             export_depths(ctx).await;
@@ -57,18 +87,15 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// Work whose job is lost is enqueued again, under load too, at most [`BATCH`] rows per pass
-/// so it cannot crowd out live work. Lost means: enqueued longer ago than
-/// `PARLEY_RECONCILE_AFTER_SECS` and than the oldest job still waiting in its queue (so its
+/// so it cannot crowd out live work. Lost means: enqueued longer ago than `after`
+/// (`PARLEY_RECONCILE_AFTER_SECS`, or a claim lease once Redis was found emptied) and than
+/// the oldest job still waiting in its queue (so its
 /// job is no longer waiting: a job behind a long queue is late, not lost), and, for a
 /// recipient, claimed by no job (a job that holds it is slow, not lost).
-async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
+async fn reconcile(ctx: &Ctx, after: std::time::Duration) -> anyhow::Result<()> {
     let after = |queue| async move {
         let waited = ctx.jobs.depth(queue).await?.oldest_ready_age;
-        anyhow::Ok(
-            ctx.settings()
-                .reconcile_after
-                .max(waited.unwrap_or_default()),
-        )
+        anyhow::Ok(after.max(waited.unwrap_or_default()))
     };
     let dispatch_after = after(QueueName::BroadcastDispatch).await?;
     for id in db::delivery::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
@@ -104,6 +131,23 @@ async fn reconcile(ctx: &Ctx) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether Redis lost this deployment's keys (a flush, a restart without persistence, a
+/// failover to an empty replica): a marker key, set when absent, was absent. Then every queue
+/// is gone with it, and waiting `PARLEY_RECONCILE_AFTER_SECS` for lost jobs only delays them:
+/// reconciliation waits one claim lease instead, enough for the jobs still running to take
+/// their claims back (their heartbeat does, every third of a lease) so they are not taken
+/// for lost. Also true at a deployment's very first start, which does no harm.
+async fn redis_emptied(ctx: &Ctx) -> Result<bool, redis::RedisError> {
+    let mut conn = ctx.redis.conn.clone();
+    let set: Option<String> = redis::cmd("SET")
+        .arg(ctx.redis.key("present"))
+        .arg(1)
+        .arg("NX")
+        .query_async(&mut conn)
+        .await?;
+    Ok(set.is_some())
 }
 
 async fn export_depths(ctx: &Ctx) {

@@ -3,6 +3,7 @@
 
 mod auth;
 mod broadcasts;
+mod claims;
 mod contacts;
 mod conversations;
 mod errors;

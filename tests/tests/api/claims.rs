@@ -1,0 +1,78 @@
+//! Claims on recipients against the real Redis: a job's hold outlives its lease while the job
+//! lives, takes back what Redis lost, and gives up (does not send, does not write) what
+//! another job took over.
+
+use std::time::Duration;
+
+use parley_jobs::redis_conn::Redis;
+use parley_worker::claims::{Claims, Hold};
+use uuid::Uuid;
+
+async fn holder(redis: &Redis, id: Uuid) -> Option<String> {
+    let mut conn = redis.conn.clone();
+    redis::cmd("GET")
+        .arg(redis.key(&format!("claim:{id}")))
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_job() {
+    let prefix = format!("parley-test-claims-{}", Uuid::now_v7().simple());
+    let redis = Redis::connect(&parley_tests::redis_url(), &prefix)
+        .await
+        .unwrap();
+    let claims = Claims::new(redis.clone());
+    let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let lease = Duration::from_millis(600);
+    let hold = Hold::take(&claims, &ids, lease).await.unwrap().unwrap();
+    assert_eq!(hold.ids(), ids.as_slice());
+    assert!(
+        Hold::take(&claims, &ids, lease).await.unwrap().is_none(),
+        "a second job takes none of them"
+    );
+    let mine = holder(&redis, ids[0]).await.unwrap();
+
+    // Redis loses one claim; another job takes a second one.
+    let mut conn = redis.conn.clone();
+    let _: () = redis::pipe()
+        .del(redis.key(&format!("claim:{}", ids[0])))
+        .set(redis.key(&format!("claim:{}", ids[1])), "another-job")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        hold.still_mine(&ids).await,
+        vec![ids[0], ids[2]],
+        "the outcome of a recipient another job holds is not written"
+    );
+    assert!(hold.is_lost(ids[1]), "nor is it sent");
+    assert!(!hold.is_lost(ids[0]));
+
+    // The heartbeat takes the lost key back, and keeps the claims past their lease.
+    assert!(
+        parley_tests::wait_until(5, || async {
+            holder(&redis, ids[0]).await.as_deref() == Some(mine.as_str())
+        })
+        .await,
+        "the claim Redis lost is taken again"
+    );
+    tokio::time::sleep(lease * 2).await;
+    assert_eq!(holder(&redis, ids[2]).await.as_deref(), Some(mine.as_str()));
+    assert_eq!(
+        holder(&redis, ids[1]).await.as_deref(),
+        Some("another-job"),
+        "another job's claim is left alone"
+    );
+
+    hold.release().await;
+    assert_eq!(holder(&redis, ids[0]).await, None);
+    assert_eq!(holder(&redis, ids[2]).await, None);
+    assert_eq!(holder(&redis, ids[1]).await.as_deref(), Some("another-job"));
+    let _: () = redis::cmd("DEL")
+        .arg(redis.key(&format!("claim:{}", ids[1])))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
