@@ -134,7 +134,9 @@ async fn send_all(
             writing = Some(Box::pin(record(ctx, hold, broadcast.channel, batch)));
         }
         tokio::select! {
-            outcome = sends.next(), if sending => match outcome {
+            // At most CHUNK outcomes wait: while a write is retried (Postgres is down),
+            // sending pauses once they are there.
+            outcome = sends.next(), if sending && ready.len() < CHUNK => match outcome {
                 Some((id, RecipientOutcome::Released)) => {
                     if !hold.is_lost(id) {
                         released.push(id);
@@ -149,7 +151,9 @@ async fn send_all(
             }
         }
     }
-    if let Some(status) = db::delivery::finish_if_done(&ctx.pool, job.broadcast_id).await? {
+    if let Some(status) =
+        patiently(|| db::delivery::finish_if_done(&ctx.pool, job.broadcast_id)).await?
+    {
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
     }
     Ok(released)
@@ -160,21 +164,22 @@ async fn send_all(
 /// written when Postgres is back, not sent again by another job.
 const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Runs `statement` again on transient failures, with exponential backoff, for [`PATIENCE`].
+/// Runs `statement` again on transient failures, with exponential backoff, until
+/// [`PATIENCE`] has passed since the first try (by the clock: attempts count, not only waits).
 async fn patiently<T, F, Fut>(statement: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
 {
+    let started = std::time::Instant::now();
     let backoff = ExponentialBuilder::default()
         .with_min_delay(std::time::Duration::from_millis(50))
         .with_max_delay(std::time::Duration::from_secs(2))
-        .with_total_delay(Some(PATIENCE))
         .without_max_times()
         .with_jitter();
     statement
         .retry(backoff)
-        .when(db::error::is_transient_error)
+        .when(|err| db::error::is_transient_error(err) && started.elapsed() < PATIENCE)
         .notify(|err, after| tracing::warn!(%err, ?after, "Postgres unavailable; trying again"))
         .await
 }

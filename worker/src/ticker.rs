@@ -23,7 +23,7 @@ const VACUUM_EVERY: u64 = 240;
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
     let ticker = Ticker {
         ctx: ctx.clone(),
-        quick_until: None,
+        emptied_at: None,
     };
     periodic::run(ctx.settings().tick_interval, shutdown, ticker).await
 }
@@ -33,9 +33,11 @@ const QUICK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 struct Ticker {
     ctx: Ctx,
-    /// Until when lost work is presumed lost after a claim lease rather than after
-    /// `PARLEY_RECONCILE_AFTER_SECS`: set when Redis is found emptied.
-    quick_until: Option<tokio::time::Instant>,
+    /// When Redis was last found emptied: for a claim lease after it reconciliation waits
+    /// (the jobs still running take their claims back meanwhile), then until [`QUICK_FOR`]
+    /// after it, work is presumed lost after a claim lease rather than after
+    /// `PARLEY_RECONCILE_AFTER_SECS`.
+    emptied_at: Option<tokio::time::Instant>,
 }
 
 impl Periodic for Ticker {
@@ -50,20 +52,21 @@ impl Periodic for Ticker {
                     tracing::warn!(
                         "Redis holds none of this deployment's keys: lost work is enqueued again after a claim lease"
                     );
-                    self.quick_until = Some(tokio::time::Instant::now() + QUICK_FOR);
+                    self.emptied_at = Some(tokio::time::Instant::now());
                 }
                 Ok(false) => {}
                 Err(err) => tracing::warn!(%err, "Redis not checked for lost keys"),
             }
-            let quick = self
-                .quick_until
-                .is_some_and(|until| tokio::time::Instant::now() < until);
-            let after = if quick {
-                ctx.settings().recipient_lease
-            } else {
-                ctx.settings().reconcile_after
+            let lease = ctx.settings().recipient_lease;
+            let after = match self.emptied_at.map(|at| at.elapsed()) {
+                // Running jobs are still taking their claims back: none is presumed lost yet.
+                Some(since) if since < lease => None,
+                Some(since) if since < QUICK_FOR => Some(lease),
+                _ => Some(ctx.settings().reconcile_after),
             };
-            if let Err(err) = reconcile(ctx, after).await {
+            if let Some(after) = after
+                && let Err(err) = reconcile(ctx, after).await
+            {
                 tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
             }
             export_depths(ctx).await;
@@ -138,7 +141,8 @@ async fn reconcile(ctx: &Ctx, after: std::time::Duration) -> anyhow::Result<()> 
 /// is gone with it, and waiting `PARLEY_RECONCILE_AFTER_SECS` for lost jobs only delays them:
 /// reconciliation waits one claim lease instead, enough for the jobs still running to take
 /// their claims back (their heartbeat does, every third of a lease) so they are not taken
-/// for lost. Also true at a deployment's very first start, which does no harm.
+/// for lost; reconciliation pauses for that lease first. Also true at a deployment's very
+/// first start, which does no harm.
 async fn redis_emptied(ctx: &Ctx) -> Result<bool, redis::RedisError> {
     let mut conn = ctx.redis.conn.clone();
     let set: Option<String> = redis::cmd("SET")
