@@ -238,8 +238,10 @@ impl Hold {
     }
 
     /// Gives the claims back (they would expire within a lease anyway).
-    pub async fn release(self) {
+    pub async fn release(mut self) {
+        // Stopped first, so that no keep of the heartbeat comes after the drop.
         self.heartbeat.abort();
+        let _ = (&mut self.heartbeat).await;
         if let Err(err) = self.claims.release(&self.ids, self.token).await {
             tracing::warn!(%err, "claims not released; they expire");
         }
