@@ -142,6 +142,25 @@ fn drop_database(url: String) {
 /// Settings of an app or worker under test: the test database, a fresh Redis prefix, and
 /// short timers so that waiting on the worker takes seconds, not minutes.
 /// Polls `check` every 50 ms until it holds (true) or `secs` pass (false).
+/// Posts a provider's receipts (`body`, a JSON array) to the channel's receipt endpoint of the
+/// API at `base`, under `signature` (the `X-Parley-Signature` header).
+pub async fn post_receipts(
+    client: &reqwest::Client,
+    base: &str,
+    channel: &str,
+    body: String,
+    signature: String,
+) -> reqwest::Response {
+    client
+        .post(format!("{base}/api/v1/channels/{channel}/receipts"))
+        .header("content-type", "application/json")
+        .header("x-parley-signature", signature)
+        .body(body)
+        .send()
+        .await
+        .expect("the receipts are posted")
+}
+
 pub async fn wait_until<F, Fut>(secs: u64, check: F) -> bool
 where
     F: Fn() -> Fut,

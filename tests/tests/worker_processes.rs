@@ -208,27 +208,18 @@ async fn a_receipt_sent_before_the_provider_answers_ends_applied() {
     // the receipt reaches Parley before the worker can write the message id.
     let answers: Arc<Mutex<Vec<Value>>> = Arc::default();
     provider.before_answer(Arc::new({
-        let (client, url, answers) = (
-            app.client.clone(),
-            format!("{}/api/v1/channels/email/receipts", app.base),
-            answers.clone(),
-        );
+        let (client, base, answers) = (app.client.clone(), app.base.clone(), answers.clone());
         move |message_id| {
-            let (client, url, answers) = (client.clone(), url.clone(), answers.clone());
+            let (client, base, answers) = (client.clone(), base.clone(), answers.clone());
             Box::pin(async move {
                 let body = json!([{"messageId": message_id, "status": "delivered"}]).to_string();
                 let signature = parley_domain::signature::sign(secret, body.as_bytes());
-                let answer: Value = client
-                    .post(url)
-                    .header("content-type", "application/json")
-                    .header("x-parley-signature", signature)
-                    .body(body)
-                    .send()
-                    .await
-                    .expect("the receipt is posted")
-                    .json()
-                    .await
-                    .expect("a JSON answer");
+                let answer: Value =
+                    parley_tests::post_receipts(&client, &base, "email", body, signature)
+                        .await
+                        .json()
+                        .await
+                        .expect("a JSON answer");
                 answers.lock().unwrap().push(answer["data"].clone());
             })
         }

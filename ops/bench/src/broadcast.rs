@@ -38,28 +38,6 @@ async fn sink() -> anyhow::Result<(String, Arc<AtomicU64>)> {
     Ok((url, count))
 }
 
-async fn seed(pool: &sqlx::PgPool, org: Uuid, n: usize) -> anyhow::Result<Vec<Uuid>> {
-    let mut all = Vec::with_capacity(n);
-    for start in (0..n).step_by(50_000) {
-        let end = (start + 50_000).min(n);
-        let ids: Vec<Uuid> = (start..end).map(|_| Uuid::now_v7()).collect();
-        let emails: Vec<String> = (start..end)
-            .map(|i| format!("bench{i}@example.com"))
-            .collect();
-        sqlx::query(
-            "INSERT INTO contacts (id, organization_id, name, email, source)
-             SELECT id, $1, 'Contact', email, 'bench' FROM unnest($2::uuid[], $3::text[]) AS u(id, email)",
-        )
-        .bind(org)
-        .bind(&ids)
-        .bind(&emails)
-        .execute(pool)
-        .await?;
-        all.extend(ids);
-    }
-    Ok(all)
-}
-
 struct Figures {
     n: usize,
     create_ms: f64,
@@ -72,7 +50,7 @@ struct Figures {
 async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result<Figures> {
     let bench = Bench::new(&format!("parley_bench_{n}")).await?;
     let (pool, key) = (&bench.pool, &bench.key);
-    let contacts = seed(pool, bench.org, n).await?;
+    let contacts = bench.seed_contacts(n).await?;
     sqlx::query("VACUUM ANALYZE contacts").execute(pool).await?;
     let provider = [("PARLEY_CHANNEL_EMAIL_URL", sink_url)];
     let _api = bench.spawn("parley-api", &provider)?;
@@ -80,18 +58,7 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
     let worker_pid = worker.0.id();
     let client = bench.api_ready().await?;
     let base = format!("http://{API_ADDR}");
-    let template: Value = client
-        .post(format!("{base}/api/v1/templates"))
-        .bearer_auth(key)
-        .json(&json!({"name": "Bench", "channel": "email", "body": "Hello {{contact.name}}"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let template = template["data"]["id"]
-        .as_str()
-        .context("template id")?
-        .to_owned();
+    let template = bench.template(&client).await?;
 
     // The create request, alone: a draft of min(N, 10,000) contacts, best of five.
     let sample: Vec<Uuid> = contacts.iter().take(10_000).copied().collect();
@@ -116,18 +83,8 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
 
     let before = sink_count.load(Ordering::Relaxed);
     let started = Instant::now();
-    let created: Value = client
-        .post(format!("{base}/api/v1/broadcasts"))
-        .bearer_auth(key)
-        .json(&json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let id = created["data"]["id"]
-        .as_str()
-        .context("broadcast id")?
-        .to_owned();
+    let body = json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true});
+    let id = bench.create(&client, "/broadcasts", &body).await?;
     let mut peak_kib = 0;
     loop {
         if let Some((_, hwm)) = rss(worker_pid) {

@@ -21,7 +21,6 @@ use anyhow::{Context, bail};
 use parking_lot::Mutex;
 use parley_bench::{API_ADDR, Bench, Proc, env};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 /// What the provider saw: calls per idempotency key, and when the last call came.
 #[derive(Default)]
@@ -125,42 +124,14 @@ async fn drill(fault: Fault, n: usize) -> anyhow::Result<Figures> {
         ("PARLEY_CHANNEL_EMAIL_RATE", rate.as_str()),
     ];
     let bench = Bench::new("parley_bench_faults").await?;
-    let contacts: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
-    let emails: Vec<String> = (0..n).map(|i| format!("drill{i}@example.com")).collect();
-    sqlx::query(
-        "INSERT INTO contacts (id, organization_id, name, email, source)
-         SELECT id, $1, 'Contact', email, 'bench' FROM unnest($2::uuid[], $3::text[]) AS u(id, email)",
-    )
-    .bind(bench.org)
-    .bind(&contacts)
-    .bind(&emails)
-    .execute(&bench.pool)
-    .await?;
+    let contacts = bench.seed_contacts(n).await?;
     let _api = bench.spawn("parley-api", &settings)?;
     let mut worker = Some(bench.spawn("parley-worker", &settings)?);
     let client = bench.api_ready().await?;
-    let base = format!("http://{API_ADDR}/api/v1");
     let key = bench.key.clone();
-    let template: Value = client
-        .post(format!("{base}/templates"))
-        .bearer_auth(&key)
-        .json(&json!({"name": "Drill", "channel": "email", "body": "Hello {{contact.name}}"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let created: Value = client
-        .post(format!("{base}/broadcasts"))
-        .bearer_auth(&key)
-        .json(&json!({"broadcastName": "drill", "templateId": template["data"]["id"], "contactIds": contacts, "sendNow": true}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let id = created["data"]["id"]
-        .as_str()
-        .context("broadcast id")?
-        .to_owned();
+    let template = bench.template(&client).await?;
+    let body = json!({"broadcastName": "drill", "templateId": template, "contactIds": contacts, "sendNow": true});
+    let id = bench.create(&client, "/broadcasts", &body).await?;
 
     // A client polling the API through the whole drill; it tallies the status codes.
     let answers: Arc<Mutex<BTreeMap<u16, u64>>> = Arc::default();

@@ -109,6 +109,56 @@ impl Bench {
         anyhow::bail!("the API did not become ready")
     }
 
+    /// Inserts `n` contacts with an email each, 50,000 per statement; returns their ids.
+    pub async fn seed_contacts(&self, n: usize) -> anyhow::Result<Vec<Uuid>> {
+        let mut all = Vec::with_capacity(n);
+        for start in (0..n).step_by(50_000) {
+            let end = (start + 50_000).min(n);
+            let ids: Vec<Uuid> = (start..end).map(|_| Uuid::now_v7()).collect();
+            let emails: Vec<String> = (start..end)
+                .map(|i| format!("bench{i}@example.com"))
+                .collect();
+            sqlx::query(
+                "INSERT INTO contacts (id, organization_id, name, email, source)
+                 SELECT id, $1, 'Contact', email, 'bench' FROM unnest($2::uuid[], $3::text[]) AS u(id, email)",
+            )
+            .bind(self.org)
+            .bind(&ids)
+            .bind(&emails)
+            .execute(&self.pool)
+            .await?;
+            all.extend(ids);
+        }
+        Ok(all)
+    }
+
+    /// `POST /api/v1{path}` with this bench's key; the created record's id.
+    pub async fn create(
+        &self,
+        client: &reqwest::Client,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<String> {
+        let r = client
+            .post(format!("http://{API_ADDR}/api/v1{path}"))
+            .bearer_auth(&self.key)
+            .json(body)
+            .send()
+            .await?;
+        let status = r.status();
+        let answer: serde_json::Value = r.json().await?;
+        answer["data"]["id"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("POST {path} answered {status}: {answer}"))
+    }
+
+    /// An email template, as the benchmarks send.
+    pub async fn template(&self, client: &reqwest::Client) -> anyhow::Result<String> {
+        let body = serde_json::json!({"name": "Bench", "channel": "email", "body": "Hello {{contact.name}}"});
+        self.create(client, "/templates", &body).await
+    }
+
     /// Drops the database, unless `PARLEY_BENCH_KEEP` is set.
     pub async fn finish(self) -> anyhow::Result<()> {
         self.pool.close().await;

@@ -406,18 +406,8 @@ async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_land
         {"messageId": message, "status": "delivered", "at": "2026-11-20T09:00:00.000Z"},
     ])
     .to_string();
-    let early = app
-        .client
-        .post(format!("{}/api/v1/channels/email/receipts", app.base))
-        .header("content-type", "application/json")
-        .header(
-            "x-parley-signature",
-            parley_domain::signature::sign(secret, body.as_bytes()),
-        )
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let signature = parley_domain::signature::sign(secret, body.as_bytes());
+    let early = parley_tests::post_receipts(&app.client, &app.base, "email", body, signature).await;
     assert_eq!(early.status(), 200);
     let answer: Value = early.json().await.unwrap();
     assert_eq!(
@@ -465,18 +455,7 @@ async fn receipts_move_recipients_forward_only() {
     ]);
     let body = receipts.to_string();
     let post = |body: String, signature: String| {
-        let client = app.client.clone();
-        let url = format!("{}/api/v1/channels/email/receipts", app.base);
-        async move {
-            client
-                .post(url)
-                .header("content-type", "application/json")
-                .header("x-parley-signature", signature)
-                .body(body)
-                .send()
-                .await
-                .unwrap()
-        }
+        parley_tests::post_receipts(&app.client, &app.base, "email", body, signature)
     };
     let bad = post(body.clone(), "sha256=00".into()).await;
     assert_eq!(bad.status(), 401);
