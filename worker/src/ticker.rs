@@ -171,9 +171,14 @@ async fn export_depths(ctx: &Ctx) {
 }
 
 /// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
-/// the set of done job ids, which nothing here reads.
+/// the set of done job ids, which nothing here reads. And moves due jobs that a producer left
+/// scheduled (it stopped between its push and its promotion) to the ready list, so they can
+/// never pile up past what apalis' fetch can promote.
 async fn vacuum(ctx: &Ctx) {
     for queue in QueueName::ALL {
+        if let Err(err) = ctx.jobs.promote(*queue).await {
+            tracing::warn!(%err, queue = queue.as_str(), "scheduled jobs not promoted");
+        }
         let mut storage = ctx.jobs.storage::<serde_json::Value>(*queue);
         if let Err(err) = storage.vacuum().await {
             tracing::warn!(%err, queue = queue.as_str(), "vacuum failed");

@@ -26,6 +26,7 @@ use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 use crate::answer::read_prefix;
+use crate::claims::Hold;
 use crate::context::Ctx;
 use crate::ssrf;
 
@@ -88,14 +89,15 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
         return Ok(());
     }
     let settings = &ctx.config.webhooks;
-    let lease = settings.timeout * 2 + Duration::from_secs(5);
-    let token = Uuid::now_v7();
-    let held = ctx.claims.take(&job.delivery_ids, token, lease).await?;
-    if held.is_empty() {
+    // The same short, heartbeat-kept claims as recipients: a dead worker's deliveries are
+    // free again within a lease, when apalis hands its jobs back. What a job records is fenced
+    // in Postgres (a failure stands only while the delivery was not enqueued again).
+    let lease = ctx.settings().recipient_lease;
+    let Some(hold) = Hold::take(&ctx.claims, &job.delivery_ids, lease).await? else {
         return Ok(());
-    }
+    };
     let result = async {
-        let due: Vec<Due> = db::webhooks::load_due(&ctx.pool, &held)
+        let due: Vec<Due> = db::webhooks::load_due(&ctx.pool, hold.ids())
             .await?
             .into_iter()
             .filter(|d| d.pending && d.due)
@@ -139,9 +141,7 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
         anyhow::Ok(())
     }
     .await;
-    if let Err(err) = ctx.claims.release(&held, token).await {
-        tracing::warn!(%err, "claims not released; they expire");
-    }
+    hold.release().await;
     result
 }
 
@@ -297,24 +297,31 @@ async fn send(
         },
     };
     let body = serde_json::to_vec(&payload).map_err(|e| e.to_string())?;
-    let mut sig = signature::sign(d.secret.expose_secret(), &body);
-    if let Some(previous) = &d.previous_secret {
-        sig = format!(
-            "{sig}, {}",
-            signature::sign(previous.expose_secret(), &body)
-        );
-    }
+    let id = d.delivery_id.to_string();
+    let timestamp = chrono::Utc::now().timestamp();
+    let secrets = std::iter::once(&d.secret).chain(&d.previous_secret);
+    // Parley's own signature (comma-separated during a rotation) and the Standard Webhooks one
+    // (space-separated), over the same body and time.
+    let sig = secrets
+        .clone()
+        .map(|s| signature::sign(s.expose_secret(), &body))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let standard = secrets
+        .map(|s| signature::sign_standard(s.expose_secret(), &id, timestamp, &body))
+        .collect::<Vec<_>>()
+        .join(" ");
     let response = ctx
         .webhook_client
         .post(&d.url)
         .header("content-type", "application/json")
         .header("x-parley-event", &d.event)
-        .header("x-parley-delivery", d.delivery_id.to_string())
-        .header(
-            "x-parley-timestamp",
-            chrono::Utc::now().timestamp().to_string(),
-        )
+        .header("x-parley-delivery", &id)
+        .header("x-parley-timestamp", timestamp.to_string())
         .header(signature::HEADER, sig)
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", standard)
         .body(body)
         .send()
         .await

@@ -72,10 +72,13 @@ pub async fn release_dispatch(
 }
 
 /// Writes recipient rows for the next `slice` contacts of the audience (the API checked that
-/// they are the organization's; one deleted since is skipped at sending), advances the fan-out
-/// and renews the lease. Returns the new recipients' ids and whether the audience is done; or
-/// `None`, writing nothing, when `token` no longer holds the lease (it ran out and another
-/// dispatcher took it).
+/// they are the organization's and removed repeats; one deleted since is skipped at sending),
+/// advances the fan-out and renews the lease. Returns the new recipients' ids and whether the
+/// audience is done; or `None`, writing nothing, when `token` no longer holds the lease (it ran
+/// out and another dispatcher took it).
+///
+/// Each call reads the whole `contact_ids` array (Postgres cannot read a slice of a stored
+/// array without the rest), so callers take few, large slices: docs/benchmarks.md.
 pub async fn fan_out(
     pool: &PgPool,
     id: Uuid,
@@ -86,7 +89,7 @@ pub async fn fan_out(
 ) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let audience = sqlx::query!(
-        r#"SELECT fanout_offset, cardinality(contact_ids) AS "len!",
+        r#"SELECT fanout_offset,
                 contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!",
                 dispatch_lease_token IS NOT DISTINCT FROM $3 AS "holds_lease!"
          FROM broadcasts WHERE id = $1 FOR UPDATE"#,
@@ -99,27 +102,28 @@ pub async fn fan_out(
     if !audience.holds_lease {
         return Ok(None);
     }
-    let (offset, len, contacts) = (audience.fanout_offset, audience.len, audience.slice);
+    let (offset, contacts) = (audience.fanout_offset, audience.slice);
     let ids: Vec<Uuid> = contacts
         .iter()
         .map(|_| parley_types::ids::new_id())
         .collect();
-    let inserted: Vec<Uuid> = sqlx::query_scalar!(
+    // No conflict to expect: the audience holds no repeats, and a slice's rows and the offset
+    // past them commit together. (`ON CONFLICT DO NOTHING` cost a fifth of the insert.)
+    sqlx::query!(
         "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
          SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
          FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(id, contact_id, n)
-         ORDER BY u.n
-         ON CONFLICT (broadcast_id, contact_id) DO NOTHING
-         RETURNING id",
+         ORDER BY u.n",
         org,
         id,
         &ids,
         &contacts,
     )
-    .fetch_all(&mut *tx)
+    .execute(&mut *tx)
     .await?;
     let next = offset + contacts.len() as i32;
-    let done = next >= len;
+    // A short slice is the audience's end (an exact fit ends with the next, empty one).
+    let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
     sqlx::query!(
         "UPDATE broadcasts SET fanout_offset = $2, fanout_done = $3,
             dispatch_lease_until = clock_timestamp() + make_interval(secs => $4)
@@ -132,7 +136,7 @@ pub async fn fan_out(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(Some((inserted, done)))
+    Ok(Some((ids, done)))
 }
 
 /// The next pending recipients of a broadcast after `after` (by id), marked as enqueued now.

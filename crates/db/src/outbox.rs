@@ -100,13 +100,13 @@ pub async fn relay(
 /// Deliveries due for an attempt that no job holds yet (retries whose time has come), marked
 /// enqueued now: (webhook, delivery), oldest due first, at most `limit`, and at most
 /// `per_webhook` of any one webhook, so a slow endpoint's backlog is fed to it a few at a time
-/// instead of churning through the queue. With `lost_after`, also those enqueued longer ago
-/// than that and not attempted since (their job was lost). One worker at a time takes them.
+/// instead of churning through the queue; and those enqueued longer ago than `lost_after` and
+/// not attempted since (their job was lost). One worker at a time takes them.
 pub async fn take_due(
     pool: &PgPool,
     limit: i64,
     per_webhook: i64,
-    lost_after: Option<Duration>,
+    lost_after: Duration,
 ) -> Result<Due, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let ours: bool = sqlx::query_scalar!(
@@ -133,14 +133,13 @@ pub async fn take_due(
                 FROM webhook_deliveries
                 WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
                   AND (enqueued_at IS NULL OR enqueued_at < next_attempt_at
-                       OR ($3::float8 IS NOT NULL
-                           AND enqueued_at < clock_timestamp() - make_interval(secs => $3)))
+                       OR enqueued_at < clock_timestamp() - make_interval(secs => $3))
             ) due
             WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1)
          RETURNING d.webhook_id, d.id, d.status",
         limit,
         per_webhook,
-        lost_after.map(|d| d.as_secs_f64()),
+        lost_after.as_secs_f64(),
         super::delivery::MAX_REQUEUES,
     )
     .fetch_all(&mut *tx)

@@ -5,6 +5,9 @@
 //! Checking one costs the same whatever the caller sends: the header is parsed first, and
 //! refused unless it is at most [`MAX_CANDIDATES`] well-formed values; the MAC of the body is
 //! then computed once and compared with each candidate in constant time.
+//!
+//! Webhooks also carry the [Standard Webhooks](https://www.standardwebhooks.com/) signature
+//! ([`sign_standard`]), so receivers can verify them with that standard's libraries.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
@@ -35,6 +38,27 @@ fn digest(secret: &str, body: &[u8]) -> [u8; 32] {
 /// `sha256=<hex>` of `body` under `secret`.
 pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("{PREFIX}{}", hex::encode(digest(secret, body)))
+}
+
+/// Standard Webhooks' `webhook-signature` value for one secret: `v1,` and the base64 of
+/// HMAC-SHA256 over `{id}.{timestamp}.{body}`, keyed with the secret's bytes: the base64 after
+/// `whsec_` decoded, as the standard's libraries read a `whsec_` secret (a secret not of that
+/// form, which Parley never issues, is used as it is).
+pub fn sign_standard(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    let key = secret
+        .strip_prefix("whsec_")
+        .and_then(|b64| STANDARD.decode(b64).ok())
+        .unwrap_or_else(|| secret.as_bytes().to_vec());
+    let mut m =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&key).expect("HMAC accepts any key length");
+    m.update(id.as_bytes());
+    m.update(b".");
+    m.update(timestamp.to_string().as_bytes());
+    m.update(b".");
+    m.update(body);
+    format!("v1,{}", STANDARD.encode(m.finalize().into_bytes()))
 }
 
 /// The signatures a header offers, parsed before any work on the body.

@@ -122,6 +122,10 @@ pub struct Jobs {
 /// Recipients per delivery job.
 pub const DELIVERY_BATCH: usize = 200;
 
+/// Jobs moved from a scheduled set to a ready list per script call: well under the ~8,000
+/// values a Lua `unpack()` takes.
+const PROMOTE_BATCH: usize = 1_000;
+
 impl Jobs {
     pub fn new(redis: &Redis) -> Self {
         Jobs {
@@ -135,14 +139,12 @@ impl Jobs {
     }
 
     pub async fn dispatch(&self, broadcast_id: Uuid, requeue: bool) -> Result<(), JobError> {
-        self.storage(QueueName::BroadcastDispatch)
-            .push(DispatchBroadcast {
-                version: PAYLOAD_VERSION,
-                broadcast_id,
-                requeue,
-            })
-            .await
-            .map_err(|e| JobError(e.to_string()))
+        let job = DispatchBroadcast {
+            version: PAYLOAD_VERSION,
+            broadcast_id,
+            requeue,
+        };
+        self.push(QueueName::BroadcastDispatch, vec![job]).await
     }
 
     /// Enqueues delivery jobs of at most [`DELIVERY_BATCH`] recipients each.
@@ -158,10 +160,7 @@ impl Jobs {
                 recipient_ids: chunk.to_vec(),
             })
             .collect();
-        self.storage::<DeliverRecipients>(QueueName::RecipientDelivery)
-            .push_bulk(jobs)
-            .await
-            .map_err(|e| JobError(e.to_string()))
+        self.push(QueueName::RecipientDelivery, jobs).await
     }
 
     /// Enqueues webhook delivery jobs, keeping each webhook's deliveries together: (webhook,
@@ -195,10 +194,7 @@ impl Jobs {
                 break;
             }
         }
-        self.storage::<DeliverWebhooks>(QueueName::WebhookDelivery)
-            .push_bulk(jobs)
-            .await
-            .map_err(|e| JobError(e.to_string()))
+        self.push(QueueName::WebhookDelivery, jobs).await
     }
 
     /// Enqueues SLA check jobs of at most [`SLA_BATCH`] checks each.
@@ -213,10 +209,58 @@ impl Jobs {
                 check_ids: chunk.to_vec(),
             })
             .collect();
-        self.storage::<CheckSla>(QueueName::SlaCheck)
+        self.push(QueueName::SlaCheck, jobs).await
+    }
+
+    /// Pushes jobs, then moves them from the queue's scheduled set to its ready list.
+    ///
+    /// apalis-redis pushes every job as scheduled for the current second, and its fetch moves
+    /// every due scheduled job to the ready list in one Lua `unpack()`: past about 8,000 that
+    /// fails, and every later fetch of the queue with it (../shared/JOBS.md). A burst pushed
+    /// while the consumers are busy (a large fan-out behind a slow provider) would reach that,
+    /// so the producer promotes its jobs itself, [`PROMOTE_BATCH`] at a time.
+    async fn push<T>(&self, queue: QueueName, jobs: Vec<T>) -> Result<(), JobError>
+    where
+        T: Serialize + for<'de> Deserialize<'de> + Send + Sync + Unpin + 'static,
+    {
+        self.storage::<T>(queue)
             .push_bulk(jobs)
             .await
+            .map_err(|e| JobError(e.to_string()))?;
+        self.promote(queue)
+            .await
             .map_err(|e| JobError(e.to_string()))
+    }
+
+    /// Moves the due jobs of a queue's scheduled set to its ready list, in batches small
+    /// enough for `unpack()`, until none is due.
+    pub async fn promote(&self, queue: QueueName) -> Result<(), redis::RedisError> {
+        static PROMOTE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+            redis::Script::new(
+                r"local ids = redis.call('zrangebyscore', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+                if #ids > 0 then
+                    redis.call('rpush', KEYS[2], unpack(ids))
+                    redis.call('zrem', KEYS[1], unpack(ids))
+                end
+                return #ids",
+            )
+        });
+        let config = queue_config(&self.prefix, queue);
+        let mut conn = self.conn.clone();
+        loop {
+            // apalis' clock: whole seconds of the producer's time.
+            let now = chrono::Utc::now().timestamp();
+            let moved: usize = PROMOTE
+                .key(config.scheduled_jobs_set())
+                .key(config.active_jobs_list())
+                .arg(now)
+                .arg(PROMOTE_BATCH)
+                .invoke_async(&mut conn)
+                .await?;
+            if moved < PROMOTE_BATCH {
+                return Ok(());
+            }
+        }
     }
 
     /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how

@@ -4,10 +4,13 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
+use parley_jobs::redis_conn::Redis;
+use parley_jobs::{Jobs, QueueName};
 use parley_tests::receiver::{Answer, Received, Receiver};
 use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app};
 use serde_json::{Value, json};
 use sha2::Sha256;
+use uuid::Uuid;
 
 /// Private addresses allowed (the receivers are on 127.0.0.1), fast retries.
 const LOCAL: &[(&str, &str)] = &[
@@ -146,6 +149,58 @@ async fn a_rotated_secret_signs_beside_the_new_one() {
     assert_eq!(
         signatures(r),
         vec![hmac_hex(&new, &r.body), hmac_hex(&old, &r.body)]
+    );
+}
+
+#[tokio::test]
+async fn deliveries_verify_with_the_standard_webhooks_library_under_either_secret_of_a_rotation() {
+    use standardwebhooks::Webhook;
+    let (app, _worker, receiver) = setup(&[]).await;
+    let (webhook, old) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    let r = &receiver.wait_for(1, 10).await[0];
+    Webhook::new(&old)
+        .unwrap()
+        .verify(&r.body, &r.headers)
+        .expect("verified by the standard's library");
+    assert_eq!(r.header("webhook-id"), r.header("x-parley-delivery"));
+    assert_eq!(
+        r.header("webhook-timestamp"),
+        r.header("x-parley-timestamp")
+    );
+    assert!(
+        Webhook::new(&old)
+            .unwrap()
+            .verify(b"{}", &r.headers)
+            .is_err(),
+        "another body does not verify"
+    );
+
+    let rotated = app
+        .post(
+            &format!("/api/v1/webhooks/{webhook}/rotate-secret"),
+            json!({}),
+        )
+        .await;
+    let new = rotated.expect(200).data()["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    create_lead(&app, "Grace").await;
+    let r = &receiver.wait_for(2, 10).await[1];
+    assert_eq!(r.header("webhook-signature").split(' ').count(), 2);
+    for secret in [&new, &old] {
+        Webhook::new(secret)
+            .unwrap()
+            .verify(&r.body, &r.headers)
+            .expect("either secret verifies during the rotation");
+    }
+    let stranger = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    assert!(
+        Webhook::new(stranger)
+            .unwrap()
+            .verify(&r.body, &r.headers)
+            .is_err()
     );
 }
 
@@ -601,4 +656,61 @@ async fn a_finished_broadcast_emits_its_event() {
         b.data(),
         "data is the broadcast as the API returns it"
     );
+}
+
+#[tokio::test]
+async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy() {
+    let (app, _worker, receiver) = setup(&[("PARLEY_RECONCILE_AFTER_SECS", "1")]).await;
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Ada").await;
+    let first = receiver.wait_for(1, 30).await;
+    let delivery = first[0].header("x-parley-delivery").to_owned();
+
+    // Live work fills the queue: jobs of deliveries that do not exist, each finding nothing.
+    let redis = Redis::connect(&parley_tests::redis_url(), &app.redis_prefix)
+        .await
+        .unwrap();
+    let jobs = Jobs::new(&redis);
+    let other: Vec<(Uuid, Uuid)> = (0..20_000)
+        .map(|_| (Uuid::now_v7(), Uuid::now_v7()))
+        .collect();
+    jobs.deliver_webhooks(&other).await.unwrap();
+    // They wait in the ready list: left in apalis' scheduled set, a burst past ~8,000 would
+    // stick the queue (its fetch promotes them all in one Lua `unpack()`).
+    let queued = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
+    assert_eq!(queued.scheduled, 0, "{queued:?}");
+    assert!(queued.ready > 10_000, "{queued:?}");
+    // The delivery's job is lost: due an hour ago, enqueued half an hour ago, not attempted
+    // since.
+    sqlx::query(
+        "UPDATE webhook_deliveries SET status = 'pending',
+            next_attempt_at = now() - interval '1 hour', enqueued_at = now() - interval '30 minutes'
+         WHERE webhook_id = $1::uuid",
+    )
+    .bind(&webhook)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+
+    // The relay enqueues it again behind the live work, without waiting for the queue to empty.
+    let enqueued_again = parley_tests::wait_until(30, || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT enqueued_at > now() - interval '1 minute' FROM webhook_deliveries
+             WHERE webhook_id = $1::uuid",
+        )
+        .bind(&webhook)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    let waiting = jobs.depth(QueueName::WebhookDelivery).await.unwrap().ready;
+    assert!(enqueued_again, "the lost delivery was not enqueued again");
+    assert!(
+        waiting > 0,
+        "it was enqueued again only once the queue was empty"
+    );
+    // And posted again under its delivery id once its turn comes.
+    let both = receiver.wait_for(2, 120).await;
+    assert_eq!(both[1].header("x-parley-delivery"), delivery);
 }
