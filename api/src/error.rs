@@ -59,10 +59,14 @@ impl ApiError {
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound | AppError::RouteNotFound => StatusCode::NOT_FOUND,
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            AppError::InvalidState(_) | AppError::Conflict { .. } => StatusCode::CONFLICT,
+            AppError::InvalidState(_)
+            | AppError::Conflict { .. }
+            | AppError::IdempotencyKeyInUse => StatusCode::CONFLICT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            AppError::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Validation(_) | AppError::IdempotencyKeyReused => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::StorageUnavailable
             | AppError::ServiceUnavailable(_)
@@ -127,7 +131,9 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            AppError::ServiceUnavailable(_) | AppError::Overloaded(_) => {
+            AppError::ServiceUnavailable(_)
+            | AppError::Overloaded(_)
+            | AppError::IdempotencyKeyInUse => {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::middleware::guard::{self, Limits};
-use crate::middleware::{auth, http_metrics, request_context};
+use crate::middleware::{auth, http_metrics, idempotency, request_context};
 use crate::openapi::Deployment;
 use crate::serve::ConnectionLimits;
 use crate::state::AppState;
@@ -112,7 +112,10 @@ pub fn router(state: AppState) -> Router {
         openapi.merge_from(signed_doc),
         &Deployment::of(&state.config),
     );
-    let api = api.route_layer(from_fn_with_state(state.clone(), auth::authenticate));
+    // Authentication runs first (the outer layer): a key belongs to an organization.
+    let api = api
+        .route_layer(from_fn_with_state(state.clone(), idempotency::idempotency))
+        .route_layer(from_fn_with_state(state.clone(), auth::authenticate));
     let probes = Probes::new(
         state.pool.clone(),
         state.redis.clone(),

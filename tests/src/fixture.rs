@@ -226,6 +226,8 @@ impl Fixture {
         match resource {
             "api-keys" => &self.api_key,
             "contacts" => &self.contact,
+            "tags" => &self.tag,
+            "companies" => &self.company,
             "users" => &self.user,
             "teams" => &self.team,
             "leads" => &self.lead,

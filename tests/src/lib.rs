@@ -565,6 +565,25 @@ impl TestApp {
         self.send(Method::GET, path, Some(&self.key), None).await
     }
 
+    /// A `POST` with `api_key` and extra headers.
+    pub async fn post_with_headers(
+        &self,
+        path: &str,
+        api_key: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let mut req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(api_key)
+            .json(body);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        Self::read(req.send().await.expect("request is sent")).await
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> Resp {
         self.send(Method::POST, path, Some(&self.key), Some(&body))
             .await

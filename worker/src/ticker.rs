@@ -171,10 +171,16 @@ async fn export_depths(ctx: &Ctx) {
 }
 
 /// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
-/// the set of done job ids, which nothing here reads. And moves due jobs that a producer left
+/// the set of done job ids, which nothing here reads; expired `Idempotency-Key`s, at most
+/// [`BATCH`] a pass. And moves due jobs that a producer left
 /// scheduled (it stopped between its push and its promotion) to the ready list, so they can
 /// never pile up past what apalis' fetch can promote.
 async fn vacuum(ctx: &Ctx) {
+    match db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, BATCH).await {
+        Ok(0) => {}
+        Ok(swept) => tracing::info!(swept, "expired idempotency keys deleted"),
+        Err(err) => tracing::warn!(%err, "idempotency keys not swept"),
+    }
     for queue in QueueName::ALL {
         if let Err(err) = ctx.jobs.promote(*queue).await {
             tracing::warn!(%err, queue = queue.as_str(), "scheduled jobs not promoted");

@@ -1,6 +1,8 @@
-//! Request middleware, outermost first: request context, HTTP metrics, authentication.
+//! Request middleware, outermost first: request context, HTTP metrics, authentication,
+//! idempotency keys.
 
 pub mod auth;
 pub mod guard;
 pub mod http_metrics;
+pub mod idempotency;
 pub mod request_context;

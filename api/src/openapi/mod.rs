@@ -92,6 +92,9 @@ pub fn finish(mut api: OpenApi) -> OpenApi {
                 secure_by_signature(op);
             } else {
                 secure_by_key(op, path, &method);
+                if method == HttpMethod::Post {
+                    take_idempotency_key(op);
+                }
             }
             add_shared_errors(op, path);
         }
@@ -178,6 +181,46 @@ fn secure_by_key(op: &mut Operation, path: &str, method: &HttpMethod) {
         "429",
         "The key's daily limit is reached (`rate_limited`, with `Retry-After`)",
     );
+}
+
+/// `Idempotency-Key`, which every `POST` taking an API key honours (the `idempotency`
+/// middleware), and its two errors.
+fn take_idempotency_key(op: &mut Operation) {
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let schema = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(crate::middleware::idempotency::MAX_KEY_LEN))
+        .pattern(Some("^[!-~]+$"));
+    let parameter = ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(utoipa::openapi::Required::False)
+        .description(Some(
+            "Makes a retry safe: the same request with the same key within 24 hours gets the \
+             first answer again (status and body, with `Idempotent-Replayed: true`) without \
+             running again, also while the first is still running. 1 to 255 visible ASCII \
+             characters, per organization.",
+        ))
+        .schema(Some(schema))
+        .build();
+    op.parameters
+        .get_or_insert_with(Vec::new)
+        .push(utoipa::openapi::RefOr::T(parameter));
+    add(
+        op,
+        "409",
+        "A request with this `Idempotency-Key` is still running after 10 s \
+         (`idempotency_key_in_use`), or the state does not allow it",
+    );
+    add(
+        op,
+        "422",
+        "A field breaks its rules (`validation_error`), or the `Idempotency-Key` was used with \
+         another request (`idempotency_key_reused`)",
+    );
+    add(op, "413", "The body is too large (`payload_too_large`)");
 }
 
 /// The errors an operation answers whatever it does: 500 and 503 always, 404 on a path with

@@ -1,6 +1,6 @@
 //! Leads (endpoints 9 and 11, and the operations beside them).
 
-use crate::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
@@ -23,7 +23,7 @@ const MAX_TAGS: usize = 50;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
-        .routes(routes!(get, update))
+        .routes(routes!(get, update, delete))
         .routes(routes!(convert))
 }
 
@@ -214,4 +214,20 @@ async fn convert(
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
     Ok(Reply::ok(contact))
+}
+
+/// Delete a lead with its tags. A converted lead's contact stays.
+#[utoipa::path(delete, path = "/api/v1/leads/{id}", tag = "leads",
+    params(("id" = Uuid, Path, description = "Lead id")),
+    responses((status = 200, description = "The lead is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::leads::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound.into())
+    }
 }

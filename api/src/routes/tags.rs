@@ -1,21 +1,24 @@
 //! Tags and companies, which contacts and leads refer to (scope `contacts:*`).
 
-use crate::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::AppResult;
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
-use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag};
+use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag, UpdateCompany, UpdateTag};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
-use crate::extract::{Json, Paging, Tenant};
+use crate::extract::{Json, Paging, Path, Tenant};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_tag, list_tags))
+        .routes(routes!(get_tag, update_tag, delete_tag))
         .routes(routes!(create_company, list_companies))
+        .routes(routes!(get_company, update_company, delete_company))
 }
 
 /// Create a tag.
@@ -78,4 +81,114 @@ async fn list_companies(
     Ok(Reply::page(
         db::tags::list_companies(&s.pool, t.org_id, &page).await?,
     ))
+}
+
+/// Get a tag.
+#[utoipa::path(get, path = "/api/v1/tags/{id}", tag = "tags",
+    params(("id" = Uuid, Path, description = "Tag id")),
+    responses((status = 200, description = "The tag", body = Envelope<Tag>)))]
+async fn get_tag(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Tag>> {
+    db::tags::get_tag(&s.pool, t.org_id, id, false)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound.into())
+}
+
+/// Update a tag: only the fields sent change.
+#[utoipa::path(patch, path = "/api/v1/tags/{id}", tag = "tags",
+    params(("id" = Uuid, Path, description = "Tag id")),
+    request_body = UpdateTag,
+    responses(
+        (status = 200, description = "The updated tag", body = Envelope<Tag>),
+        (status = 409, description = "Another tag has this name", body = ErrorEnvelope),
+    ))]
+async fn update_tag(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateTag>,
+) -> AppResult<Reply<Tag>> {
+    let mut tx = s.pool.begin().await?;
+    let mut tag = db::tags::get_tag(&mut *tx, t.org_id, id, true)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut tag);
+    db::tags::update_tag(&mut *tx, &tag).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(tag))
+}
+
+/// Delete a tag. The contacts, leads, conversations and tickets that had it stay, without it.
+#[utoipa::path(delete, path = "/api/v1/tags/{id}", tag = "tags",
+    params(("id" = Uuid, Path, description = "Tag id")),
+    responses((status = 200, description = "The tag is gone", body = Envelope<Deleted>)))]
+async fn delete_tag(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::tags::delete_tag(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound.into())
+    }
+}
+
+/// Get a company.
+#[utoipa::path(get, path = "/api/v1/companies/{id}", tag = "companies",
+    params(("id" = Uuid, Path, description = "Company id")),
+    responses((status = 200, description = "The company", body = Envelope<Company>)))]
+async fn get_company(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Company>> {
+    db::tags::get_company(&s.pool, t.org_id, id, false)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound.into())
+}
+
+/// Update a company: only the fields sent change.
+#[utoipa::path(patch, path = "/api/v1/companies/{id}", tag = "companies",
+    params(("id" = Uuid, Path, description = "Company id")),
+    request_body = UpdateCompany,
+    responses(
+        (status = 200, description = "The updated company", body = Envelope<Company>),
+        (status = 409, description = "Another company has this name", body = ErrorEnvelope),
+    ))]
+async fn update_company(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateCompany>,
+) -> AppResult<Reply<Company>> {
+    let mut tx = s.pool.begin().await?;
+    let mut company = db::tags::get_company(&mut *tx, t.org_id, id, true)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut company);
+    db::tags::update_company(&mut *tx, &company).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(company))
+}
+
+/// Delete a company. Its contacts stay, without a company.
+#[utoipa::path(delete, path = "/api/v1/companies/{id}", tag = "companies",
+    params(("id" = Uuid, Path, description = "Company id")),
+    responses((status = 200, description = "The company is gone", body = Envelope<Deleted>)))]
+async fn delete_company(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::tags::delete_company(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound.into())
+    }
 }

@@ -1,10 +1,10 @@
 //! Workspace users (agents).
 
-use crate::envelope::{Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
-use parley_domain::users::{CreateUser, User, UserFilter};
+use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
 use parley_domain::webhooks::EventName;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -17,7 +17,7 @@ use crate::state::AppState;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
-        .routes(routes!(get))
+        .routes(routes!(get, update, delete))
 }
 
 /// Create a workspace user.
@@ -64,4 +64,45 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
+}
+
+/// Update a user: only the fields sent change.
+#[utoipa::path(patch, path = "/api/v1/users/{id}", tag = "users",
+    params(("id" = Uuid, Path, description = "User id")),
+    request_body = UpdateUser,
+    responses(
+        (status = 200, description = "The updated user", body = Envelope<User>),
+        (status = 409, description = "Another user has this email", body = ErrorEnvelope),
+    ))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateUser>,
+) -> AppResult<Reply<User>> {
+    let mut tx = s.pool.begin().await?;
+    let mut user = db::users::lock(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut user);
+    db::users::update(&mut *tx, &user).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(user))
+}
+
+/// Delete a user: unassigned from conversations and tickets and removed from teams; leads
+/// assigned to the user keep no assignee.
+#[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users",
+    params(("id" = Uuid, Path, description = "User id")),
+    responses((status = 200, description = "The user is gone", body = Envelope<Deleted>)))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::users::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound.into())
+    }
 }

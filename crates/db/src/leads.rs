@@ -34,6 +34,18 @@ pub async fn insert(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error
     .map(|_| ())
 }
 
+/// Deletes a lead and its tags; a converted lead's contact stays. Whether there was one.
+pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM leads WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 pub async fn update(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE leads SET name = $3, email = $4, phone = $5, source = $6, notes = $7,

@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod error;
 pub mod faq;
 pub mod files;
+pub mod idempotency;
 pub mod leads;
 pub mod message_attributes;
 pub mod orgs;

@@ -211,3 +211,117 @@ pub async fn list_companies(
     )
     .await
 }
+
+pub async fn get_tag(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+    for_update: bool,
+) -> Result<Option<Tag>, sqlx::Error> {
+    if for_update {
+        sqlx::query_as!(
+            Tag,
+            "SELECT * FROM tags WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+            org,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+    } else {
+        sqlx::query_as!(
+            Tag,
+            "SELECT * FROM tags WHERE organization_id = $1 AND id = $2",
+            org,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+    }
+}
+
+pub async fn update_tag(db: impl PgExecutor<'_>, t: &Tag) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE tags SET name = $3, display_name = $4, color = $5, updated_at = $6
+         WHERE organization_id = $1 AND id = $2",
+        t.organization_id,
+        t.id,
+        &t.name,
+        t.display_name.as_deref(),
+        t.color.as_deref(),
+        t.updated_at,
+    )
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// Deletes a tag; the contacts, leads, conversations and tickets that had it lose it (the
+/// link rows go with it). Whether there was one.
+pub async fn delete_tag(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM tags WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn get_company(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+    for_update: bool,
+) -> Result<Option<Company>, sqlx::Error> {
+    if for_update {
+        sqlx::query_as!(
+            Company,
+            "SELECT * FROM companies WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+            org,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+    } else {
+        sqlx::query_as!(
+            Company,
+            "SELECT * FROM companies WHERE organization_id = $1 AND id = $2",
+            org,
+            id,
+        )
+        .fetch_optional(db)
+        .await
+    }
+}
+
+pub async fn update_company(db: impl PgExecutor<'_>, c: &Company) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE companies SET name = $3, domain = $4, updated_at = $5
+         WHERE organization_id = $1 AND id = $2",
+        c.organization_id,
+        c.id,
+        &c.name,
+        c.domain.as_deref(),
+        c.updated_at,
+    )
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// Deletes a company; its contacts stay, without a company. Whether there was one.
+pub async fn delete_company(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM companies WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}

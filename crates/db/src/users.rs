@@ -50,6 +50,62 @@ pub async fn get(
     .await
 }
 
+/// The user, locked until the transaction ends.
+pub async fn lock(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<User>, sqlx::Error> {
+    sqlx::query_as!(
+        User,
+        "SELECT * FROM users WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn update(db: impl PgExecutor<'_>, u: &User) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE users SET first_name = $3, last_name = $4, email = $5, phone_number = $6,
+            avatar = $7, job_title = $8, language = $9, timezone = $10, agent_status = $11,
+            is_active = $12, max_concurrent_chats = $13, updated_at = $14
+         WHERE organization_id = $1 AND id = $2",
+        u.organization_id,
+        u.id,
+        &u.first_name,
+        &u.last_name,
+        &u.email,
+        u.phone_number.as_deref(),
+        u.avatar.as_deref(),
+        u.job_title.as_deref(),
+        &u.language,
+        &u.timezone,
+        u.agent_status.as_str(),
+        u.is_active,
+        u.max_concurrent_chats,
+        u.updated_at,
+    )
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// Deletes a user: unassigned from conversations and tickets and removed from teams (those
+/// rows go with it); leads assigned to the user and records naming the user as creator or
+/// assigner keep no one there. Whether there was one.
+pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM users WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &UserFilter) {
     qb.push(" WHERE u.organization_id = ").push_bind(org);
     if let Some(active) = f.is_active {

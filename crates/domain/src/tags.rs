@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use parley_types::fields::{Color, Name, ShortText};
+use parley_types::fields::{Color, Name, ShortText, non_null, nullable};
 use parley_types::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
@@ -80,5 +80,62 @@ impl CreateCompany {
             created_at: now,
             updated_at: now,
         }
+    }
+}
+
+/// A change to a tag: only the fields sent change; `null` clears an optional one.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"displayName": "Very important", "color": "#c0ffee"})))]
+pub struct UpdateTag {
+    /// Unique in the organization, compared without case.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub name: Option<Name>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub display_name: Option<Option<ShortText>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub color: Option<Option<Color>>,
+}
+
+impl UpdateTag {
+    pub fn apply(self, tag: &mut Tag) {
+        if let Some(name) = self.name {
+            tag.name = name.into();
+        }
+        if let Some(v) = self.display_name {
+            tag.display_name = v.map(Into::into);
+        }
+        if let Some(v) = self.color {
+            tag.color = v.map(Into::into);
+        }
+        tag.updated_at = Timestamp::now();
+    }
+}
+
+/// A change to a company: only the fields sent change; `null` clears `domain`.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"domain": "engines.example"})))]
+pub struct UpdateCompany {
+    /// Unique in the organization, compared without case.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub name: Option<Name>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub domain: Option<Option<ShortText>>,
+}
+
+impl UpdateCompany {
+    pub fn apply(self, company: &mut Company) {
+        if let Some(name) = self.name {
+            company.name = name.into();
+        }
+        if let Some(v) = self.domain {
+            company.domain = v.map(Into::into);
+        }
+        company.updated_at = Timestamp::now();
     }
 }

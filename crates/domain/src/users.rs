@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use parley_types::fields::{Email, HttpUrl, Locale, Name, Phone, ShortText, TimeZone};
+use parley_types::fields::{
+    Email, HttpUrl, Locale, Name, Phone, ShortText, TimeZone, non_null, nullable,
+};
 use parley_types::time::Timestamp;
 
 parley_types::text_enum!(
@@ -103,6 +105,73 @@ impl CreateUser {
             created_at: now,
             updated_at: now,
         }
+    }
+}
+
+/// A change to a user: only the fields sent change; `null` clears an optional one.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"jobTitle": "Head of support", "agentStatus": "away"})))]
+pub struct UpdateUser {
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub first_name: Option<Name>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub last_name: Option<Name>,
+    /// Unique in the organization, compared without case.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub email: Option<Email>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub phone_number: Option<Option<Phone>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub avatar: Option<Option<HttpUrl>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub job_title: Option<Option<ShortText>>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub language: Option<Locale>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub timezone: Option<TimeZone>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub agent_status: Option<AgentStatus>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub is_active: Option<bool>,
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000))]
+    #[serde(default, deserialize_with = "max_chats")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub max_concurrent_chats: Option<i32>,
+}
+
+impl UpdateUser {
+    pub fn apply(self, user: &mut User) {
+        fn set<F: Into<T>, T>(target: &mut T, v: Option<F>) {
+            if let Some(v) = v {
+                *target = v.into();
+            }
+        }
+        fn opt<F: Into<String>>(target: &mut Option<String>, v: Option<Option<F>>) {
+            if let Some(v) = v {
+                *target = v.map(Into::into);
+            }
+        }
+        set(&mut user.first_name, self.first_name);
+        set(&mut user.last_name, self.last_name);
+        set(&mut user.email, self.email);
+        opt(&mut user.phone_number, self.phone_number);
+        opt(&mut user.avatar, self.avatar);
+        opt(&mut user.job_title, self.job_title);
+        set(&mut user.language, self.language);
+        set(&mut user.timezone, self.timezone);
+        set(&mut user.agent_status, self.agent_status);
+        set(&mut user.is_active, self.is_active);
+        set(&mut user.max_concurrent_chats, self.max_concurrent_chats);
+        user.updated_at = Timestamp::now();
     }
 }
 

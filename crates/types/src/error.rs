@@ -82,6 +82,10 @@ pub enum AppError {
     Validation(Vec<FieldError>),
     #[error("{message}")]
     RateLimited { message: String, retry_after: u64 },
+    #[error("this Idempotency-Key was used with another request (method, path or body)")]
+    IdempotencyKeyReused,
+    #[error("a request with this Idempotency-Key is still running; retry shortly")]
+    IdempotencyKeyInUse,
     #[error("object storage is not configured")]
     StorageUnavailable,
     #[error("a dependency is unavailable: {0}")]
@@ -141,6 +145,8 @@ impl AppError {
             AppError::UnsupportedMediaType => "unsupported_media_type",
             AppError::Validation(_) => "validation_error",
             AppError::RateLimited { .. } => "rate_limited",
+            AppError::IdempotencyKeyReused => "idempotency_key_reused",
+            AppError::IdempotencyKeyInUse => "idempotency_key_in_use",
             AppError::StorageUnavailable => "storage_unavailable",
             AppError::ServiceUnavailable(_) | AppError::Overloaded(_) => "service_unavailable",
             AppError::Internal(_) => "internal_error",

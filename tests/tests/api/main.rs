@@ -10,6 +10,7 @@ mod errors;
 mod faq;
 mod files;
 mod hostile;
+mod idempotency;
 mod leads;
 mod lists;
 mod observability;

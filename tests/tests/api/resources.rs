@@ -345,3 +345,176 @@ async fn message_attributes_are_deletable() {
     .await
     .expect(201);
 }
+
+#[tokio::test]
+async fn tags_are_read_changed_and_deleted_and_their_records_stay() {
+    let app = spawn_app().await;
+    let tag = app
+        .post(
+            "/api/v1/tags",
+            json!({"name": "vip", "displayName": "VIP", "color": "#d4af37"}),
+        )
+        .await
+        .id();
+    app.post("/api/v1/tags", json!({"name": "cold"}))
+        .await
+        .expect(201);
+    let contact = app
+        .post(
+            "/api/v1/contacts",
+            json!({"name": "Ada", "source": "web", "tagIds": [tag]}),
+        )
+        .await
+        .id();
+    let path = format!("/api/v1/tags/{tag}");
+    assert_eq!(app.get(&path).await.expect(200).data()["name"], "vip");
+
+    let changed = app
+        .patch(
+            &path,
+            json!({"displayName": "Very important", "color": null}),
+        )
+        .await;
+    changed.expect(200);
+    assert_eq!(changed.data()["name"], "vip");
+    assert_eq!(changed.data()["displayName"], "Very important");
+    assert!(changed.data()["color"].is_null());
+    assert_eq!(app.get(&path).await.data(), changed.data());
+    app.patch(&path, json!({"name": "COLD"}))
+        .await
+        .expect_error(409, "conflict");
+    app.patch(&path, json!({"name": null}))
+        .await
+        .expect_error(422, "validation_error");
+
+    // Another organization sees no such tag.
+    let (_, other) = app.new_org("Other").await;
+    let theirs = app
+        .send(reqwest::Method::DELETE, &path, Some(&other), None)
+        .await;
+    theirs.expect_error(404, "not_found");
+
+    app.delete(&path).await.expect(200);
+    app.get(&path).await.expect_error(404, "not_found");
+    app.delete(&path).await.expect_error(404, "not_found");
+    let c = app.get(&format!("/api/v1/contacts/{contact}")).await;
+    c.expect(200);
+    assert_eq!(c.data()["tags"], json!([]), "the contact stays, untagged");
+}
+
+#[tokio::test]
+async fn companies_are_read_changed_and_deleted_and_their_contacts_stay() {
+    let app = spawn_app().await;
+    let company = app
+        .post(
+            "/api/v1/companies",
+            json!({"name": "Analytical Engines", "domain": "engines.example"}),
+        )
+        .await
+        .id();
+    let contact = app
+        .post(
+            "/api/v1/contacts",
+            json!({"name": "Ada", "source": "web", "companyId": company}),
+        )
+        .await
+        .id();
+    let path = format!("/api/v1/companies/{company}");
+    let changed = app
+        .patch(&path, json!({"name": "Engines Ltd", "domain": null}))
+        .await;
+    changed.expect(200);
+    assert_eq!(changed.data()["name"], "Engines Ltd");
+    assert!(changed.data()["domain"].is_null());
+    assert_eq!(app.get(&path).await.data(), changed.data());
+
+    app.delete(&path).await.expect(200);
+    app.get(&path).await.expect_error(404, "not_found");
+    let c = app.get(&format!("/api/v1/contacts/{contact}")).await;
+    c.expect(200);
+    assert!(c.data()["companyId"].is_null(), "{}", c.body);
+}
+
+#[tokio::test]
+async fn a_deleted_user_is_unassigned_everywhere() {
+    let app = spawn_app().await;
+    let agent = parley_tests::seed::user(&app, "agent@example.com").await;
+    parley_tests::seed::user(&app, "taken@example.com").await;
+    let path = format!("/api/v1/users/{agent}");
+    let changed = app
+        .patch(
+            &path,
+            json!({"jobTitle": "Head of support", "agentStatus": "away", "phoneNumber": null}),
+        )
+        .await;
+    changed.expect(200);
+    assert_eq!(changed.data()["jobTitle"], "Head of support");
+    assert_eq!(changed.data()["agentStatus"], "away");
+    assert_eq!(app.get(&path).await.data(), changed.data());
+    app.patch(&path, json!({"email": "TAKEN@example.com"}))
+        .await
+        .expect_error(409, "conflict");
+
+    let contact = parley_tests::seed::contact(&app, "Ada").await;
+    let conversation = app
+        .post(
+            "/api/v1/conversations",
+            json!({"contactId": contact, "channel": "email"}),
+        )
+        .await
+        .id();
+    app.post(
+        &format!("/api/v1/conversations/{conversation}/assignees"),
+        json!({"userIds": [agent]}),
+    )
+    .await
+    .expect(200);
+    let ticket = app
+        .post("/api/v1/tickets", json!({"subject": "Invoice"}))
+        .await
+        .id();
+    app.post(
+        &format!("/api/v1/tickets/{ticket}/assignees"),
+        json!({"userIds": [agent]}),
+    )
+    .await
+    .expect(200);
+    let lead = app
+        .post("/api/v1/leads", json!({"name": "Bob", "assigneeId": agent}))
+        .await
+        .id();
+
+    app.delete(&path).await.expect(200);
+    app.get(&path).await.expect_error(404, "not_found");
+    let c = app
+        .get(&format!("/api/v1/conversations/{conversation}"))
+        .await;
+    assert_eq!(c.expect(200).data()["assignees"], json!([]), "{}", c.body);
+    let t = app.get(&format!("/api/v1/tickets/{ticket}")).await;
+    assert_eq!(t.expect(200).data()["assignees"], json!([]), "{}", t.body);
+    let l = app.get(&format!("/api/v1/leads/{lead}")).await;
+    assert!(l.expect(200).data()["assigneeId"].is_null(), "{}", l.body);
+}
+
+#[tokio::test]
+async fn a_deleted_lead_leaves_the_contact_it_became() {
+    let app = spawn_app().await;
+    let lead = app
+        .post(
+            "/api/v1/leads",
+            json!({"name": "Ada", "email": "ada@example.com"}),
+        )
+        .await
+        .id();
+    let contact = app
+        .post(&format!("/api/v1/leads/{lead}/convert"), json!({}))
+        .await
+        .id();
+    let path = format!("/api/v1/leads/{lead}");
+    app.delete(&path).await.expect(200);
+    app.get(&path).await.expect_error(404, "not_found");
+    app.delete(&path).await.expect_error(404, "not_found");
+    app.get(&format!("/api/v1/contacts/{contact}"))
+        .await
+        .expect(200);
+}

@@ -1,0 +1,163 @@
+//! `Idempotency-Key` on every `POST` that takes an API key: the first request with a key runs
+//! and its answer (status and body) is kept for 24 hours; the same request again with the
+//! same key gets that answer, byte for byte, without running again, even while the first is
+//! still running (it waits for it). The same key with another request (method, path, query or
+//! body) is 422 `idempotency_key_reused`. Keys are per organization.
+//!
+//! Answers worth retrying (429, 5xx) are not kept: the key is given up and the next request
+//! with it runs afresh. A request whose process died while holding its key (no answer kept)
+//! lets the same request take the key again once it cannot still be running (the request
+//! timeout and a margin): its work may have been done, so that retry may do it again.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use parley_db as db;
+use parley_db::idempotency::KEPT_FOR;
+use sha2::{Digest, Sha256};
+
+use crate::error::{ApiError, AppError};
+use crate::extract::Tenant;
+use crate::state::AppState;
+
+pub const HEADER: &str = "idempotency-key";
+/// Set on an answer given again.
+pub const REPLAYED: &str = "idempotent-replayed";
+pub const MAX_KEY_LEN: usize = 255;
+/// How long a request waits for another with its key to answer before 409.
+const WAIT_FOR: Duration = Duration::from_secs(10);
+const POLL_EVERY: Duration = Duration::from_millis(25);
+/// Answers longer than this are not kept (the key is given up).
+const MAX_KEPT_BODY: usize = 1 << 20;
+/// The route whose bodies may be as long as `PARLEY_MAX_BROADCAST_BODY_BYTES`.
+const LONG_BODY_ROUTE: &str = "/api/v1/broadcasts";
+
+pub async fn idempotency(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST || !req.headers().contains_key(HEADER) {
+        return next.run(req).await;
+    }
+    let Some(tenant) = req.extensions().get::<Tenant>().cloned() else {
+        return next.run(req).await;
+    };
+    match run(&state, &tenant, req, next).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    }
+}
+
+/// A key as sent: 1 to 255 visible ASCII characters.
+fn parse_key(value: &HeaderValue) -> Result<String, ApiError> {
+    value
+        .to_str()
+        .ok()
+        .filter(|k| (1..=MAX_KEY_LEN).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ApiError(AppError::validation(
+                "Idempotency-Key",
+                "invalid",
+                format!("must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+            ))
+        })
+}
+
+async fn run(
+    state: &AppState,
+    tenant: &Tenant,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let key = parse_key(&req.headers()[HEADER])?;
+    let limit = match req.extensions().get::<MatchedPath>() {
+        Some(p) if p.as_str() == LONG_BODY_ROUTE => state.config.max_broadcast_body_bytes,
+        _ => state.config.max_body_bytes,
+    };
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError(AppError::PayloadTooLarge))?;
+    let mut hash = Sha256::new();
+    hash.update(parts.method.as_str());
+    hash.update(b" ");
+    hash.update(parts.uri.path_and_query().map_or("", |p| p.as_str()));
+    hash.update(b"\n");
+    hash.update(&body);
+    let hash = hash.finalize();
+
+    let abandoned_after = state.config.http.request_timeout + Duration::from_secs(5);
+    let waited = tokio::time::Instant::now();
+    let token = loop {
+        match db::idempotency::claim(
+            &state.pool,
+            tenant.org_id,
+            &key,
+            &hash,
+            KEPT_FOR,
+            abandoned_after,
+        )
+        .await?
+        {
+            db::idempotency::Claim::Taken { token } => break token,
+            db::idempotency::Claim::Answered {
+                same_request: false,
+                ..
+            }
+            | db::idempotency::Claim::Running {
+                same_request: false,
+            } => return Err(ApiError(AppError::IdempotencyKeyReused)),
+            db::idempotency::Claim::Answered { status, body, .. } => {
+                return Ok(replay(status, body));
+            }
+            db::idempotency::Claim::Running { .. } if waited.elapsed() < WAIT_FOR => {
+                tokio::time::sleep(POLL_EVERY).await;
+            }
+            db::idempotency::Claim::Running { .. } => {
+                return Err(ApiError(AppError::IdempotencyKeyInUse));
+            }
+        }
+    };
+
+    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let status = response.status();
+    let (parts, body) = response.into_parts();
+    // The handlers' answers are in memory already: reading one costs nothing more.
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let keep = !(status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
+        && body.len() <= MAX_KEPT_BODY;
+    let stored = if keep {
+        db::idempotency::complete(
+            &state.pool,
+            tenant.org_id,
+            &key,
+            token,
+            status.as_u16(),
+            &body,
+        )
+        .await
+    } else {
+        db::idempotency::release(&state.pool, tenant.org_id, &key, token).await
+    };
+    if let Err(err) = stored {
+        // The answer stands; the key stays taken until it counts as abandoned.
+        tracing::warn!(%err, "idempotency key not updated");
+    }
+    Ok(Response::from_parts(parts, Body::from(body)))
+}
+
+fn replay(status: u16, body: Vec<u8>) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(REPLAYED, HeaderValue::from_static("true"));
+    response
+}

@@ -1,0 +1,138 @@
+//! `Idempotency-Key`: a request takes its organization's key, runs, and stores its answer;
+//! a repeat of the same request gets that answer again. The API's `idempotency` middleware
+//! drives it.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// How long a key answers its first request's answer again.
+pub const KEPT_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// What taking a key found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The key is this request's now: run it, then [`complete`] or [`release`] with `token`.
+    Taken { token: Uuid },
+    /// A request with this key answered; `same_request` says whether it was this one.
+    Answered {
+        same_request: bool,
+        status: u16,
+        body: Vec<u8>,
+    },
+    /// A request with this key is still running.
+    Running { same_request: bool },
+}
+
+/// Takes `key` for a request whose hash is `hash`, unless a request took it less than
+/// `kept_for` ago. A key taken by a request that neither answered nor released it within
+/// `abandoned_after` (its process died) is taken anew by the same request, never by another.
+pub async fn claim(
+    pool: &PgPool,
+    org: Uuid,
+    key: &str,
+    hash: &[u8],
+    kept_for: Duration,
+    abandoned_after: Duration,
+) -> Result<Claim, sqlx::Error> {
+    let token = Uuid::now_v7();
+    // A key released (deleted) between the insert and the read is taken on the next turn.
+    loop {
+        let taken = sqlx::query_scalar!(
+            r#"INSERT INTO idempotency_keys (organization_id, key, request_hash, token)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (organization_id, key) DO UPDATE
+                SET request_hash = EXCLUDED.request_hash, token = EXCLUDED.token,
+                    status = NULL, body = NULL, created_at = clock_timestamp()
+                WHERE idempotency_keys.created_at < clock_timestamp() - make_interval(secs => $5)
+                   OR (idempotency_keys.status IS NULL
+                       AND idempotency_keys.request_hash = EXCLUDED.request_hash
+                       AND idempotency_keys.created_at
+                           < clock_timestamp() - make_interval(secs => $6))
+             RETURNING true AS "taken!""#,
+            org,
+            key,
+            hash,
+            token,
+            kept_for.as_secs_f64(),
+            abandoned_after.as_secs_f64(),
+        )
+        .fetch_optional(pool)
+        .await?;
+        if taken.is_some() {
+            return Ok(Claim::Taken { token });
+        }
+        let held = sqlx::query!(
+            "SELECT request_hash = $3 AS same, status, body FROM idempotency_keys
+             WHERE organization_id = $1 AND key = $2",
+            org,
+            key,
+            hash,
+        )
+        .fetch_optional(pool)
+        .await?;
+        let Some(held) = held else { continue };
+        let same_request = held.same.unwrap_or(false);
+        return Ok(match (held.status, held.body) {
+            (Some(status), Some(body)) => Claim::Answered {
+                same_request,
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            },
+            _ => Claim::Running { same_request },
+        });
+    }
+}
+
+/// Stores the answer of the request holding `token`.
+pub async fn complete(
+    pool: &PgPool,
+    org: Uuid,
+    key: &str,
+    token: Uuid,
+    status: u16,
+    body: &[u8],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE idempotency_keys SET status = $4, body = $5
+         WHERE organization_id = $1 AND key = $2 AND token = $3",
+        org,
+        key,
+        token,
+        i16::try_from(status).unwrap_or(i16::MAX),
+        body,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Gives the key up (the request failed in a way worth retrying): the next request with it
+/// runs afresh.
+pub async fn release(pool: &PgPool, org: Uuid, key: &str, token: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "DELETE FROM idempotency_keys WHERE organization_id = $1 AND key = $2 AND token = $3",
+        org,
+        key,
+        token,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Deletes up to `limit` keys taken longer ago than `kept_for`; returns how many.
+pub async fn sweep(pool: &PgPool, kept_for: Duration, limit: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM idempotency_keys
+            WHERE created_at < clock_timestamp() - make_interval(secs => $1)
+            LIMIT $2))",
+        kept_for.as_secs_f64(),
+        limit,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,164 @@
+//! `Idempotency-Key` on POST: a repeat gets the first answer again and does nothing twice.
+
+use parley_tests::{Resp, TestApp, spawn_app};
+use serde_json::{Value, json};
+
+async fn post_with_key(app: &TestApp, api_key: &str, path: &str, key: &str, body: &Value) -> Resp {
+    app.post_with_headers(path, api_key, body, &[("idempotency-key", key)])
+        .await
+}
+
+async fn leads_named(app: &TestApp, name: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM leads WHERE organization_id = $1 AND name = $2")
+        .bind(app.org_id)
+        .bind(name)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_repeated_request_gets_the_first_answer_and_creates_nothing_more() {
+    let app = spawn_app().await;
+    let body = json!({"name": "Ada", "email": "ada@example.com"});
+    let first = post_with_key(&app, &app.key, "/api/v1/leads", "order-1", &body).await;
+    first.expect(201);
+    assert!(first.headers.get("idempotent-replayed").is_none());
+    let again = post_with_key(&app, &app.key, "/api/v1/leads", "order-1", &body).await;
+    again.expect(201);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, first.body, "the first answer, as it was");
+    assert_eq!(leads_named(&app, "Ada").await, 1);
+
+    // Another key, or none, is another request.
+    post_with_key(&app, &app.key, "/api/v1/leads", "order-2", &body)
+        .await
+        .expect(201);
+    app.post("/api/v1/leads", body.clone()).await.expect(201);
+    assert_eq!(leads_named(&app, "Ada").await, 3);
+}
+
+#[tokio::test]
+async fn requests_arriving_at_once_with_one_key_create_one_record() {
+    let app = spawn_app().await;
+    let body = json!({"name": "Grace"});
+    let answers = futures::future::join_all(
+        (0..8).map(|_| post_with_key(&app, &app.key, "/api/v1/leads", "burst", &body)),
+    )
+    .await;
+    let ids: std::collections::HashSet<String> = answers
+        .iter()
+        .map(|a| {
+            a.expect(201);
+            a.id()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "every answer names the one lead");
+    assert_eq!(leads_named(&app, "Grace").await, 1);
+    let replayed = answers
+        .iter()
+        .filter(|a| a.headers.contains_key("idempotent-replayed"))
+        .count();
+    assert_eq!(replayed, 7);
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_body_is_refused_and_changes_nothing() {
+    let app = spawn_app().await;
+    post_with_key(
+        &app,
+        &app.key,
+        "/api/v1/leads",
+        "k",
+        &json!({"name": "Ada"}),
+    )
+    .await
+    .expect(201);
+    post_with_key(
+        &app,
+        &app.key,
+        "/api/v1/leads",
+        "k",
+        &json!({"name": "Eve"}),
+    )
+    .await
+    .expect_error(422, "idempotency_key_reused");
+    // Another route with the same key is another request too.
+    post_with_key(&app, &app.key, "/api/v1/tags", "k", &json!({"name": "vip"}))
+        .await
+        .expect_error(422, "idempotency_key_reused");
+    assert_eq!(leads_named(&app, "Eve").await, 0);
+}
+
+#[tokio::test]
+async fn keys_belong_to_their_organization() {
+    let app = spawn_app().await;
+    let (_, other_key) = app.new_org("Other").await;
+    let body = json!({"name": "Ada"});
+    let ours = post_with_key(&app, &app.key, "/api/v1/leads", "shared", &body).await;
+    let theirs = post_with_key(&app, &other_key, "/api/v1/leads", "shared", &body).await;
+    ours.expect(201);
+    theirs.expect(201);
+    assert!(theirs.headers.get("idempotent-replayed").is_none());
+    assert_ne!(ours.id(), theirs.id());
+}
+
+#[tokio::test]
+async fn a_refusal_is_kept_but_a_malformed_key_is_not_a_key() {
+    let app = spawn_app().await;
+    // A 4xx answer is the request's answer: repeated as it was.
+    let refused = post_with_key(&app, &app.key, "/api/v1/leads", "bad", &json!({})).await;
+    refused.expect_error(422, "validation_error");
+    let again = post_with_key(&app, &app.key, "/api/v1/leads", "bad", &json!({})).await;
+    again.expect_error(422, "validation_error");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+
+    for key in ["x".repeat(256), "café".to_owned(), "a b".to_owned()] {
+        let r = app
+            .post_with_headers(
+                "/api/v1/leads",
+                &app.key,
+                &json!({"name": "Mallory"}),
+                &[("idempotency-key", &key)],
+            )
+            .await;
+        r.expect_error(422, "validation_error");
+        assert_eq!(r.field(), "Idempotency-Key");
+    }
+    assert_eq!(leads_named(&app, "Mallory").await, 0);
+}
+
+#[tokio::test]
+async fn a_key_older_than_a_day_is_a_new_key_and_is_swept() {
+    let app = spawn_app().await;
+    let body = json!({"name": "Ada"});
+    post_with_key(&app, &app.key, "/api/v1/leads", "old", &body)
+        .await
+        .expect(201);
+    let age = |hours: i32| {
+        sqlx::query(
+            "UPDATE idempotency_keys SET created_at = now() - make_interval(hours => $2)
+             WHERE organization_id = $1",
+        )
+        .bind(app.org_id)
+        .bind(hours)
+        .execute(&app.pool)
+    };
+    age(25).await.unwrap();
+    let again = post_with_key(&app, &app.key, "/api/v1/leads", "old", &body).await;
+    again.expect(201);
+    assert!(again.headers.get("idempotent-replayed").is_none());
+    assert_eq!(leads_named(&app, "Ada").await, 2);
+
+    age(25).await.unwrap();
+    parley_db::idempotency::sweep(&app.pool, std::time::Duration::from_secs(24 * 3600), 1_000)
+        .await
+        .unwrap();
+    let left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE organization_id = $1")
+            .bind(app.org_id)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(left, 0);
+}
