@@ -8,7 +8,7 @@ use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, CreateBroadcast,
-    MAX_AUDIENCE, RecipientFilter, UpdateBroadcast,
+    MAX_AUDIENCE, RecipientFilter, RetryFailed, UpdateBroadcast,
 };
 use parley_types::list::PageParams;
 use parley_types::time::Timestamp;
@@ -33,6 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(pause))
         .routes(routes!(resume))
         .routes(routes!(cancel))
+        .routes(routes!(retry_failed))
 }
 
 /// Hands a broadcast to the workers. Postgres already says it is queued, so if Redis is
@@ -220,7 +221,9 @@ async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Re
         // A broadcast paused before its dispatch started goes back to the queue.
         Action::Resume if broadcast.started_at.is_some() => BroadcastStatus::Sending,
         Action::Resume => BroadcastStatus::Queued,
-        Action::Update | Action::Delete => return Err(action.refused(broadcast.status).into()),
+        Action::Update | Action::Delete | Action::RetryFailed => {
+            return Err(action.refused(broadcast.status).into());
+        }
     };
     db::broadcasts::set_status(&mut *tx, t.org_id, id, to).await?;
     tx.commit().await?;
@@ -274,4 +277,44 @@ async fn cancel(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Broadcast>> {
     act(&s, &t, id, Action::Cancel).await
+}
+
+/// Send again, once each, to the recipients whose delivery failed (optionally only those with
+/// one of `errorCodes`): they go back to `pending`, the broadcast back to `sending`, and it
+/// ends again when they are done. A recipient marked do-not-contact or opted out since is
+/// skipped.
+#[utoipa::path(post, path = "/api/v1/broadcasts/{id}/retry-failed", tag = "broadcasts",
+    params(("id" = Uuid, Path, description = "Broadcast id")),
+    request_body = RetryFailed,
+    responses(
+        (status = 200, description = "The broadcast, sending again", body = Envelope<Broadcast>),
+        (status = 409, description = "Only completed or failed broadcasts retry, and only when a failed recipient matches (`invalid_state`)", body = ErrorEnvelope),
+    ))]
+async fn retry_failed(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<RetryFailed>,
+) -> AppResult<Reply<Broadcast>> {
+    let codes = req.codes()?;
+    let mut tx = s.pool.begin().await?;
+    let broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    if !Action::RetryFailed
+        .allowed_from()
+        .contains(&broadcast.status)
+    {
+        return Err(Action::RetryFailed.refused(broadcast.status).into());
+    }
+    let retried = db::broadcasts::retry_failed(&mut tx, id, codes.as_deref()).await?;
+    if retried == 0 {
+        return Err(
+            AppError::invalid_state("no failed recipient of this broadcast matches").into(),
+        );
+    }
+    tx.commit().await?;
+    tracing::info!(broadcast_id = %id, retried, "failed recipients sent again");
+    dispatch(&s, id, true).await;
+    Ok(Reply::ok(read(&s, t.org_id, id).await?))
 }

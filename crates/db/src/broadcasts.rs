@@ -211,6 +211,38 @@ pub async fn set_status(
     .map(|_| ())
 }
 
+/// Puts the broadcast's failed recipients (those with one of `codes`, if given) back to
+/// `pending`, as never attempted, and the broadcast back to `sending`; the counters follow
+/// (the recipients' trigger). Returns how many; with none, nothing changes. The caller holds
+/// the broadcast's lock and has checked that it ended.
+pub async fn retry_failed(
+    conn: &mut PgConnection,
+    id: Uuid,
+    codes: Option<&[String]>,
+) -> Result<u64, sqlx::Error> {
+    let retried = sqlx::query!(
+        "UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
+            error_message = NULL, failed_at = NULL, enqueued_at = NULL, requeues = 0
+         WHERE broadcast_id = $1 AND status = 'failed'
+           AND ($2::text[] IS NULL OR error_code = ANY ($2))",
+        id,
+        codes,
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if retried > 0 {
+        sqlx::query!(
+            "UPDATE broadcasts SET status = 'sending', completed_at = NULL, error_message = NULL
+             WHERE id = $1",
+            id,
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(retried)
+}
+
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM broadcasts WHERE organization_id = $1 AND id = $2",

@@ -79,6 +79,7 @@ pub enum Action {
     Pause,
     Resume,
     Cancel,
+    RetryFailed,
 }
 
 impl Action {
@@ -90,6 +91,7 @@ impl Action {
             Action::Pause => &[Queued, Sending],
             Action::Resume => &[Paused],
             Action::Cancel => &[Scheduled, Queued, Sending, Paused],
+            Action::RetryFailed => &[Completed, Failed],
         }
     }
 
@@ -100,6 +102,7 @@ impl Action {
             Action::Pause => "paused",
             Action::Resume => "resumed",
             Action::Cancel => "cancelled",
+            Action::RetryFailed => "retried",
         }
     }
 
@@ -111,6 +114,42 @@ impl Action {
             self.name(),
             allowed.join(", ")
         ))
+    }
+}
+
+/// Error codes one retry may name.
+pub const MAX_RETRY_CODES: usize = 50;
+
+/// Which failed recipients `retry-failed` sends again: all, or those whose `errorCode` is one of
+/// `errorCodes`.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"errorCodes": ["http_503", "timeout"]})))]
+pub struct RetryFailed {
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, min_items = 1, max_items = 50)
+    )]
+    pub error_codes: Option<Vec<ShortText>>,
+}
+
+impl RetryFailed {
+    /// The codes to match, or `None` for every failed recipient.
+    pub fn codes(self) -> Result<Option<Vec<String>>, AppError> {
+        let Some(codes) = self.error_codes else {
+            return Ok(None);
+        };
+        parley_types::fields::check_len("errorCodes", codes.len(), MAX_RETRY_CODES)?;
+        if codes.is_empty() {
+            return Err(AppError::validation(
+                "errorCodes",
+                "invalid_value",
+                "name at least one error code, or leave errorCodes out to retry every failure",
+            ));
+        }
+        Ok(Some(codes.into_iter().map(Into::into).collect()))
     }
 }
 

@@ -1058,3 +1058,98 @@ async fn receipts_with_bad_bodies_are_refused() {
     let (status, _, _) = send(r#"{"messageId": "m"}"#, "application/json").await;
     assert_eq!(status, 422, "the body is a list");
 }
+
+#[tokio::test]
+async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out() {
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
+        .await;
+    let contacts = seed::contacts(&app, 5).await;
+    let t = template(&app, "social_a", "Hello").await;
+    let refuse = |code| Reply::Status {
+        status: 400,
+        retry_after: None,
+        code: Some(code),
+    };
+    provider.script(vec![
+        refuse("invalid_recipient"),
+        refuse("invalid_recipient"),
+        refuse("blocked"),
+    ]);
+    let id = send_now(&app, &t, &contacts).await;
+    let path = format!("/api/v1/broadcasts/{id}");
+    let first = app.wait_for(&path, 30, ended).await;
+    assert_eq!(first["data"]["failedCount"], 3);
+    let rs = recipients(&app, &id).await;
+    let with_code = |rs: &[Value], code: &str| -> Vec<Value> {
+        rs.iter()
+            .filter(|r| r["status"] == "failed" && r["errorCode"] == code)
+            .cloned()
+            .collect()
+    };
+    let invalid = with_code(&rs, "invalid_recipient");
+    assert_eq!(invalid.len(), 2);
+    // One of them asks not to be contacted before the retry.
+    let opted_out = invalid[0]["contactId"].as_str().unwrap();
+    app.patch(
+        &format!("/api/v1/contacts/{opted_out}"),
+        json!({"doNotContact": true}),
+    )
+    .await
+    .expect(200);
+
+    let retry = app
+        .post(
+            &format!("{path}/retry-failed"),
+            json!({"errorCodes": ["invalid_recipient"]}),
+        )
+        .await;
+    retry.expect(200);
+    assert_eq!(retry.data()["failedCount"], 1, "{}", retry.body);
+    let b = app.wait_for(&path, 30, ended).await;
+    assert_eq!(b["data"]["status"], "completed");
+    let rs = recipients(&app, &id).await;
+    assert_counters_match(&b, &rs);
+    let by_id = |rid: &Value| rs.iter().find(|r| r["id"] == *rid).unwrap().clone();
+    let skipped = by_id(&invalid[0]["id"]);
+    assert_eq!(skipped["status"], "skipped");
+    assert_eq!(skipped["errorCode"], "do_not_contact");
+    assert_eq!(by_id(&invalid[1]["id"])["status"], "sent");
+    assert_eq!(
+        with_code(&rs, "blocked").len(),
+        1,
+        "other codes stay failed"
+    );
+    // Each retried recipient was sent once more, the others not again.
+    let calls = provider.calls();
+    assert_eq!(calls.len(), 5 + 1, "five sends, then the one retry");
+    let retried = invalid[1]["id"].as_str().unwrap();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.idempotency_key == retried)
+            .count(),
+        2
+    );
+
+    // Nothing left with that code; a broadcast that has not ended does not retry.
+    app.post(
+        &format!("{path}/retry-failed"),
+        json!({"errorCodes": ["invalid_recipient"]}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    app.post(&format!("{path}/retry-failed"), json!({"errorCodes": []}))
+        .await
+        .expect_error(422, "validation_error");
+    // Without codes: every failure, here the blocked one.
+    app.post(&format!("{path}/retry-failed"), json!({}))
+        .await
+        .expect(200);
+    let b = app.wait_for(&path, 30, ended).await;
+    assert_eq!(b["data"]["failedCount"], 0);
+    assert_eq!(b["data"]["sentCount"], 4);
+    assert_eq!(b["data"]["skippedCount"], 1);
+}
