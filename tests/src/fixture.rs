@@ -257,5 +257,7 @@ impl Fixture {
             .replace("{teamId}", &self.team)
             .replace("{channel}", "email")
             .replace("{deliveryId}", &self.delivery)
+            // No recovery is made for the fixture: a recovery id names none (404).
+            .replace("{recoveryId}", "01900000-0000-7000-8000-000000000000")
     }
 }

@@ -1,6 +1,7 @@
-//! Messages per second per channel and organization, shared by every worker through Redis.
-//! A GCRA reservation: each message takes the next free slot, and the caller waits for it,
-//! so a broadcast is slowed to the provider's limit instead of failing on it.
+//! Messages per second per channel and organization, and deliveries per second per webhook,
+//! shared by every worker through Redis. A GCRA reservation: each message takes the next free
+//! slot, and the caller waits for it, so a broadcast is slowed to the provider's limit instead
+//! of failing on it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,17 +10,41 @@ use parley_domain::Channel;
 use parley_jobs::redis_conn::Redis;
 use uuid::Uuid;
 
-/// Reserves the next slot; returns microseconds to wait for it. Redis' clock is the one clock
-/// all workers share.
+/// Reserves the next slot unless it is more than ARGV[2] microseconds away; returns the
+/// microseconds to wait for it, or -1 (nothing reserved). Redis' clock is the one clock all
+/// workers share.
 const RESERVE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 local start = math.max(tat, now)
+if start - now > tonumber(ARGV[2]) then
+  return '-1'
+end
 redis.call('SET', KEYS[1], tostring(start + interval), 'PX', math.ceil((start + interval - now) / 1000) + 1000)
 return tostring(start - now)
 ";
+
+/// Reserves the next slot of `key` at `per_second`, unless it is further away than
+/// `within`: the wait until it, or `None` (nothing reserved).
+pub async fn reserve(
+    redis: &Redis,
+    key: &str,
+    per_second: u32,
+    within: Duration,
+) -> Result<Option<Duration>, redis::RedisError> {
+    let interval_us = 1_000_000.0 / f64::from(per_second.max(1));
+    let mut conn = redis.conn.clone();
+    let wait: String = redis::Script::new(RESERVE)
+        .key(key)
+        .arg(interval_us)
+        .arg(within.as_micros() as f64)
+        .invoke_async(&mut conn)
+        .await?;
+    let wait_us = wait.parse::<f64>().unwrap_or(0.0);
+    Ok((wait_us >= 0.0).then(|| Duration::from_micros(wait_us as u64)))
+}
 
 #[derive(Clone)]
 pub struct RateLimiter {
@@ -43,19 +68,14 @@ impl RateLimiter {
             return Ok(true);
         };
         let key = self.redis.key(&format!("rate:{}:{org}", channel.as_str()));
-        let interval_us = 1_000_000.0 / f64::from(rate);
-        let mut conn = self.redis.conn.clone();
-        let wait: String = redis::Script::new(RESERVE)
-            .key(key)
-            .arg(interval_us)
-            .invoke_async(&mut conn)
-            .await?;
-        let wait_us = wait.parse::<f64>().unwrap_or(0.0).max(0.0);
-        if wait_us < 1.0 {
+        let wait = reserve(&self.redis, &key, rate, Duration::MAX)
+            .await?
+            .unwrap_or_default();
+        if wait < Duration::from_micros(1) {
             return Ok(true);
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_micros(wait_us as u64)) => Ok(true),
+            _ = tokio::time::sleep(wait) => Ok(true),
             _ = crate::status_watch::stopped(status) => Ok(false),
         }
     }

@@ -75,6 +75,16 @@ impl Periodic for Relay {
         if let Err(err) = relay(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "outbox relay failed this pass");
         }
+        // Recoveries make failed deliveries due again, a batch a pass; the due path below
+        // feeds them to their endpoints a few at a time.
+        match parley_db::webhooks::advance_recoveries(&ctx.pool, BATCH).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                deliveries = n,
+                "failed deliveries queued again by a recovery"
+            ),
+            Err(err) => tracing::warn!(%err, "webhook recoveries not advanced this pass"),
+        }
         if let Err(err) = enqueue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "due deliveries not enqueued this pass");
         }

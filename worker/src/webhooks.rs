@@ -170,23 +170,58 @@ async fn send_group(
         stalled: (slots.count() == 0).then_some(webhook),
         ..GroupResult::default()
     };
-    loop {
+    let mut put_back = None;
+    'sending: loop {
         while in_flight.len() < slots.count() && Instant::now() < deadline {
-            match waiting.next() {
-                Some(d) => in_flight.push(attempt(ctx, d)),
-                None => break,
-            }
+            let Some(d) = waiting.next() else { break };
+            let wait = match d.rate_limit {
+                // The webhook's rate: the attempt waits for its turn, taken within the window.
+                Some(rate) => match rate_slot(ctx, webhook, rate, deadline).await {
+                    Some(wait) => wait,
+                    None => {
+                        put_back = Some(d);
+                        break 'sending;
+                    }
+                },
+                None => Duration::ZERO,
+            };
+            in_flight.push(async move {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                attempt(ctx, d).await
+            });
         }
         match in_flight.next().await {
             Some(record) => sent.attempted.push(record),
             None => break,
         }
     }
+    while let Some(record) = in_flight.next().await {
+        sent.attempted.push(record);
+    }
     ctx.endpoint_slots.release(slots).await;
-    sent.busy = waiting.map(|d| d.delivery_id).collect();
+    sent.busy = put_back
+        .into_iter()
+        .chain(waiting)
+        .map(|d| d.delivery_id)
+        .collect();
     metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => "deferred", "status_class" => "none")
         .increment(sent.busy.len() as u64);
     Ok(sent)
+}
+
+/// The wait for `webhook`'s next delivery slot at `rate` per second, reserved if it comes
+/// before `deadline`; `None` (nothing reserved) otherwise, or when Redis does not answer.
+async fn rate_slot(ctx: &Ctx, webhook: Uuid, rate: i32, deadline: Instant) -> Option<Duration> {
+    let key = ctx.redis.key(&format!("rate:webhook:{webhook}"));
+    let within = deadline.saturating_duration_since(Instant::now());
+    let rate = u32::try_from(rate).unwrap_or(1);
+    crate::rate_limit::reserve(&ctx.redis, &key, rate, within)
+        .await
+        .inspect_err(|err| tracing::warn!(%err, "webhook rate slot not reserved; put back"))
+        .ok()
+        .flatten()
 }
 
 fn status_class(status: Option<u16>) -> &'static str {

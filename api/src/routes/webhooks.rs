@@ -8,8 +8,8 @@ use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
 use parley_domain::webhooks::{
-    AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, UpdateWebhook, Webhook,
-    WebhookAttempt, WebhookWithSecret, new_secret,
+    AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, RecoverWebhook, UpdateWebhook,
+    Webhook, WebhookAttempt, WebhookRecovery, WebhookWithSecret, new_secret,
 };
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -31,6 +31,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(test))
         .routes(routes!(logs))
         .routes(routes!(redeliver))
+        .routes(routes!(recover))
+        .routes(routes!(recovery))
 }
 
 /// Hands deliveries to the workers; if Redis is unreachable the relay's ticker enqueues them
@@ -235,4 +237,48 @@ async fn redeliver(
         .ok_or(AppError::NotFound)?;
     enqueue(&s, &delivery).await;
     Ok(Reply::ok(delivery))
+}
+
+/// Queue again, in the background, every failed delivery of events between `since` and
+/// `until` (now when left out): a batch at each relay pass, then attempted at the endpoint's
+/// pace (its slots and `rateLimit`). Attempts go on counting; a delivery past its last attempt
+/// gets one more.
+#[utoipa::path(post, path = "/api/v1/webhooks/{id}/recover", tag = "webhooks",
+    params(("id" = Uuid, Path, description = "Webhook id")),
+    request_body = RecoverWebhook,
+    responses(
+        (status = 201, description = "The recovery, running", body = Envelope<WebhookRecovery>),
+        (status = 409, description = "The webhook is disabled (`invalid_state`)", body = ErrorEnvelope),
+    ))]
+async fn recover(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<RecoverWebhook>,
+) -> AppResult<Reply<WebhookRecovery>> {
+    let (since, until) = req.window()?;
+    let webhook = read(&s, t.org_id, id).await?;
+    if !webhook.is_active {
+        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
+    }
+    let recovery = db::webhooks::start_recovery(&s.pool, t.org_id, id, since, until).await?;
+    Ok(Reply::created(recovery))
+}
+
+/// A recovery and how far it went.
+#[utoipa::path(get, path = "/api/v1/webhooks/{id}/recoveries/{recoveryId}", tag = "webhooks",
+    params(
+        ("id" = Uuid, Path, description = "Webhook id"),
+        ("recoveryId" = Uuid, Path, description = "Recovery id"),
+    ),
+    responses((status = 200, description = "The recovery", body = Envelope<WebhookRecovery>)))]
+async fn recovery(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path((id, recovery)): Path<(Uuid, Uuid)>,
+) -> AppResult<Reply<WebhookRecovery>> {
+    db::webhooks::get_recovery(&s.pool, t.org_id, id, recovery)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound.into())
 }

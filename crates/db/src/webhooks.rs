@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use super::ListQuery;
 use parley_domain::webhooks::{
-    AttemptFilter, AttemptStatus, Delivery, EventName, Webhook, WebhookAttempt,
+    AttemptFilter, AttemptStatus, Delivery, EventName, RecoveryStatus, Webhook, WebhookAttempt,
+    WebhookRecovery,
 };
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
@@ -18,8 +19,8 @@ use parley_types::time::Timestamp;
 pub async fn insert(db: impl PgExecutor<'_>, w: &Webhook, secret: &str) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO webhooks (id, organization_id, url, events, description, is_active, secret,
-            created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            created_at, updated_at, rate_limit)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         w.id,
         w.organization_id,
         &w.url,
@@ -29,6 +30,7 @@ pub async fn insert(db: impl PgExecutor<'_>, w: &Webhook, secret: &str) -> Resul
         secret,
         w.created_at,
         w.updated_at,
+        w.rate_limit,
     )
     .execute(db)
     .await
@@ -38,7 +40,8 @@ pub async fn insert(db: impl PgExecutor<'_>, w: &Webhook, secret: &str) -> Resul
 pub async fn update(db: impl PgExecutor<'_>, w: &Webhook) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE webhooks SET url = $3, events = $4, description = $5, is_active = $6,
-            failing_since = $7, disabled_at = $8, updated_at = $9
+            failing_since = $7, disabled_at = $8, updated_at = $9, disabled_reason = $10,
+            rate_limit = $11
          WHERE organization_id = $1 AND id = $2",
         w.organization_id,
         w.id,
@@ -49,6 +52,8 @@ pub async fn update(db: impl PgExecutor<'_>, w: &Webhook) -> Result<(), sqlx::Er
         w.failing_since,
         w.disabled_at,
         w.updated_at,
+        w.disabled_reason.as_deref(),
+        w.rate_limit,
     )
     .execute(db)
     .await
@@ -72,7 +77,8 @@ async fn rows(
     sqlx::query_as!(
         Webhook,
         "SELECT id, organization_id, url, events, description, is_active, failing_since,
-            disabled_at, previous_secret_expires_at, created_at, updated_at
+            disabled_at, disabled_reason, rate_limit, previous_secret_expires_at, created_at,
+            updated_at
          FROM webhooks WHERE organization_id = $1 AND id = ANY($2)",
         org,
         ids,
@@ -250,6 +256,8 @@ pub struct Due {
     /// The secret before the last rotation, while it still signs.
     pub previous_secret: Option<SecretString>,
     pub is_active: bool,
+    /// The webhook's deliveries per second at most.
+    pub rate_limit: Option<i32>,
     /// When the delivery was last enqueued (or redelivered): the attempt's outcome is written
     /// only while it is still the same, so a redeliver during the attempt stands.
     pub enqueued_at: Option<Timestamp>,
@@ -264,7 +272,7 @@ pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>,
                 e.data::text AS "data!", e.created_at AS occurred_at, w.url, w.secret,
                 CASE WHEN w.previous_secret_expires_at > clock_timestamp() THEN w.previous_secret END
                     AS previous_secret,
-                w.is_active, d.enqueued_at
+                w.is_active, w.rate_limit, d.enqueued_at
          FROM unnest($1::uuid[]) AS u(id)
          JOIN webhook_deliveries d ON d.id = u.id
          JOIN webhook_events e ON e.id = d.event_id
@@ -289,6 +297,7 @@ pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>,
             secret: r.secret.into(),
             previous_secret: r.previous_secret.map(SecretString::from),
             is_active: r.is_active,
+            rate_limit: r.rate_limit,
             enqueued_at: r.enqueued_at,
         })
         .collect())
@@ -508,16 +517,29 @@ async fn update_failure_streaks(
     )
     .execute(&mut *tx)
     .await?;
-    sqlx::query_scalar!(
-        "UPDATE webhooks SET is_active = false, disabled_at = clock_timestamp()
+    let disabled = sqlx::query!(
+        r#"UPDATE webhooks SET is_active = false, disabled_at = clock_timestamp(),
+            disabled_reason = 'every attempt failed since '
+                || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
          WHERE id = ANY($1) AND is_active
            AND failing_since <= clock_timestamp() - make_interval(secs => $2)
-         RETURNING id",
+         RETURNING id, organization_id"#,
         &failed,
         disable_after.as_secs_f64(),
     )
     .fetch_all(&mut *tx)
-    .await
+    .await?;
+    // The organization's other webhooks hear of it (this one is inactive now: it gets none).
+    let mut events = Vec::new();
+    for d in &disabled {
+        if let Some(webhook) = get(&mut *tx, d.organization_id, d.id).await? {
+            let data =
+                serde_json::to_value(&webhook).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+            events.push((d.organization_id, EventName::WebhookDisabled, data));
+        }
+    }
+    super::outbox::emit_many(tx, &events).await?;
+    Ok(disabled.into_iter().map(|d| d.id).collect())
 }
 
 /// Marks webhooks whose slots were all stuck as stalled for `stall_for`. Renewed at most every
@@ -557,4 +579,104 @@ async fn defer(db: impl PgExecutor<'_>, ids: &[Uuid], delay: Duration) -> Result
     .execute(db)
     .await
     .map(|_| ())
+}
+
+/// Starts a recovery of `webhook`'s failed deliveries of events in `[since, until)`; the relay
+/// queues them again in the background ([`advance_recoveries`]).
+pub async fn start_recovery(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    webhook: Uuid,
+    since: Timestamp,
+    until: Timestamp,
+) -> Result<WebhookRecovery, sqlx::Error> {
+    sqlx::query_as!(
+        WebhookRecovery,
+        r#"INSERT INTO webhook_recoveries (id, organization_id, webhook_id, since, until)
+         VALUES ($1, $2, $3, $4, $5)
+         RETURNING id, webhook_id, since, until, status AS "status: RecoveryStatus", recovered,
+            completed_at, created_at, updated_at"#,
+        parley_types::ids::new_id(),
+        org,
+        webhook,
+        since,
+        until,
+    )
+    .fetch_one(db)
+    .await
+}
+
+pub async fn get_recovery(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    webhook: Uuid,
+    id: Uuid,
+) -> Result<Option<WebhookRecovery>, sqlx::Error> {
+    sqlx::query_as!(
+        WebhookRecovery,
+        r#"SELECT id, webhook_id, since, until, status AS "status: RecoveryStatus", recovered,
+            completed_at, created_at, updated_at
+         FROM webhook_recoveries WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"#,
+        org,
+        webhook,
+        id,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Moves one running recovery on: its next `batch` failed deliveries (by event time, after
+/// where it stopped) become pending and due now, with no job holding them, so the relay feeds
+/// them to the endpoint at its pace (a few per webhook per pass); their attempts go on
+/// counting. A recovery finding fewer than `batch` is completed. Returns how many deliveries
+/// were queued again. Recoveries being moved by another worker are skipped.
+pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let Some(r) = sqlx::query!(
+        "SELECT id, webhook_id, since, until, after_created_at, after_id
+         FROM webhook_recoveries WHERE status = 'running'
+         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(0);
+    };
+    let taken = sqlx::query!(
+        "UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = clock_timestamp(),
+            enqueued_at = NULL, requeues = 0
+         FROM (SELECT id FROM webhook_deliveries
+               WHERE webhook_id = $1 AND status = 'failed'
+                 AND created_at >= $2 AND created_at < $3
+                 AND ($4::timestamptz IS NULL OR (created_at, id) > ($4, $5))
+               ORDER BY created_at, id LIMIT $6) f
+         WHERE d.id = f.id
+         RETURNING d.id, d.created_at",
+        r.webhook_id,
+        r.since,
+        r.until,
+        r.after_created_at,
+        r.after_id,
+        batch,
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let last = taken.iter().max_by_key(|t| (t.created_at, t.id));
+    let done = (taken.len() as i64) < batch;
+    sqlx::query!(
+        "UPDATE webhook_recoveries SET recovered = recovered + $2,
+            after_created_at = coalesce($3, after_created_at), after_id = coalesce($4, after_id),
+            status = CASE WHEN $5 THEN 'completed' ELSE status END,
+            completed_at = CASE WHEN $5 THEN clock_timestamp() END
+         WHERE id = $1",
+        r.id,
+        i32::try_from(taken.len()).unwrap_or(i32::MAX),
+        last.map(|t| t.created_at),
+        last.map(|t| t.id),
+        done,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(taken.len() as u64)
 }

@@ -29,6 +29,7 @@ parley_types::text_enum!(
         LeadCreated = "lead.created",
         SlaWarning = "sla.warning",
         SlaBreached = "sla.breached",
+        WebhookDisabled = "webhook.disabled",
         WebhookTest = "webhook.test",
     }
 );
@@ -65,6 +66,10 @@ impl EventName {
             EventName::SlaBreached,
             "an SLA target of a conversation or ticket was not met by its deadline",
         ),
+        (
+            EventName::WebhookDisabled,
+            "another webhook of the organization was disabled after failing for too long",
+        ),
     ];
 
     pub fn is_subscribable(self) -> bool {
@@ -100,12 +105,32 @@ pub struct Webhook {
     /// Since when every attempt has failed.
     pub failing_since: Option<Timestamp>,
     pub disabled_at: Option<Timestamp>,
+    /// Why it is disabled, while it is.
+    pub disabled_reason: Option<String>,
+    /// Deliveries per second at most, across all workers; none when unset.
+    pub rate_limit: Option<i32>,
     /// Until then deliveries are also signed with the secret before the last rotation.
     pub previous_secret_expires_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 parley_types::keyed!(Webhook);
+
+/// The highest `rateLimit` a webhook takes (deliveries per second).
+pub const MAX_RATE_LIMIT: i32 = 10_000;
+
+struct RateLimit(i32);
+
+impl<'de> Deserialize<'de> for RateLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        parley_types::fields::bounded_i32(d, 1, MAX_RATE_LIMIT).map(RateLimit)
+    }
+}
+
+/// Absent: unchanged (`None`); `null`: no limit (`Some(None)`); else 1 to [`MAX_RATE_LIMIT`].
+fn rate_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i32>>, D::Error> {
+    Option::<RateLimit>::deserialize(d).map(|v| Some(v.map(|r| r.0)))
+}
 
 /// A webhook with its signing secret: only in the answers of create and rotate-secret.
 #[derive(Debug, Serialize)]
@@ -215,6 +240,10 @@ pub struct CreateWebhook {
     pub events: Vec<String>,
     pub description: Option<Text>,
     pub is_active: Option<bool>,
+    /// Deliveries per second at most (1 to 10,000), across all workers.
+    #[serde(default, deserialize_with = "rate_limit")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i32>, minimum = 1, maximum = 10000))]
+    pub rate_limit: Option<Option<i32>>,
 }
 
 impl CreateWebhook {
@@ -236,6 +265,8 @@ impl CreateWebhook {
             is_active: self.is_active.unwrap_or(true),
             failing_since: None,
             disabled_at: None,
+            disabled_reason: None,
+            rate_limit: self.rate_limit.flatten(),
             previous_secret_expires_at: None,
             created_at: now,
             updated_at: now,
@@ -261,6 +292,10 @@ pub struct UpdateWebhook {
     #[serde(default, deserialize_with = "non_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub is_active: Option<bool>,
+    /// Deliveries per second at most (1 to 10,000); `null` removes the limit.
+    #[serde(default, deserialize_with = "rate_limit")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<i32>, minimum = 1, maximum = 10000))]
+    pub rate_limit: Option<Option<i32>>,
 }
 
 impl UpdateWebhook {
@@ -280,11 +315,16 @@ impl UpdateWebhook {
             if active && !w.is_active {
                 w.failing_since = None;
                 w.disabled_at = None;
+                w.disabled_reason = None;
             }
             if !active && w.is_active {
                 w.disabled_at = Some(Timestamp::now());
+                w.disabled_reason = Some("disabled through the API".to_owned());
             }
             w.is_active = active;
+        }
+        if let Some(limit) = self.rate_limit {
+            w.rate_limit = limit;
         }
         w.updated_at = Timestamp::now();
         Ok(())
@@ -350,6 +390,58 @@ pub struct Delivery {
     pub delivered_at: Option<Timestamp>,
     pub created_at: Timestamp,
 }
+
+parley_types::text_enum!(
+    /// Where a recovery stands.
+    RecoveryStatus { Running = "running", Completed = "completed" }
+);
+
+/// `POST /webhooks/{id}/recover`: the failed deliveries of events between `since` and `until`
+/// (now when left out) are queued again.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"since": "2026-11-24T00:00:00.000Z"})))]
+pub struct RecoverWebhook {
+    pub since: Timestamp,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub until: Option<Timestamp>,
+}
+
+impl RecoverWebhook {
+    /// The window, `since` before `until`.
+    pub fn window(self) -> Result<(Timestamp, Timestamp), AppError> {
+        let until = self.until.unwrap_or_else(Timestamp::now);
+        if self.since >= until {
+            return Err(AppError::validation(
+                "since",
+                "invalid_value",
+                "must be before until (or now, when until is left out)",
+            ));
+        }
+        Ok((self.since, until))
+    }
+}
+
+/// A recovery: the webhook's failed deliveries of a window, queued again in the background
+/// a batch at a time, then attempted at the endpoint's pace.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookRecovery {
+    pub id: Uuid,
+    pub webhook_id: Uuid,
+    pub since: Timestamp,
+    pub until: Timestamp,
+    pub status: RecoveryStatus,
+    /// Failed deliveries queued again so far.
+    pub recovered: i32,
+    pub completed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+parley_types::keyed!(WebhookRecovery);
 
 /// The body of every delivery (SPEC.md fixes its snake_case fields).
 #[derive(Debug, Serialize)]

@@ -71,6 +71,7 @@ async fn subscribe(bench: &Bench, url: &str) -> anyhow::Result<()> {
         events: vec!["lead.created".into()],
         description: None,
         is_active: None,
+        rate_limit: None,
     };
     let (webhook, secret) = new
         .into_webhook(bench.org, true)

@@ -408,8 +408,8 @@ async fn subscriptions_are_checked() {
         .collect();
     assert_eq!(
         names.len(),
-        14,
-        "the 12 events of SPEC.md and sla.warning, sla.breached"
+        15,
+        "the 12 events of SPEC.md and sla.warning, sla.breached, webhook.disabled"
     );
     for name in [
         "conversation.started",
@@ -535,6 +535,8 @@ async fn a_webhook_failing_for_too_long_is_disabled() {
     .await;
     receiver.always(Answer::Status(500));
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    let watcher = Receiver::start().await;
+    subscribe(&app, &watcher.url, &["webhook.disabled"]).await;
     create_lead(&app, "Ada").await;
     let w = app
         .wait_for(&format!("/api/v1/webhooks/{webhook}"), 30, |b| {
@@ -543,6 +545,19 @@ async fn a_webhook_failing_for_too_long_is_disabled() {
         .await;
     assert!(w["data"]["disabledAt"].is_string());
     assert!(w["data"]["failingSince"].is_string());
+    let reason = w["data"]["disabledReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("every attempt failed since "),
+        "{reason}"
+    );
+    // The organization's other webhooks hear of it.
+    let told = &watcher.wait_for(1, 30).await[0];
+    assert_eq!(told.header("x-parley-event"), "webhook.disabled");
+    let body = told.json();
+    assert_eq!(body["data"]["id"], webhook.as_str());
+    assert_eq!(body["data"]["isActive"], false);
+    assert_eq!(body["data"]["disabledReason"], reason);
+    assert!(body["data"].get("secret").is_none());
     app.post(&format!("/api/v1/webhooks/{webhook}/test"), json!({}))
         .await
         .expect_error(409, "invalid_state");
@@ -567,6 +582,7 @@ async fn a_webhook_failing_for_too_long_is_disabled() {
         .await;
     assert_eq!(on.data()["isActive"], true);
     assert!(on.data()["failingSince"].is_null());
+    assert!(on.data()["disabledReason"].is_null());
 }
 
 #[tokio::test]
@@ -713,4 +729,132 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
     // And posted again under its delivery id once its turn comes.
     let both = receiver.wait_for(2, 120).await;
     assert_eq!(both[1].header("x-parley-delivery"), delivery);
+}
+
+async fn failed_deliveries(app: &TestApp, webhook: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1::uuid AND status = 'failed'",
+    )
+    .bind(webhook)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+#[tokio::test]
+async fn recover_queues_again_the_failed_deliveries_of_its_window_only() {
+    let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_MAX_ATTEMPTS", "1")]).await;
+    receiver.always(Answer::Status(500));
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    let fail = |n: i64| {
+        let (app, webhook) = (&app, &webhook);
+        async move {
+            assert!(
+                parley_tests::wait_until(30, || async {
+                    failed_deliveries(app, webhook).await == n
+                })
+                .await
+            );
+        }
+    };
+    create_lead(&app, "Before").await;
+    fail(1).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let since = now_rfc3339();
+    create_lead(&app, "In one").await;
+    create_lead(&app, "In two").await;
+    fail(3).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let until = now_rfc3339();
+    create_lead(&app, "After").await;
+    fail(4).await;
+    let before = receiver.received().len();
+
+    receiver.always(Answer::Status(200));
+    let path = format!("/api/v1/webhooks/{webhook}/recover");
+    app.post(&path, json!({"since": until, "until": since}))
+        .await
+        .expect_error(422, "validation_error");
+    let started = app
+        .post(&path, json!({"since": since, "until": until}))
+        .await;
+    started.expect(201);
+    assert_eq!(started.data()["status"], "running");
+    let recovery = started.id();
+    let done = app
+        .wait_for(
+            &format!("/api/v1/webhooks/{webhook}/recoveries/{recovery}"),
+            30,
+            |b| b["data"]["status"] == "completed",
+        )
+        .await;
+    assert_eq!(done["data"]["recovered"], 2);
+    let got = receiver.wait_for(before + 2, 30).await;
+    let mut names: Vec<String> = got[before..]
+        .iter()
+        .map(|r| r.json()["data"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["In one", "In two"]);
+    assert!(
+        parley_tests::wait_until(10, || async {
+            failed_deliveries(&app, &webhook).await == 2
+        })
+        .await,
+        "the deliveries outside the window stay failed"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received().len(), before + 2, "nothing else sent");
+}
+
+#[tokio::test]
+async fn a_webhooks_rate_limit_spaces_its_deliveries() {
+    let (app, _worker, receiver) = setup(&[]).await;
+    for bad in [json!(0), json!(10_001), json!(2.5), json!("4")] {
+        app.post(
+            "/api/v1/webhooks",
+            json!({"url": receiver.url, "events": ["lead.created"], "rateLimit": bad}),
+        )
+        .await
+        .expect_error(422, "validation_error");
+    }
+    let created = app
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": receiver.url, "events": ["lead.created"], "rateLimit": 4}),
+        )
+        .await;
+    created.expect(201);
+    assert_eq!(created.data()["rateLimit"], 4);
+    for i in 0..8 {
+        create_lead(&app, &format!("Lead {i}")).await;
+    }
+    let got = receiver.wait_for(8, 60).await;
+    let mut at: Vec<std::time::Instant> = got.iter().map(|r| r.at).collect();
+    at.sort();
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    // 4 a second: a slot every 250 ms, whatever the jobs and the network add.
+    assert!(
+        at[7] - at[0] >= Duration::from_millis(1_600),
+        "8 deliveries in {:?}: {gaps:?}",
+        at[7] - at[0]
+    );
+    assert!(
+        gaps.iter().all(|g| *g >= Duration::from_millis(150)),
+        "{gaps:?}"
+    );
+    let id = created.id();
+    let off = app
+        .patch(
+            &format!("/api/v1/webhooks/{id}"),
+            json!({"rateLimit": null}),
+        )
+        .await;
+    assert!(off.expect(200).data()["rateLimit"].is_null());
 }
