@@ -507,8 +507,8 @@ mod tests {
         );
         assert_eq!(
             EventName::SUBSCRIBABLE.len(),
-            14,
-            "the 12 of SPEC.md and the two SLA events"
+            15,
+            "the 12 of SPEC.md, the two SLA events and webhook.disabled"
         );
     }
 
