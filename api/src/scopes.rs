@@ -10,7 +10,7 @@ fn resource(route: &str) -> Option<&'static str> {
     Some(match first {
         "faq-collections" => "faq",
         "broadcasts" => "broadcasts",
-        "contacts" | "tags" | "companies" => "contacts",
+        "contacts" | "tags" | "companies" | "segments" => "contacts",
         "leads" => "leads",
         "templates" => "templates",
         "teams" => "teams",

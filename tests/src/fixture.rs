@@ -9,6 +9,7 @@ use crate::TestApp;
 pub struct Fixture {
     pub api_key: String,
     pub tag: String,
+    pub segment: String,
     pub company: String,
     pub contact: String,
     pub user: String,
@@ -42,6 +43,14 @@ impl Fixture {
             .id();
         let tag = app
             .post("/api/v1/tags", json!({"name": "vip"}))
+            .await
+            .expect(201)
+            .id();
+        let segment = app
+            .post(
+                "/api/v1/segments",
+                json!({"name": "VIPs", "filter": {"tagIds": [tag]}}),
+            )
             .await
             .expect(201)
             .id();
@@ -202,6 +211,7 @@ impl Fixture {
             broadcast,
             api_key,
             tag,
+            segment,
             company,
             contact,
             user,
@@ -227,6 +237,7 @@ impl Fixture {
             "api-keys" => &self.api_key,
             "contacts" => &self.contact,
             "tags" => &self.tag,
+            "segments" => &self.segment,
             "companies" => &self.company,
             "users" => &self.user,
             "teams" => &self.team,

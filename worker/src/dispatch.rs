@@ -59,9 +59,12 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
             if db::delivery::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
                 return Ok(());
             }
-            let slice =
-                db::delivery::fan_out(&ctx.pool, id, state.organization_id, size, LEASE, token)
-                    .await?;
+            let org = state.organization_id;
+            let slice = if state.segment_id.is_some() {
+                db::delivery::fan_out_segment(&ctx.pool, id, org, size, LEASE, token).await?
+            } else {
+                db::delivery::fan_out(&ctx.pool, id, org, size, LEASE, token).await?
+            };
             let Some((recipients, finished)) = slice else {
                 tracing::warn!("dispatch lease lost to another dispatcher; leaving the rest to it");
                 return Ok(());

@@ -21,12 +21,34 @@ pub const FREE_JSON: &str = "FreeJson";
 pub const RELATIONAL: &str = "x-parley-relational-rules";
 
 /// Operations whose fields constrain each other beyond what the schema states.
-const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[(
-    "patch",
-    "/api/v1/organization",
-    "working intervals of a day must be in order without overlap, at least one day must have \
-     working hours, and a holiday must not end before it starts",
-)];
+const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[
+    (
+        "patch",
+        "/api/v1/organization",
+        "working intervals of a day must be in order without overlap, at least one day must \
+         have working hours, and a holiday must not end before it starts",
+    ),
+    (
+        "post",
+        "/api/v1/broadcasts",
+        "the audience is `contactIds` (at least one) or `segmentId`, exactly one of them",
+    ),
+    (
+        "patch",
+        "/api/v1/broadcasts/{id}",
+        "`contactIds` and `segmentId` are not both given",
+    ),
+    (
+        "post",
+        "/api/v1/segments",
+        "`filter.createdAfter` must be before `filter.createdBefore`",
+    ),
+    (
+        "patch",
+        "/api/v1/segments/{id}",
+        "`filter.createdAfter` must be before `filter.createdBefore`",
+    ),
+];
 
 fn free_json_schema() -> Value {
     json!({

@@ -86,6 +86,14 @@ async fn create(
         MAX_AUDIENCE,
     )
     .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Segments,
+        t.org_id,
+        "segmentId",
+        req.segment_id,
+    )
+    .await?;
     let (broadcast, audience) = req.into_broadcast(t.org_id, &template, Timestamp::now())?;
     db::broadcasts::insert(&mut *tx, &broadcast, &audience).await?;
     tx.commit().await?;
@@ -155,6 +163,14 @@ async fn update(
         )
         .await?;
     }
+    refs::check_id(
+        &mut tx,
+        RefTable::Segments,
+        t.org_id,
+        "segmentId",
+        req.segment_id,
+    )
+    .await?;
     let template = template(&mut tx, t.org_id, broadcast.template_id).await?;
     let audience = req.apply(&mut broadcast, &template, Timestamp::now())?;
     db::broadcasts::update(&mut *tx, &broadcast, audience.as_deref()).await?;

@@ -10,6 +10,7 @@ pub mod files;
 pub mod leads;
 pub mod message_attributes;
 pub mod receipts;
+pub mod segments;
 pub mod sla;
 pub mod tags;
 pub mod teams;
@@ -34,6 +35,7 @@ pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
         .merge(faq::router())
         .merge(contacts::router())
         .merge(tags::router())
+        .merge(segments::router())
         .merge(templates::router())
         .merge(leads::router())
         .merge(teams::router())

@@ -24,9 +24,9 @@ pub async fn insert(
             channel, template_channel, status, is_draft, send_now, scheduled_at,
             sender_email_address_id, subject_override, template_variables, email_variables,
             contact_ids, message_length, has_emojis, has_images, has_links, queued_at,
-            created_at, updated_at)
+            created_at, updated_at, segment_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-            $19, $20, $21, $22, $23)",
+            $19, $20, $21, $22, $23, $24)",
         b.id,
         b.organization_id,
         &b.broadcast_name,
@@ -50,13 +50,15 @@ pub async fn insert(
         b.queued_at,
         b.created_at,
         b.updated_at,
+        b.segment_id,
     )
     .execute(db)
     .await
     .map(|_| ())
 }
 
-/// Writes the fields an update may change; `contacts` replaces the audience when given.
+/// Writes the fields an update may change; `contacts` replaces the audience when given (and
+/// `b.segment_id` is then `None`), as a segment does (`contact_ids` emptied).
 pub async fn update(
     db: impl PgExecutor<'_>,
     b: &Broadcast,
@@ -66,8 +68,9 @@ pub async fn update(
         "UPDATE broadcasts SET broadcast_name = $3, description = $4, status = $5, is_draft = $6,
             send_now = $7, scheduled_at = $8, sender_email_address_id = $9, subject_override = $10,
             template_variables = $11, email_variables = $12,
-            contact_ids = coalesce($13, contact_ids), message_length = $14, has_emojis = $15,
-            has_images = $16, has_links = $17, queued_at = $18, updated_at = $19
+            contact_ids = CASE WHEN $20::uuid IS NOT NULL THEN '{}' ELSE coalesce($13, contact_ids) END,
+            message_length = $14, has_emojis = $15,
+            has_images = $16, has_links = $17, queued_at = $18, updated_at = $19, segment_id = $20
          WHERE organization_id = $1 AND id = $2",
         b.organization_id,
         b.id,
@@ -88,6 +91,7 @@ pub async fn update(
         b.has_links,
         b.queued_at,
         b.updated_at,
+        b.segment_id,
     )
     .execute(db)
     .await
@@ -135,7 +139,9 @@ pub async fn get_many(
             b.status AS "status!", b.is_draft AS "is_draft!", b.send_now AS "send_now!",
             b.scheduled_at, b.sender_email_address_id, b.subject_override, b.template_variables,
             b.email_variables, b.error_message,
-            cardinality(b.contact_ids) AS "audience_size!",
+            CASE WHEN b.segment_id IS NULL THEN cardinality(b.contact_ids)
+                 ELSE coalesce(k.total, 0) END AS "audience_size!",
+            b.segment_id, s.name AS "audience_segment?",
             coalesce(k.total, 0) AS "total_recipients!",
             coalesce(k.sent, 0) AS "sent_count!",
             coalesce(k.delivered, 0) AS "delivered_count!",
@@ -149,6 +155,7 @@ pub async fn get_many(
             b.paused_at, b.completed_at, b.cancelled_at, b.created_at AS "created_at!",
             b.updated_at AS "updated_at!"
          FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
+            LEFT JOIN segments s ON s.id = b.segment_id
          WHERE b.organization_id = $1 AND b.id = ANY($2)"#,
         org,
         ids,
@@ -333,6 +340,8 @@ struct BroadcastRow {
     email_variables: Option<Json<serde_json::Value>>,
     error_message: Option<String>,
     audience_size: i32,
+    segment_id: Option<Uuid>,
+    audience_segment: Option<String>,
     total_recipients: i32,
     sent_count: i32,
     delivered_count: i32,
@@ -374,6 +383,7 @@ impl From<BroadcastRow> for Broadcast {
             email_variables: r.email_variables,
             error_message: r.error_message,
             audience_size: r.audience_size,
+            segment_id: r.segment_id,
             total_recipients: r.total_recipients,
             sent_count: r.sent_count,
             delivered_count: r.delivered_count,
@@ -389,7 +399,7 @@ impl From<BroadcastRow> for Broadcast {
             open_rate: Default::default(),
             bounce_rate: Default::default(),
             is_ab_test: Default::default(),
-            audience_segment: Default::default(),
+            audience_segment: r.audience_segment,
             target_demographic: Default::default(),
             variant_name: Default::default(),
             winning_variant: Default::default(),

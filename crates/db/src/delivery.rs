@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use parley_domain::Channel;
 use parley_domain::broadcasts::{BroadcastStatus, RecipientStatus, TemplateVariables};
+use parley_domain::segments::SegmentFilter;
 use parley_domain::webhooks::EventName;
 
 fn secs(d: Duration) -> f64 {
@@ -22,6 +23,8 @@ pub struct DispatchState {
     pub organization_id: Uuid,
     pub status: BroadcastStatus,
     pub fanout_done: bool,
+    /// The audience is this segment's contacts, not `contact_ids`.
+    pub segment_id: Option<Uuid>,
 }
 
 /// Takes the broadcast's dispatch lease if it is queued or sending and nobody holds it; a
@@ -45,7 +48,7 @@ pub async fn begin_dispatch(
          FROM templates t
          WHERE b.id = $1 AND t.id = b.template_id AND b.status IN ('queued', 'sending')
            AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
-         RETURNING b.organization_id, b.status, b.fanout_done",
+         RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id",
         id,
         secs(lease),
         token,
@@ -103,24 +106,7 @@ pub async fn fan_out(
         return Ok(None);
     }
     let (offset, contacts) = (audience.fanout_offset, audience.slice);
-    let ids: Vec<Uuid> = contacts
-        .iter()
-        .map(|_| parley_types::ids::new_id())
-        .collect();
-    // No conflict to expect: the audience holds no repeats, and a slice's rows and the offset
-    // past them commit together. (`ON CONFLICT DO NOTHING` cost a fifth of the insert.)
-    sqlx::query!(
-        "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
-         SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
-         FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(id, contact_id, n)
-         ORDER BY u.n",
-        org,
-        id,
-        &ids,
-        &contacts,
-    )
-    .execute(&mut *tx)
-    .await?;
+    let ids = insert_recipients(&mut tx, org, id, &contacts).await?;
     let next = offset + contacts.len() as i32;
     // A short slice is the audience's end (an exact fit ends with the next, empty one).
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
@@ -132,6 +118,88 @@ pub async fn fan_out(
         next,
         done,
         secs(lease),
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some((ids, done)))
+}
+
+/// Writes a recipient row for each of `contacts`, in their order, enqueued now; returns their
+/// ids. No conflict to expect: an audience holds no repeats, and a slice's rows and the
+/// progress past them commit together. (`ON CONFLICT DO NOTHING` cost a fifth of the insert.)
+async fn insert_recipients(
+    tx: &mut sqlx::PgConnection,
+    org: Uuid,
+    broadcast: Uuid,
+    contacts: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let ids: Vec<Uuid> = contacts
+        .iter()
+        .map(|_| parley_types::ids::new_id())
+        .collect();
+    sqlx::query!(
+        "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
+         SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
+         FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(id, contact_id, n)
+         ORDER BY u.n",
+        org,
+        broadcast,
+        &ids,
+        contacts,
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(ids)
+}
+
+/// [`fan_out`] for a broadcast whose audience is a segment: the next `slice` contacts the
+/// segment holds, by id after the last written. The segment's filter is read when the first
+/// slice is written and kept on the broadcast (`audience_filter`), so a change to the segment
+/// during the fan-out does not split the audience between two filters; a change before
+/// sending starts is what the broadcast sends to.
+pub async fn fan_out_segment(
+    pool: &PgPool,
+    id: Uuid,
+    org: Uuid,
+    slice: i32,
+    lease: Duration,
+    token: Uuid,
+) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let b = sqlx::query!(
+        r#"SELECT b.fanout_after,
+                coalesce(b.audience_filter, s.filter) AS "filter: Json<SegmentFilter>",
+                b.audience_filter IS NULL AS "first!",
+                b.dispatch_lease_token IS NOT DISTINCT FROM $2 AS "holds_lease!"
+         FROM broadcasts b LEFT JOIN segments s ON s.id = b.segment_id
+         WHERE b.id = $1 FOR UPDATE OF b"#,
+        id,
+        token,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if !b.holds_lease {
+        return Ok(None);
+    }
+    // The segment cannot be deleted while a broadcast names it; an empty filter otherwise.
+    let filter = b.filter.map(|f| f.0).unwrap_or_default();
+    let contacts =
+        crate::segments::contacts_after(&mut tx, org, &filter, b.fanout_after, i64::from(slice))
+            .await?;
+    let ids = insert_recipients(&mut tx, org, id, &contacts).await?;
+    let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
+    sqlx::query!(
+        "UPDATE broadcasts SET fanout_after = coalesce($2, fanout_after), fanout_done = $3,
+            audience_filter = CASE WHEN $5 THEN $6 ELSE audience_filter END,
+            dispatch_lease_until = clock_timestamp() + make_interval(secs => $4)
+         WHERE id = $1",
+        id,
+        contacts.last().copied(),
+        done,
+        secs(lease),
+        b.first,
+        Json(&filter) as _,
     )
     .execute(&mut *tx)
     .await?;

@@ -10,6 +10,7 @@ const CONSTRAINT_FIELDS: &[(&str, &str)] = &[
     ("tags_name_key", "name"),
     ("companies_name_key", "name"),
     ("teams_name_key", "name"),
+    ("segments_name_key", "name"),
     ("faq_collections_slug_key", "slug"),
     ("faq_categories_name_key", "name"),
     ("faqs_slug_key", "slug"),
@@ -25,10 +26,16 @@ const CONSTRAINT_FIELDS: &[(&str, &str)] = &[
 ];
 
 /// Foreign keys that refuse to delete a record still in use: a 409, not a 422.
-const IN_USE: &[(&str, &str)] = &[(
-    "broadcasts_template_fkey",
-    "the template is used by broadcasts",
-)];
+const IN_USE: &[(&str, &str)] = &[
+    (
+        "broadcasts_template_fkey",
+        "the template is used by broadcasts",
+    ),
+    (
+        "broadcasts_segment_fkey",
+        "the segment is the audience of broadcasts",
+    ),
+];
 
 fn constraint_field(constraint: Option<&str>) -> Option<&'static str> {
     let constraint = constraint?;

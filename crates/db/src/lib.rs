@@ -18,6 +18,7 @@ pub mod orgs;
 pub mod outbox;
 pub mod receipts;
 pub mod refs;
+pub mod segments;
 pub mod sla;
 pub mod tags;
 pub mod teams;

@@ -21,6 +21,7 @@ pub enum RefTable {
     Categories,
     Conversations,
     Files,
+    Segments,
 }
 
 impl RefTable {
@@ -69,6 +70,7 @@ async fn missing(
         RefTable::Contacts => missing_from!("contacts"),
         RefTable::Categories => missing_from!("conversation_categories"),
         RefTable::Conversations => missing_from!("conversations"),
+        RefTable::Segments => missing_from!("segments"),
         RefTable::Files => {
             missing_from!(
                 "files",

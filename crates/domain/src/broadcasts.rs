@@ -204,8 +204,11 @@ pub struct Broadcast {
     pub email_variables: Option<Json<serde_json::Value>>,
     /// Set when the broadcast failed or was paused by the service.
     pub error_message: Option<String>,
-    /// Contacts asked for (without repeats).
+    /// Contacts asked for (without repeats); for a segment, the contacts it held when the
+    /// fan-out wrote them (0 before).
     pub audience_size: i32,
+    /// The segment that is the audience, instead of `contactIds`.
+    pub segment_id: Option<Uuid>,
     /// Recipient records written so far.
     pub total_recipients: i32,
     /// Recipients that reached `sent` or beyond (delivered, read, replied).
@@ -230,9 +233,9 @@ pub struct Broadcast {
     /// Always false: A/B tests are not offered.
     #[serde(rename = "isABTest")]
     pub is_ab_test: bool,
+    /// The name of the segment that is the audience (`segmentId`), if one is.
+    pub audience_segment: Option<String>,
     /// Campaign figures the service does not measure are `null`.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
-    pub audience_segment: Option<()>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub target_demographic: Option<()>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
@@ -456,13 +459,21 @@ pub fn intended_status(
     })
 }
 
+fn one_audience() -> AppError {
+    AppError::validation(
+        "segmentId",
+        "invalid_value",
+        "give contactIds or segmentId, not both",
+    )
+}
+
 /// Removes repeated contacts, keeping the first of each, and checks the audience's size.
 pub fn audience(ids: Vec<Uuid>) -> Result<Vec<Uuid>, AppError> {
     if ids.is_empty() {
         return Err(AppError::validation(
             "contactIds",
             "required",
-            "at least one contact",
+            "at least one contact, or a segmentId",
         ));
     }
     parley_types::fields::check_len("contactIds", ids.len(), MAX_AUDIENCE)?;
@@ -479,9 +490,15 @@ pub fn audience(ids: Vec<Uuid>) -> Result<Vec<Uuid>, AppError> {
 })))]
 pub struct CreateBroadcast {
     pub broadcast_name: Name,
-    /// Contacts of the organization, at most 1,000,000; repeats count once.
+    /// Contacts of the organization, at most 1,000,000; repeats count once. Either this or
+    /// `segmentId`.
+    #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1_000_000))]
     pub contact_ids: Vec<Uuid>,
+    /// A segment of the organization: the contacts it holds when sending starts.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub segment_id: Option<Uuid>,
     /// A template of the organization; the broadcast takes its channel.
     pub template_id: Uuid,
     pub description: Option<Text>,
@@ -506,7 +523,11 @@ impl CreateBroadcast {
     ) -> Result<(Broadcast, Vec<Uuid>), AppError> {
         let is_draft = self.is_draft.unwrap_or(false);
         let send_now = self.send_now.unwrap_or(false);
-        let audience = audience(self.contact_ids)?;
+        let audience = match self.segment_id {
+            Some(_) if !self.contact_ids.is_empty() => return Err(one_audience()),
+            Some(_) => Vec::new(),
+            None => audience(self.contact_ids)?,
+        };
         let status = intended_status(is_draft, send_now, self.scheduled_at, now)?;
         let vars = self.template_variables.unwrap_or_default();
         check_variables(template, template.channel, &vars)?;
@@ -532,6 +553,7 @@ impl CreateBroadcast {
                 .map(|m| Json(serde_json::Value::Object(m))),
             error_message: None,
             audience_size: audience.len() as i32,
+            segment_id: self.segment_id,
             total_recipients: 0,
             sent_count: 0,
             delivered_count: 0,
@@ -591,6 +613,10 @@ pub struct UpdateBroadcast {
         schema(nullable = false, min_items = 1, max_items = 1_000_000)
     )]
     pub contact_ids: Option<Vec<Uuid>>,
+    /// Makes a segment the audience instead (the contacts it holds when sending starts).
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub segment_id: Option<Uuid>,
     #[serde(default, deserialize_with = "nullable")]
     pub description: Option<Option<Text>>,
     #[serde(default, deserialize_with = "nullable")]
@@ -623,7 +649,17 @@ impl UpdateBroadcast {
         template: &Template,
         now: Timestamp,
     ) -> Result<Option<Vec<Uuid>>, AppError> {
+        if self.segment_id.is_some() && self.contact_ids.is_some() {
+            return Err(one_audience());
+        }
         let audience = self.contact_ids.map(audience).transpose()?;
+        if audience.is_some() {
+            b.segment_id = None;
+        }
+        if let Some(segment) = self.segment_id {
+            b.segment_id = Some(segment);
+            b.audience_size = 0;
+        }
         if let Some(v) = self.broadcast_name {
             b.broadcast_name = v.into();
         }

@@ -17,6 +17,7 @@ pub mod files;
 pub mod leads;
 pub mod message_attributes;
 pub mod orgs;
+pub mod segments;
 pub mod signature;
 pub mod sla;
 pub mod tags;

@@ -17,6 +17,7 @@ mod observability;
 mod openapi;
 mod resources;
 mod scopes;
+mod segments;
 mod sla;
 mod tenancy;
 mod tickets;

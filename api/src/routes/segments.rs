@@ -1,0 +1,146 @@
+//! Segments: saved contact filters a broadcast may name as its audience (scope `contacts:*`).
+
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
+use crate::error::{AppError, AppResult};
+use axum::extract::State;
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_domain::segments::{CreateSegment, MAX_TAGS, Segment, SegmentCount, UpdateSegment};
+use parley_types::list::PageParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::extract::{Json, Paging, Path, Tenant};
+use crate::state::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get, update, delete))
+        .routes(routes!(count))
+}
+
+async fn check_tags(conn: &mut sqlx::PgConnection, org: Uuid, segment: &Segment) -> AppResult<()> {
+    refs::check_ids(
+        conn,
+        RefTable::Tags,
+        org,
+        "filter.tagIds",
+        &segment.filter.tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Create a segment.
+#[utoipa::path(post, path = "/api/v1/segments", tag = "segments",
+    request_body = CreateSegment,
+    responses(
+        (status = 201, description = "The new segment", body = Envelope<Segment>),
+        (status = 409, description = "A segment with this name exists", body = ErrorEnvelope),
+    ))]
+async fn create(
+    State(s): State<AppState>,
+    t: Tenant,
+    Json(req): Json<CreateSegment>,
+) -> AppResult<Reply<Segment>> {
+    let segment = req.into_segment(t.org_id)?;
+    let mut tx = s.pool.begin().await?;
+    check_tags(&mut tx, t.org_id, &segment).await?;
+    db::segments::insert(&mut *tx, &segment).await?;
+    tx.commit().await?;
+    Ok(Reply::created(segment))
+}
+
+/// List segments.
+#[utoipa::path(get, path = "/api/v1/segments", tag = "segments",
+    params(PageParams),
+    responses((status = 200, description = "A page of segments", body = ListEnvelope<Segment>)))]
+async fn list(
+    State(s): State<AppState>,
+    t: Tenant,
+    Paging(page): Paging,
+) -> AppResult<Reply<Vec<Segment>>> {
+    Ok(Reply::page(
+        db::segments::list(&s.pool, t.org_id, &page).await?,
+    ))
+}
+
+/// Get a segment.
+#[utoipa::path(get, path = "/api/v1/segments/{id}", tag = "segments",
+    params(("id" = Uuid, Path, description = "Segment id")),
+    responses((status = 200, description = "The segment", body = Envelope<Segment>)))]
+async fn get(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Segment>> {
+    db::segments::get(&s.pool, t.org_id, id)
+        .await?
+        .map(Reply::ok)
+        .ok_or(AppError::NotFound.into())
+}
+
+/// Update a segment: `name`, or `filter` (replaced whole). A broadcast that names it and has
+/// not started sending sends to the new filter.
+#[utoipa::path(patch, path = "/api/v1/segments/{id}", tag = "segments",
+    params(("id" = Uuid, Path, description = "Segment id")),
+    request_body = UpdateSegment,
+    responses(
+        (status = 200, description = "The updated segment", body = Envelope<Segment>),
+        (status = 409, description = "Another segment has this name", body = ErrorEnvelope),
+    ))]
+async fn update(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<UpdateSegment>,
+) -> AppResult<Reply<Segment>> {
+    let mut tx = s.pool.begin().await?;
+    let mut segment = db::segments::get(&mut *tx, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut segment)?;
+    check_tags(&mut tx, t.org_id, &segment).await?;
+    db::segments::update(&mut *tx, &segment).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(segment))
+}
+
+/// Delete a segment that no broadcast names (else 409 `conflict`).
+#[utoipa::path(delete, path = "/api/v1/segments/{id}", tag = "segments",
+    params(("id" = Uuid, Path, description = "Segment id")),
+    responses(
+        (status = 200, description = "The segment is gone", body = Envelope<Deleted>),
+        (status = 409, description = "A broadcast names the segment (`conflict`)", body = ErrorEnvelope),
+    ))]
+async fn delete(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Deleted>> {
+    if db::segments::delete(&s.pool, t.org_id, id).await? {
+        Ok(Reply::deleted(id))
+    } else {
+        Err(AppError::NotFound.into())
+    }
+}
+
+/// How many contacts the segment holds now, and how many of them a broadcast would skip.
+#[utoipa::path(get, path = "/api/v1/segments/{id}/count", tag = "segments",
+    params(("id" = Uuid, Path, description = "Segment id")),
+    responses((status = 200, description = "The counts", body = Envelope<SegmentCount>)))]
+async fn count(
+    State(s): State<AppState>,
+    t: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<SegmentCount>> {
+    let segment = db::segments::get(&s.pool, t.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Reply::ok(
+        db::segments::count(&s.pool, t.org_id, &segment.filter).await?,
+    ))
+}
