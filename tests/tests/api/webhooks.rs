@@ -687,7 +687,7 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
         .await
         .unwrap();
     let jobs = Jobs::new(&redis);
-    let other: Vec<(Uuid, Uuid)> = (0..20_000)
+    let other: Vec<(Uuid, Uuid)> = (0..9_000)
         .map(|_| (Uuid::now_v7(), Uuid::now_v7()))
         .collect();
     jobs.deliver_webhooks(&other).await.unwrap();
@@ -695,7 +695,7 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
     // stick the queue (its fetch promotes them all in one Lua `unpack()`).
     let queued = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
     assert_eq!(queued.scheduled, 0, "{queued:?}");
-    assert!(queued.ready > 10_000, "{queued:?}");
+    assert!(queued.ready > 8_000, "{queued:?}");
     // The delivery's job is lost: due an hour ago, enqueued half an hour ago, not attempted
     // since.
     sqlx::query(
