@@ -278,6 +278,15 @@ static BUCKET: OnceCell<()> = OnceCell::const_new();
 
 /// Starts the API with object storage (and extra settings); the bucket is made on first use.
 pub async fn spawn_storage_app(extra: &[(&str, &str)]) -> TestApp {
+    spawn_with_storage(extra, false).await
+}
+
+/// [`spawn_storage_app`] on a database of its own, for tests that run a worker.
+pub async fn spawn_isolated_storage_app(extra: &[(&str, &str)]) -> TestApp {
+    spawn_with_storage(extra, true).await
+}
+
+async fn spawn_with_storage(extra: &[(&str, &str)], isolated: bool) -> TestApp {
     let vars = storage_vars();
     let mut settings: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     settings.extend_from_slice(extra);
@@ -290,7 +299,11 @@ pub async fn spawn_storage_app(extra: &[(&str, &str)]) -> TestApp {
                 .expect("the S3-compatible store answers (start it with ops/test)");
         })
         .await;
-    spawn_app_with(&settings).await
+    if isolated {
+        spawn_isolated_app(&settings).await
+    } else {
+        spawn_app_with(&settings).await
+    }
 }
 
 async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)]) -> TestApp {

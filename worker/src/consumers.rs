@@ -7,7 +7,8 @@ use apalis::layers::WorkerBuilderExt;
 use apalis::prelude::*;
 use apalis_redis::RedisStorage;
 use parley_jobs::{
-    CheckSla, DeliverRecipients, DeliverWebhooks, DispatchBroadcast, QueueName, queue_config,
+    CheckSla, DeliverRecipients, DeliverWebhooks, DispatchBroadcast, ImportContacts, QueueName,
+    queue_config,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -83,7 +84,7 @@ macro_rules! consume {
 
 /// Runs the consumer of `queue` until `shutdown`, then lets its in-flight jobs finish.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken, queue: QueueName) {
-    use crate::{delivery, dispatch, sla_checks, webhooks};
+    use crate::{delivery, dispatch, imports, sla_checks, webhooks};
     match queue {
         QueueName::BroadcastDispatch => {
             consume!(ctx, shutdown, queue, DispatchBroadcast, dispatch::handle).await
@@ -95,5 +96,8 @@ pub async fn run(ctx: Ctx, shutdown: CancellationToken, queue: QueueName) {
             consume!(ctx, shutdown, queue, DeliverWebhooks, webhooks::handle).await
         }
         QueueName::SlaCheck => consume!(ctx, shutdown, queue, CheckSla, sla_checks::handle).await,
+        QueueName::ContactImport => {
+            consume!(ctx, shutdown, queue, ImportContacts, imports::handle).await
+        }
     }
 }

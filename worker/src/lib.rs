@@ -9,6 +9,7 @@ pub mod context;
 pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;
+pub mod imports;
 pub mod job;
 pub mod metrics;
 pub mod net;

@@ -16,6 +16,8 @@ use crate::periodic::{self, Periodic};
 
 /// Events relayed, and due deliveries enqueued, per statement.
 const BATCH: i64 = 1_000;
+/// Recovery batches a pass takes at most (from the recoveries in turn).
+const RECOVERIES_PER_PASS: usize = 4;
 
 /// Runs the relay until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
@@ -75,15 +77,20 @@ impl Periodic for Relay {
         if let Err(err) = relay(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "outbox relay failed this pass");
         }
-        // Recoveries make failed deliveries due again, a batch a pass; the due path below
-        // feeds them to their endpoints a few at a time.
-        match parley_db::webhooks::advance_recoveries(&ctx.pool, BATCH).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                deliveries = n,
-                "failed deliveries queued again by a recovery"
-            ),
-            Err(err) => tracing::warn!(%err, "webhook recoveries not advanced this pass"),
+        // Recoveries make failed deliveries due again, a few batches a pass, the recoveries
+        // taking turns; the due path below feeds them to their endpoints a few at a time.
+        for _ in 0..RECOVERIES_PER_PASS {
+            match parley_db::webhooks::advance_recoveries(&ctx.pool, BATCH).await {
+                Ok(0) => break,
+                Ok(n) => tracing::info!(
+                    deliveries = n,
+                    "failed deliveries queued again by a recovery"
+                ),
+                Err(err) => {
+                    tracing::warn!(%err, "webhook recoveries not advanced this pass");
+                    break;
+                }
+            }
         }
         if let Err(err) = enqueue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "due deliveries not enqueued this pass");

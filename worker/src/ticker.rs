@@ -105,6 +105,11 @@ async fn reconcile(ctx: &Ctx, after: std::time::Duration) -> anyhow::Result<()> 
         metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
         ctx.jobs.dispatch(id, false).await?;
     }
+    let import_after = after(QueueName::ContactImport).await?;
+    for id in db::imports::stale(&ctx.pool, import_after, BATCH).await? {
+        metrics::counter!(RECONCILED, "kind" => "import").increment(1);
+        ctx.jobs.import_contacts(id).await?;
+    }
     let recipient_after = after(QueueName::RecipientDelivery).await?;
     let candidates = db::delivery::stale_recipients(&ctx.pool, recipient_after, BATCH).await?;
     let ids: Vec<uuid::Uuid> = candidates.iter().map(|(_, id)| *id).collect();

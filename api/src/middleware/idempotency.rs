@@ -8,6 +8,9 @@
 //! with it runs afresh. A request whose process died while holding its key (no answer kept)
 //! lets the same request take the key again once it cannot still be running (the request
 //! timeout and a margin): its work may have been done, so that retry may do it again.
+//!
+//! An answer that shows a secret once (a new API key, a webhook's signing secret) is kept
+//! without it: a repeat tells the client what was created, and the secret is never stored.
 
 use std::time::Duration;
 
@@ -30,7 +33,18 @@ pub const REPLAYED: &str = "idempotent-replayed";
 pub const MAX_KEY_LEN: usize = 255;
 /// How long a request waits for another with its key to answer before 409.
 const WAIT_FOR: Duration = Duration::from_secs(10);
-const POLL_EVERY: Duration = Duration::from_millis(25);
+/// The first look again at a running key; each next one waits twice as long, up to the cap.
+const POLL_FIRST: Duration = Duration::from_millis(25);
+const POLL_CAP: Duration = Duration::from_millis(500);
+/// Bodies longer than this are hashed off the async threads.
+const HASH_INLINE: usize = 1 << 20;
+/// Routes whose answer shows a secret once (an API key, a webhook's signing secret): the
+/// answer kept for a repeat leaves it out (`data.key`, `data.secret`), so no secret is stored.
+const SECRET_ROUTES: &[&str] = &[
+    "/api/v1/api-keys",
+    "/api/v1/webhooks",
+    "/api/v1/webhooks/{id}/rotate-secret",
+];
 /// Answers longer than this are not kept (the key is given up).
 const MAX_KEPT_BODY: usize = 1 << 20;
 /// The route whose bodies may be as long as `PARLEY_MAX_BROADCAST_BODY_BYTES`.
@@ -72,24 +86,37 @@ async fn run(
     next: Next,
 ) -> Result<Response, ApiError> {
     let key = parse_key(&req.headers()[HEADER])?;
-    let limit = match req.extensions().get::<MatchedPath>() {
-        Some(p) if p.as_str() == LONG_BODY_ROUTE => state.config.max_broadcast_body_bytes,
-        _ => state.config.max_body_bytes,
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let limit = if route == LONG_BODY_ROUTE {
+        state.config.max_broadcast_body_bytes
+    } else {
+        state.config.max_body_bytes
     };
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| ApiError(AppError::PayloadTooLarge))?;
-    let mut hash = Sha256::new();
-    hash.update(parts.method.as_str());
-    hash.update(b" ");
-    hash.update(parts.uri.path_and_query().map_or("", |p| p.as_str()));
-    hash.update(b"\n");
-    hash.update(&body);
-    let hash = hash.finalize();
+    let target = format!(
+        "{} {}\n",
+        parts.method,
+        parts.uri.path_and_query().map_or("", |p| p.as_str())
+    );
+    let hash = if body.len() > HASH_INLINE {
+        let body = body.clone();
+        tokio::task::spawn_blocking(move || request_hash(&target, &body))
+            .await
+            .map_err(|e| ApiError(AppError::Internal(e.into())))?
+    } else {
+        request_hash(&target, &body)
+    };
 
     let abandoned_after = state.config.http.request_timeout + Duration::from_secs(5);
     let waited = tokio::time::Instant::now();
+    let mut poll = POLL_FIRST;
     let token = loop {
         match db::idempotency::claim(
             &state.pool,
@@ -113,7 +140,8 @@ async fn run(
                 return Ok(replay(status, body));
             }
             db::idempotency::Claim::Running { .. } if waited.elapsed() < WAIT_FOR => {
-                tokio::time::sleep(POLL_EVERY).await;
+                tokio::time::sleep(poll).await;
+                poll = (poll * 2).min(POLL_CAP);
             }
             db::idempotency::Claim::Running { .. } => {
                 return Err(ApiError(AppError::IdempotencyKeyInUse));
@@ -131,13 +159,18 @@ async fn run(
     let keep = !(status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
         && body.len() <= MAX_KEPT_BODY;
     let stored = if keep {
+        let kept = if SECRET_ROUTES.contains(&route.as_str()) {
+            without_secrets(&body)
+        } else {
+            body.to_vec()
+        };
         db::idempotency::complete(
             &state.pool,
             tenant.org_id,
             &key,
             token,
             status.as_u16(),
-            &body,
+            &kept,
         )
         .await
     } else {
@@ -148,6 +181,25 @@ async fn run(
         tracing::warn!(%err, "idempotency key not updated");
     }
     Ok(Response::from_parts(parts, Body::from(body)))
+}
+
+fn request_hash(target: &str, body: &[u8]) -> Vec<u8> {
+    let mut hash = Sha256::new();
+    hash.update(target.as_bytes());
+    hash.update(body);
+    hash.finalize().to_vec()
+}
+
+/// The answer without the secret it shows once.
+fn without_secrets(body: &[u8]) -> Vec<u8> {
+    let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return b"{}".to_vec();
+    };
+    if let Some(data) = json.get_mut("data").and_then(|d| d.as_object_mut()) {
+        data.remove("key");
+        data.remove("secret");
+    }
+    serde_json::to_vec(&json).unwrap_or_default()
 }
 
 fn replay(status: u16, body: Vec<u8>) -> Response {

@@ -40,6 +40,16 @@ const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[
     ),
     (
         "post",
+        "/api/v1/webhooks/{id}/recover",
+        "`since` must be before `until` (or before now, when `until` is left out)",
+    ),
+    (
+        "post",
+        "/api/v1/contacts/imports",
+        "the file is `data` or `fileId`, exactly one of them",
+    ),
+    (
+        "post",
         "/api/v1/segments",
         "`filter.createdAfter` must be before `filter.createdBefore`",
     ),

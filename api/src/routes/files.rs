@@ -65,7 +65,7 @@ async fn presigned_upload(
 
 /// The organization's file and the store: an unknown file is 404 whether or not storage is
 /// configured; a known one needs the store (503 `storage_unavailable` without it).
-async fn stored_file(s: &AppState, org: Uuid, id: Uuid) -> AppResult<(File, &Storage)> {
+pub(crate) async fn stored_file(s: &AppState, org: Uuid, id: Uuid) -> AppResult<(File, &Storage)> {
     let file = db::files::get(&s.pool, org, id)
         .await?
         .ok_or(AppError::NotFound)?;

@@ -7,6 +7,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod faq;
 pub mod files;
+pub mod imports;
 pub mod leads;
 pub mod message_attributes;
 pub mod receipts;
@@ -34,6 +35,7 @@ pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
         .merge(api_keys::router())
         .merge(faq::router())
         .merge(contacts::router())
+        .merge(imports::router())
         .merge(tags::router())
         .merge(segments::router())
         .merge(templates::router())

@@ -102,8 +102,12 @@ async fn update(
     let mut segment = db::segments::get(&mut *tx, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
+    // Only a new filter's tags are checked: a tag deleted since does not lock the segment.
+    let new_filter = req.filter.is_some();
     req.apply(&mut segment)?;
-    check_tags(&mut tx, t.org_id, &segment).await?;
+    if new_filter {
+        check_tags(&mut tx, t.org_id, &segment).await?;
+    }
     db::segments::update(&mut *tx, &segment).await?;
     tx.commit().await?;
     Ok(Reply::ok(segment))

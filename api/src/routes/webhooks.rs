@@ -248,7 +248,7 @@ async fn redeliver(
     request_body = RecoverWebhook,
     responses(
         (status = 201, description = "The recovery, running", body = Envelope<WebhookRecovery>),
-        (status = 409, description = "The webhook is disabled (`invalid_state`)", body = ErrorEnvelope),
+        (status = 409, description = "The webhook is disabled, or a recovery of it still runs (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn recover(
     State(s): State<AppState>,
@@ -261,7 +261,11 @@ async fn recover(
     if !webhook.is_active {
         return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
-    let recovery = db::webhooks::start_recovery(&s.pool, t.org_id, id, since, until).await?;
+    let recovery = db::webhooks::start_recovery(&s.pool, t.org_id, id, since, until)
+        .await?
+        .ok_or_else(|| {
+            AppError::invalid_state("a recovery of this webhook is still running; wait for it")
+        })?;
     Ok(Reply::created(recovery))
 }
 

@@ -182,8 +182,13 @@ pub async fn fan_out_segment(
     if !b.holds_lease {
         return Ok(None);
     }
-    // The segment cannot be deleted while a broadcast names it; an empty filter otherwise.
-    let filter = b.filter.map(|f| f.0).unwrap_or_default();
+    // The segment cannot be deleted while a broadcast names it: no filter is a broken row,
+    // never "every contact".
+    let Some(Json(filter)) = b.filter else {
+        return Err(sqlx::Error::Protocol(format!(
+            "broadcast {id} names no segment filter"
+        )));
+    };
     let contacts =
         crate::segments::contacts_after(&mut tx, org, &filter, b.fanout_after, i64::from(slice))
             .await?;

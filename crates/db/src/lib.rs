@@ -12,6 +12,7 @@ pub mod error;
 pub mod faq;
 pub mod files;
 pub mod idempotency;
+pub mod imports;
 pub mod leads;
 pub mod message_attributes;
 pub mod orgs;

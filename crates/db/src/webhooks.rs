@@ -533,8 +533,16 @@ async fn update_failure_streaks(
     let mut events = Vec::new();
     for d in &disabled {
         if let Some(webhook) = get(&mut *tx, d.organization_id, d.id).await? {
-            let data =
+            let mut data =
                 serde_json::to_value(&webhook).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+            // A URL may carry a token: the other endpoints get its host only.
+            if let Some(w) = data.as_object_mut() {
+                let host = url::Url::parse(&webhook.url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_owned));
+                w.remove("url");
+                w.insert("host".to_owned(), serde_json::json!(host));
+            }
             events.push((d.organization_id, EventName::WebhookDisabled, data));
         }
     }
@@ -583,17 +591,22 @@ async fn defer(db: impl PgExecutor<'_>, ids: &[Uuid], delay: Duration) -> Result
 
 /// Starts a recovery of `webhook`'s failed deliveries of events in `[since, until)`; the relay
 /// queues them again in the background ([`advance_recoveries`]).
+///
+/// `None` while another recovery of the webhook still runs (one at a time per webhook, so no
+/// organization can line up recoveries that hold up the others').
 pub async fn start_recovery(
     db: impl PgExecutor<'_>,
     org: Uuid,
     webhook: Uuid,
     since: Timestamp,
     until: Timestamp,
-) -> Result<WebhookRecovery, sqlx::Error> {
+) -> Result<Option<WebhookRecovery>, sqlx::Error> {
     sqlx::query_as!(
         WebhookRecovery,
         r#"INSERT INTO webhook_recoveries (id, organization_id, webhook_id, since, until)
-         VALUES ($1, $2, $3, $4, $5)
+         SELECT $1, $2, $3, $4, $5
+         WHERE NOT EXISTS (SELECT 1 FROM webhook_recoveries
+                           WHERE webhook_id = $3 AND status = 'running')
          RETURNING id, webhook_id, since, until, status AS "status: RecoveryStatus", recovered,
             completed_at, created_at, updated_at"#,
         parley_types::ids::new_id(),
@@ -602,7 +615,7 @@ pub async fn start_recovery(
         since,
         until,
     )
-    .fetch_one(db)
+    .fetch_optional(db)
     .await
 }
 
@@ -625,7 +638,7 @@ pub async fn get_recovery(
     .await
 }
 
-/// Moves one running recovery on: its next `batch` failed deliveries (by event time, after
+/// Moves the running recovery moved least recently on (so recoveries take turns): its next `batch` failed deliveries (by event time, after
 /// where it stopped) become pending and due now, with no job holding them, so the relay feeds
 /// them to the endpoint at its pace (a few per webhook per pass); their attempts go on
 /// counting. A recovery finding fewer than `batch` is completed. Returns how many deliveries
@@ -635,7 +648,7 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
     let Some(r) = sqlx::query!(
         "SELECT id, webhook_id, since, until, after_created_at, after_id
          FROM webhook_recoveries WHERE status = 'running'
-         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+         ORDER BY updated_at LIMIT 1 FOR UPDATE SKIP LOCKED"
     )
     .fetch_optional(&mut *tx)
     .await?
@@ -650,7 +663,7 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
                  AND created_at >= $2 AND created_at < $3
                  AND ($4::timestamptz IS NULL OR (created_at, id) > ($4, $5))
                ORDER BY created_at, id LIMIT $6) f
-         WHERE d.id = f.id
+         WHERE d.id = f.id AND d.status = 'failed'
          RETURNING d.id, d.created_at",
         r.webhook_id,
         r.since,

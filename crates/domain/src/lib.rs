@@ -14,6 +14,7 @@ pub mod contacts;
 pub mod conversations;
 pub mod faq;
 pub mod files;
+pub mod imports;
 pub mod leads;
 pub mod message_attributes;
 pub mod orgs;

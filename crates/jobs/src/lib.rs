@@ -31,6 +31,7 @@ pub enum QueueName {
     RecipientDelivery,
     WebhookDelivery,
     SlaCheck,
+    ContactImport,
 }
 
 impl QueueName {
@@ -39,6 +40,7 @@ impl QueueName {
         QueueName::RecipientDelivery,
         QueueName::WebhookDelivery,
         QueueName::SlaCheck,
+        QueueName::ContactImport,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +49,7 @@ impl QueueName {
             QueueName::RecipientDelivery => "recipient-delivery",
             QueueName::WebhookDelivery => "webhook-delivery",
             QueueName::SlaCheck => "sla-check",
+            QueueName::ContactImport => "contact-import",
         }
     }
 
@@ -92,6 +95,14 @@ pub struct CheckSla {
     #[serde(default = "version")]
     pub version: u16,
     pub check_ids: Vec<Uuid>,
+}
+
+/// Run a contact import (`contact_imports` row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportContacts {
+    #[serde(default = "version")]
+    pub version: u16,
+    pub import_id: Uuid,
 }
 
 /// Checks per SLA job.
@@ -195,6 +206,14 @@ impl Jobs {
             }
         }
         self.push(QueueName::WebhookDelivery, jobs).await
+    }
+
+    pub async fn import_contacts(&self, import_id: Uuid) -> Result<(), JobError> {
+        let job = ImportContacts {
+            version: PAYLOAD_VERSION,
+            import_id,
+        };
+        self.push(QueueName::ContactImport, vec![job]).await
     }
 
     /// Enqueues SLA check jobs of at most [`SLA_BATCH`] checks each.

@@ -162,3 +162,27 @@ async fn a_key_older_than_a_day_is_a_new_key_and_is_swept() {
             .unwrap();
     assert_eq!(left, 0);
 }
+
+#[tokio::test]
+async fn a_repeat_of_an_answer_with_a_secret_leaves_the_secret_out() {
+    let app = spawn_app().await;
+    let body = json!({"name": "CRM sync", "scopes": ["contacts:read"]});
+    let first = post_with_key(&app, &app.key, "/api/v1/api-keys", "key-1", &body).await;
+    first.expect(201);
+    assert!(first.data()["key"].as_str().unwrap().starts_with("prl_"));
+    let again = post_with_key(&app, &app.key, "/api/v1/api-keys", "key-1", &body).await;
+    again.expect(201);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.data()["id"], first.data()["id"]);
+    assert!(again.data().get("key").is_none(), "{}", again.body);
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM idempotency_keys WHERE organization_id = $1
+           AND position(convert_to($2, 'UTF8') in body) > 0",
+    )
+    .bind(app.org_id)
+    .bind(first.data()["key"].as_str().unwrap())
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, 0, "the key is stored nowhere in plain text");
+}

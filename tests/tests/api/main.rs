@@ -11,6 +11,7 @@ mod faq;
 mod files;
 mod hostile;
 mod idempotency;
+mod imports;
 mod leads;
 mod lists;
 mod observability;

@@ -558,6 +558,8 @@ async fn a_webhook_failing_for_too_long_is_disabled() {
     assert_eq!(body["data"]["isActive"], false);
     assert_eq!(body["data"]["disabledReason"], reason);
     assert!(body["data"].get("secret").is_none());
+    assert!(body["data"].get("url").is_none(), "a URL may carry a token");
+    assert_eq!(body["data"]["host"], "127.0.0.1");
     app.post(&format!("/api/v1/webhooks/{webhook}/test"), json!({}))
         .await
         .expect_error(409, "invalid_state");

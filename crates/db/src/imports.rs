@@ -1,0 +1,415 @@
+//! Contact imports: the import's row, and each batch of rows upserted by email or phone in one
+//! transaction with the import's counters, so a job that dies resumes where the last batch
+//! ended.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sqlx::types::Json;
+use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
+
+use parley_domain::imports::{
+    ContactImport, ImportFormat, ImportRow, ImportStatus, MAX_LISTED_ERRORS, RejectedRow,
+};
+use parley_types::time::Timestamp;
+
+struct Row {
+    id: Uuid,
+    format: ImportFormat,
+    file_id: Option<Uuid>,
+    status: ImportStatus,
+    rows: i32,
+    created: i32,
+    updated: i32,
+    unchanged: i32,
+    rejected: i32,
+    errors: Json<Vec<RejectedRow>>,
+    error_message: Option<String>,
+    started_at: Option<Timestamp>,
+    completed_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<Row> for ContactImport {
+    fn from(r: Row) -> Self {
+        ContactImport {
+            id: r.id,
+            format: r.format,
+            file_id: r.file_id,
+            status: r.status,
+            rows: r.rows,
+            created: r.created,
+            updated: r.updated,
+            unchanged: r.unchanged,
+            rejected: r.rejected,
+            errors: r.errors.0,
+            error_message: r.error_message,
+            started_at: r.started_at,
+            completed_at: r.completed_at,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// Records a new import; `data` is the file inline, or `download_url` where to fetch it.
+pub async fn create(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    format: ImportFormat,
+    data: Option<&[u8]>,
+    file_id: Option<Uuid>,
+    download_url: Option<&str>,
+) -> Result<ContactImport, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"INSERT INTO contact_imports (id, organization_id, format, data, file_id, download_url)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         RETURNING id, format AS "format: ImportFormat", file_id,
+            status AS "status: ImportStatus", rows, created, updated, unchanged, rejected,
+            errors AS "errors: Json<Vec<RejectedRow>>", error_message, started_at, completed_at,
+            created_at, updated_at"#,
+        parley_types::ids::new_id(),
+        org,
+        format.as_str(),
+        data,
+        file_id,
+        download_url,
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(row.into())
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    id: Uuid,
+) -> Result<Option<ContactImport>, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"SELECT id, format AS "format: ImportFormat", file_id,
+            status AS "status: ImportStatus", rows, created, updated, unchanged, rejected,
+            errors AS "errors: Json<Vec<RejectedRow>>", error_message, started_at, completed_at,
+            created_at, updated_at
+         FROM contact_imports WHERE organization_id = $1 AND id = $2"#,
+        org,
+        id,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(ContactImport::from))
+}
+
+/// What a job needs to run an import it now holds.
+pub struct ImportJob {
+    pub organization_id: Uuid,
+    pub format: ImportFormat,
+    pub data: Option<Vec<u8>>,
+    pub download_url: Option<String>,
+    /// Data rows already done by earlier jobs: skipped.
+    pub rows_done: i32,
+    /// What this job holds the import by: writes without it are refused.
+    pub token: Uuid,
+    /// Jobs that took the import, this one included.
+    pub attempts: i16,
+}
+
+/// A job's writes to an import it no longer holds (its lease ran out and another job took it).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("the import's lease was lost to another job")]
+    LeaseLost,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// Takes an unfinished import for `lease` (renewed by every batch); `None` when it is
+/// finished, gone, or held by a running job.
+pub async fn begin(
+    pool: &PgPool,
+    id: Uuid,
+    lease: Duration,
+) -> Result<Option<ImportJob>, sqlx::Error> {
+    let token = Uuid::now_v7();
+    let row = sqlx::query!(
+        r#"UPDATE contact_imports SET status = 'running',
+            started_at = coalesce(started_at, clock_timestamp()),
+            lease_until = clock_timestamp() + make_interval(secs => $2),
+            lease_token = $3, attempts = attempts + 1
+         WHERE id = $1 AND status IN ('queued', 'running')
+           AND (lease_until IS NULL OR lease_until < clock_timestamp())
+         RETURNING organization_id, format AS "format: ImportFormat", data, download_url, rows,
+            attempts"#,
+        id,
+        lease.as_secs_f64(),
+        token,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| ImportJob {
+        organization_id: r.organization_id,
+        format: r.format,
+        data: r.data,
+        download_url: r.download_url,
+        rows_done: r.rows,
+        token,
+        attempts: r.attempts,
+    }))
+}
+
+/// What one batch did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BatchCounts {
+    pub created: i32,
+    pub updated: i32,
+    pub unchanged: i32,
+}
+
+/// Upserts a batch and records it on the import with its rejected rows and the data rows read
+/// so far, in one transaction, if `token` still holds the import. A row matches the
+/// organization's contact with its email (without case), else the oldest with its phone; a
+/// match takes the row's non-empty fields (an email differing only in case is no change), a row without one creates a contact (`source`
+/// `import` unless given).
+/// A batch of rows as parsed: distinct keys (`folded` more rows were folded into them), the
+/// rejected rows, and the data rows read from the file's start when it ends.
+pub struct ImportBatch<'a> {
+    pub rows: &'a [ImportRow],
+    pub rejected: &'a [RejectedRow],
+    pub folded: usize,
+    pub rows_read: i64,
+}
+
+pub async fn apply_batch(
+    pool: &PgPool,
+    import: Uuid,
+    token: Uuid,
+    org: Uuid,
+    batch: ImportBatch<'_>,
+    lease: Duration,
+) -> Result<BatchCounts, ImportError> {
+    let mut tx = pool.begin().await?;
+    // The fence: only the job holding the import writes, and the row stays locked meanwhile.
+    let held = sqlx::query_scalar!(
+        "SELECT true FROM contact_imports
+         WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE",
+        import,
+        token,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if held.is_none() {
+        return Err(ImportError::LeaseLost);
+    }
+    let ImportBatch {
+        rows,
+        rejected,
+        folded,
+        rows_read,
+    } = batch;
+    let emails: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.email.as_ref().map(|e| e.to_lowercase()))
+        .collect();
+    let by_email: HashMap<String, Uuid> = sqlx::query!(
+        r#"SELECT id, lower(email) AS "email!" FROM contacts
+         WHERE organization_id = $1 AND lower(email) = ANY($2)"#,
+        org,
+        &emails,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|r| (r.email, r.id))
+    .collect();
+    let phones: Vec<String> = rows
+        .iter()
+        .filter(|r| {
+            r.email
+                .as_ref()
+                .is_none_or(|e| !by_email.contains_key(&e.to_lowercase()))
+        })
+        .filter_map(|r| r.phone.clone())
+        .collect();
+    let by_phone: HashMap<String, Uuid> = if phones.is_empty() {
+        HashMap::new()
+    } else {
+        sqlx::query!(
+            r#"SELECT DISTINCT ON (phone) id, phone AS "phone!" FROM contacts
+             WHERE organization_id = $1 AND phone = ANY($2)
+             ORDER BY phone, created_at, id"#,
+            org,
+            &phones,
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|r| (r.phone, r.id))
+        .collect()
+    };
+    let matched = |r: &ImportRow| {
+        r.email
+            .as_ref()
+            .and_then(|e| by_email.get(&e.to_lowercase()))
+            .or_else(|| r.phone.as_ref().and_then(|p| by_phone.get(p)))
+            .copied()
+    };
+    let (old, new): (Vec<(&ImportRow, Uuid)>, Vec<&ImportRow>) = {
+        let mut old = Vec::new();
+        let mut new = Vec::new();
+        for r in rows {
+            match matched(r) {
+                Some(id) => old.push((r, id)),
+                None => new.push(r),
+            }
+        }
+        (old, new)
+    };
+    macro_rules! column {
+        ($rows:expr, $field:ident) => {
+            $rows
+                .iter()
+                .map(|r| r.$field.clone())
+                .collect::<Vec<Option<String>>>()
+        };
+    }
+    let old_rows: Vec<&ImportRow> = old.iter().map(|(r, _)| *r).collect();
+    let old_ids: Vec<Uuid> = old.iter().map(|(_, id)| *id).collect();
+    let updated = sqlx::query_scalar!(
+        r#"UPDATE contacts c SET
+            name = coalesce(u.name, c.name),
+            email = CASE WHEN lower(u.email) = lower(c.email) THEN c.email
+                         ELSE coalesce(u.email, c.email) END,
+            phone = coalesce(u.phone, c.phone), source = coalesce(u.source, c.source),
+            country = coalesce(u.country, c.country), language = coalesce(u.language, c.language),
+            position = coalesce(u.position, c.position),
+            external_id = coalesce(u.external_id, c.external_id)
+         FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                     $8::text[], $9::text[], $10::text[])
+              AS u(id, name, email, phone, source, country, language, position, external_id)
+         WHERE c.organization_id = $1 AND c.id = u.id
+           AND (u.name IS DISTINCT FROM NULL AND u.name IS DISTINCT FROM c.name
+             OR u.email IS DISTINCT FROM NULL AND lower(u.email) IS DISTINCT FROM lower(c.email)
+             OR u.phone IS DISTINCT FROM NULL AND u.phone IS DISTINCT FROM c.phone
+             OR u.source IS DISTINCT FROM NULL AND u.source IS DISTINCT FROM c.source
+             OR u.country IS DISTINCT FROM NULL AND u.country IS DISTINCT FROM c.country
+             OR u.language IS DISTINCT FROM NULL AND u.language IS DISTINCT FROM c.language
+             OR u.position IS DISTINCT FROM NULL AND u.position IS DISTINCT FROM c.position
+             OR u.external_id IS DISTINCT FROM NULL AND u.external_id IS DISTINCT FROM c.external_id)
+         RETURNING c.id"#,
+        org,
+        &old_ids,
+        &column!(old_rows, name) as _,
+        &column!(old_rows, email) as _,
+        &column!(old_rows, phone) as _,
+        &column!(old_rows, source) as _,
+        &column!(old_rows, country) as _,
+        &column!(old_rows, language) as _,
+        &column!(old_rows, position) as _,
+        &column!(old_rows, external_id) as _,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .len();
+    let new_ids: Vec<Uuid> = new.iter().map(|_| parley_types::ids::new_id()).collect();
+    // A contact created meanwhile with one of these emails (through the API) is left as it
+    // is: the row counts as unchanged.
+    let created = sqlx::query_scalar!(
+        r#"INSERT INTO contacts (id, organization_id, name, email, phone, source, country,
+            language, position, external_id)
+         SELECT u.id, $1, u.name, u.email, u.phone, coalesce(u.source, 'import'), u.country,
+            u.language, u.position, u.external_id
+         FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                     $8::text[], $9::text[], $10::text[])
+              AS u(id, name, email, phone, source, country, language, position, external_id)
+         ON CONFLICT (organization_id, lower(email)) DO NOTHING
+         RETURNING id"#,
+        org,
+        &new_ids,
+        &column!(new, name) as _,
+        &column!(new, email) as _,
+        &column!(new, phone) as _,
+        &column!(new, source) as _,
+        &column!(new, country) as _,
+        &column!(new, language) as _,
+        &column!(new, position) as _,
+        &column!(new, external_id) as _,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .len();
+    let counts = BatchCounts {
+        created: created as i32,
+        updated: updated as i32,
+        unchanged: (rows.len() + folded - created - updated) as i32,
+    };
+    sqlx::query!(
+        "UPDATE contact_imports SET rows = $2, created = created + $3, updated = updated + $4,
+            unchanged = unchanged + $5, rejected = rejected + $6,
+            errors = CASE WHEN jsonb_array_length(errors) >= $8 THEN errors
+                          ELSE (SELECT coalesce(jsonb_agg(e), '[]') FROM (
+                                  SELECT e FROM jsonb_array_elements(errors || $7) e LIMIT $8) x)
+                     END,
+            lease_until = clock_timestamp() + make_interval(secs => $9)
+         WHERE id = $1",
+        import,
+        i32::try_from(rows_read).unwrap_or(i32::MAX),
+        counts.created,
+        counts.updated,
+        counts.unchanged,
+        rejected.len() as i32,
+        Json(rejected) as _,
+        MAX_LISTED_ERRORS as i64,
+        lease.as_secs_f64(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(counts)
+}
+
+/// Ends an import held by `token`: `completed`, or `failed` with why (the file could not be
+/// read). Its data is dropped.
+pub async fn finish(
+    pool: &PgPool,
+    id: Uuid,
+    token: Uuid,
+    failure: Option<&str>,
+) -> Result<(), ImportError> {
+    let done = sqlx::query!(
+        "UPDATE contact_imports SET status = CASE WHEN $3::text IS NULL THEN 'completed' ELSE 'failed' END,
+            error_message = $3, completed_at = clock_timestamp(), lease_until = NULL,
+            lease_token = NULL, data = NULL, download_url = NULL
+         WHERE id = $1 AND lease_token = $2 AND status = 'running'",
+        id,
+        token,
+        failure,
+    )
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(ImportError::LeaseLost);
+    }
+    Ok(())
+}
+
+/// Unfinished imports whose job is lost: enqueued longer ago than `after` and held by no
+/// job; marked enqueued now, at most `limit`.
+pub async fn stale(pool: &PgPool, after: Duration, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE contact_imports SET enqueued_at = clock_timestamp()
+         WHERE id IN (
+            SELECT id FROM contact_imports
+            WHERE status IN ('queued', 'running')
+              AND enqueued_at < clock_timestamp() - make_interval(secs => $1)
+              AND (lease_until IS NULL OR lease_until < clock_timestamp())
+            ORDER BY enqueued_at LIMIT $2)
+         RETURNING id",
+        after.as_secs_f64(),
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,98 @@
+//! Contact import benchmark, on a fresh database each: an N-row CSV (email, name, phone,
+//! country) recorded as an import (what `POST /contacts/imports` records for an inline file,
+//! without the request and its body limit), one `parley-worker` process, timed from the job's
+//! enqueue until the import is `completed`; then the same file again (every row unchanged).
+//! The worker's peak RSS is read from /proc. Usage (through ops/bench/imports):
+//! parley-bench-imports [N...]   (default 1000000)
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use parley_bench::{Bench, rss};
+use parley_domain::imports::ImportFormat;
+
+async fn run_import(
+    bench: &Bench,
+    jobs: &parley_jobs::Jobs,
+    csv: &[u8],
+) -> anyhow::Result<(f64, serde_json::Value)> {
+    let import = parley_db::imports::create(
+        &bench.pool,
+        bench.org,
+        ImportFormat::Csv,
+        Some(csv),
+        None,
+        None,
+    )
+    .await?;
+    let started = Instant::now();
+    jobs.import_contacts(import.id).await?;
+    loop {
+        let now = parley_db::imports::get(&bench.pool, bench.org, import.id)
+            .await?
+            .expect("the import");
+        match now.status.as_str() {
+            "completed" => {
+                return Ok((started.elapsed().as_secs_f64(), serde_json::to_value(&now)?));
+            }
+            "failed" => bail!("the import failed: {:?}", now.error_message),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+        if started.elapsed() > Duration::from_secs(900) {
+            bail!("the import did not end in 15 minutes");
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let sizes = if sizes.is_empty() {
+        vec![1_000_000]
+    } else {
+        sizes
+    };
+    println!(
+        "| rows | file (MB) | first import (s) | rows/s | again, unchanged (s) | rows/s | worker peak RSS (MiB) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for n in sizes {
+        let bench = Bench::new("parley_bench_imports").await?;
+        let mut csv = String::from("email,name,phone,country\n");
+        for i in 0..n {
+            writeln!(csv, "user{i}@example.com,User {i},+1555{i:07},US")?;
+        }
+        let csv = csv.into_bytes();
+        let worker = bench.spawn("parley-worker", &[])?;
+        let redis = parley_jobs::redis_conn::Redis::connect(
+            &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
+            &bench.prefix,
+        )
+        .await?;
+        let jobs = parley_jobs::Jobs::new(&redis);
+        let (first, i1) = run_import(&bench, &jobs, &csv).await?;
+        if i1["created"] != n as i64 {
+            bail!("expected {n} created: {i1}");
+        }
+        let (again, i2) = run_import(&bench, &jobs, &csv).await?;
+        if i2["unchanged"] != n as i64 {
+            bail!("expected {n} unchanged: {i2}");
+        }
+        let peak = rss(worker.0.id())
+            .map(|(_, hwm)| hwm as f64 / 1024.0)
+            .unwrap_or(0.0);
+        println!(
+            "| {n} | {:.1} | {first:.2} | {:.0} | {again:.2} | {:.0} | {peak:.1} |",
+            csv.len() as f64 / 1e6,
+            n as f64 / first,
+            n as f64 / again,
+        );
+        drop(worker);
+        bench.finish().await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! Contact imports: CSV and NDJSON, inline and uploaded, good rows, bad rows, repeats, a
+//! second import of the same file, and a 100,000-row file.
+
+use std::fmt::Write as _;
+
+use parley_tests::{TestApp, spawn_isolated_app, spawn_isolated_storage_app};
+use serde_json::{Value, json};
+
+async fn finished(app: &TestApp, id: &str) -> Value {
+    let b = app
+        .wait_for(&format!("/api/v1/contacts/imports/{id}"), 120, |b| {
+            matches!(b["data"]["status"].as_str(), Some("completed" | "failed"))
+        })
+        .await;
+    b["data"].clone()
+}
+
+async fn import(app: &TestApp, body: Value) -> Value {
+    let created = app.post("/api/v1/contacts/imports", body).await;
+    created.expect(201);
+    assert_eq!(created.data()["status"], "queued");
+    finished(app, &created.id()).await
+}
+
+async fn contacts(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM contacts WHERE organization_id = $1")
+        .bind(app.org_id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+}
+
+fn counts(i: &Value) -> [i64; 5] {
+    ["rows", "created", "updated", "unchanged", "rejected"].map(|k| i[k].as_i64().unwrap())
+}
+
+#[tokio::test]
+async fn a_csv_upserts_by_email_or_phone_rejects_bad_rows_and_changes_nothing_twice() {
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    let known = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "email": "known@example.com", "name": "Old name"}),
+        )
+        .await
+        .id();
+    let by_phone = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "phone": "+14155550100"}),
+        )
+        .await
+        .id();
+    let csv = "\
+email,name,phone,country,ignored
+ada@example.com,Ada,,GB,x
+not-an-email,Bad,,,
+,Nobody,,,
+KNOWN@example.com,New name,,,
+,By phone,+1 415 555 0100,US,
+Ada@Example.com,Ada,,GB,
+grace@example.com,\"Hopper, Grace\",,US,
+";
+    let first = import(&app, json!({"format": "csv", "data": csv})).await;
+    assert_eq!(first["status"], "completed", "{first}");
+    // Seven data rows: Ada and Grace created; the known contact and the phone's contact
+    // updated; Ada's second row (her email in other case) finds her unchanged; two rejected.
+    assert_eq!(counts(&first), [7, 2, 2, 1, 2], "{first}");
+    let rejected: Vec<i64> = first["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["row"].as_i64().unwrap())
+        .collect();
+    assert_eq!(rejected, [3, 4], "rows are counted from the header, row 1");
+    assert!(
+        first["errors"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("email: ")
+    );
+    assert_eq!(contacts(&app).await, 4);
+    let k = app.get(&format!("/api/v1/contacts/{known}")).await;
+    assert_eq!(k.data()["name"], "New name");
+    let p = app.get(&format!("/api/v1/contacts/{by_phone}")).await;
+    assert_eq!(p.data()["name"], "By phone");
+    assert_eq!(p.data()["country"], "US");
+    let ada = app.get("/api/v1/contacts?email=ada@example.com").await;
+    assert_eq!(ada.data()[0]["name"], "Ada");
+    assert_eq!(
+        ada.data().as_array().unwrap().len(),
+        1,
+        "one contact for both rows"
+    );
+    assert_eq!(ada.data()[0]["source"], "import");
+    let grace = app.get("/api/v1/contacts?email=grace@example.com").await;
+    assert_eq!(grace.data()[0]["name"], "Hopper, Grace");
+
+    // The same file again changes nothing.
+    let again = import(&app, json!({"format": "csv", "data": csv})).await;
+    assert_eq!(counts(&again), [7, 0, 0, 5, 2], "{again}");
+    assert_eq!(contacts(&app).await, 4);
+}
+
+#[tokio::test]
+async fn ndjson_lines_are_rows_and_a_bad_line_is_only_that_row() {
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    let data = "{\"email\": \"a@example.com\", \"externalId\": \"crm-1\"}\n\
+                {not json}\n\
+                \n\
+                {\"phone\": \"+4915112345678\", \"name\": \"Bea\"}\n";
+    let done = import(&app, json!({"format": "ndjson", "data": data})).await;
+    assert_eq!(counts(&done), [3, 2, 0, 0, 1], "{done}");
+    assert_eq!(done["errors"][0]["row"], 2);
+    // Neither a source nor a format a client can get wrong passes silently.
+    app.post("/api/v1/contacts/imports", json!({"format": "csv"}))
+        .await
+        .expect_error(422, "validation_error");
+    app.post(
+        "/api/v1/contacts/imports",
+        json!({"format": "xlsx", "data": "x"}),
+    )
+    .await
+    .expect_error(422, "validation_error");
+    // A CSV whose header names neither email nor phone fails as a whole, saying why.
+    let failed = import(&app, json!({"format": "csv", "data": "name\nAda\n"})).await;
+    assert_eq!(failed["status"], "failed");
+    assert!(
+        failed["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("neither an email nor a phone")
+    );
+}
+
+#[tokio::test]
+async fn a_100000_row_upload_imports_and_imports_again_unchanged() {
+    let app = spawn_isolated_storage_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    let mut csv = String::from("email,name,phone\n");
+    for i in 0..100_000 {
+        writeln!(csv, "user{i}@example.com,User {i},+1555{i:07}").unwrap();
+    }
+    let csv = csv.into_bytes();
+    let upload = app
+        .post(
+            "/api/v1/files/presigned-upload",
+            json!({"filename": "contacts.csv", "contentType": "text/csv",
+                   "fileSize": csv.len(), "fileType": "document"}),
+        )
+        .await;
+    upload.expect(201);
+    let file = upload.body["fileId"].as_str().unwrap().to_owned();
+    let put = reqwest::Client::new()
+        .put(upload.body["uploadUrl"].as_str().unwrap())
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success());
+    app.post(&format!("/api/v1/files/{file}/complete"), json!({}))
+        .await
+        .expect(200);
+
+    let first = import(&app, json!({"format": "csv", "fileId": file})).await;
+    assert_eq!(first["status"], "completed", "{first}");
+    assert_eq!(counts(&first), [100_000, 100_000, 0, 0, 0]);
+    assert_eq!(contacts(&app).await, 100_000);
+    let again = import(&app, json!({"format": "csv", "fileId": file})).await;
+    assert_eq!(counts(&again), [100_000, 0, 0, 100_000, 0]);
+    assert_eq!(contacts(&app).await, 100_000);
+}

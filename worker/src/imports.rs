@@ -1,0 +1,374 @@
+//! The contact import job: reads the file (inline, or downloaded through its presigned URL),
+//! parses it on a blocking thread as a stream, and upserts its rows a batch per transaction.
+//! Each batch commits with the import's counters and the rows done, so a job that dies
+//! resumes after the last batch; a file imported twice changes nothing the second time.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
+
+use apalis::prelude::{BoxDynError, Data, TaskId};
+use parley_db as db;
+use parley_domain::imports::{ImportFormat, ImportRow, RawRow, RejectedRow};
+use parley_jobs::{ImportContacts, QueueName};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::context::Ctx;
+
+/// Rows per transaction.
+const BATCH: usize = 5_000;
+/// A job's hold on its import, renewed by every batch.
+const LEASE: Duration = Duration::from_secs(60);
+/// Jobs an import may take before it fails (a file that kills its worker must not loop).
+const MAX_ATTEMPTS: i16 = 5;
+/// The longest line a file may have: a longer one fails the import (bounds what one row
+/// costs to hold and parse).
+const MAX_LINE: usize = 1 << 20;
+/// Columns a CSV may have.
+const MAX_COLUMNS: usize = 100;
+/// What a rejected row's reason keeps (a parser's message may quote the whole row).
+const MAX_REASON: usize = 200;
+
+pub async fn handle(job: ImportContacts, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
+    // A failed job leaves the import unfinished; the ticker enqueues it again once its lease
+    // ran out, and it resumes after its last batch.
+    let work = async {
+        if job.version == parley_jobs::PAYLOAD_VERSION {
+            run(&ctx, job.import_id).await
+        } else {
+            tracing::error!(
+                version = job.version,
+                "import payload of an unknown version dropped"
+            );
+            Ok(())
+        }
+    };
+    crate::job::run(QueueName::ContactImport, &task, "contact import", work).await;
+    Ok(())
+}
+
+/// Rows read and what became of them, up to a cut the next batch starts after.
+#[derive(Default)]
+struct Batch {
+    rows: Vec<ImportRow>,
+    rejected: Vec<RejectedRow>,
+    /// Where each key's row is in `rows`.
+    keys: HashMap<String, usize>,
+    /// Rows folded into an earlier row of theirs (same email or phone): counted unchanged.
+    folded: usize,
+    /// Data rows read from the file's start when this batch ends.
+    rows_read: i64,
+}
+
+async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
+    let Some(job) = db::imports::begin(&ctx.pool, id, LEASE).await? else {
+        return Ok(());
+    };
+    let token = job.token;
+    tracing::info!(import_id = %id, rows_done = job.rows_done, attempt = job.attempts, "contact import started");
+    let result = async {
+        if job.attempts > MAX_ATTEMPTS {
+            let why = format!("the import was tried {MAX_ATTEMPTS} times without ending");
+            return db::imports::finish(&ctx.pool, id, token, Some(&why)).await;
+        }
+        let reader: Box<dyn Read + Send> = match (job.data, job.download_url) {
+            (Some(data), _) => Box::new(std::io::Cursor::new(data)),
+            (None, Some(url)) => Box::new(download(url)),
+            (None, None) => {
+                return db::imports::finish(&ctx.pool, id, token, Some("the import has no file"))
+                    .await;
+            }
+        };
+        let reader = LineGuard {
+            inner: reader,
+            since_newline: 0,
+        };
+        run_file(
+            ctx,
+            id,
+            token,
+            job.organization_id,
+            job.format,
+            job.rows_done,
+            reader,
+        )
+        .await
+    }
+    .await;
+    match result {
+        Ok(()) => Ok(()),
+        Err(db::imports::ImportError::LeaseLost) => {
+            tracing::warn!(import_id = %id, "import lease lost to another job; leaving it to that job");
+            Ok(())
+        }
+        Err(db::imports::ImportError::Db(e)) => Err(e.into()),
+    }
+}
+
+/// Parses `reader` and applies its batches, then ends the import.
+async fn run_file(
+    ctx: &Ctx,
+    id: Uuid,
+    token: Uuid,
+    org: Uuid,
+    format: ImportFormat,
+    rows_done: i32,
+    reader: LineGuard,
+) -> Result<(), db::imports::ImportError> {
+    let (out, mut batches) = mpsc::channel::<Batch>(2);
+    let done = i64::from(rows_done);
+    let parser = tokio::task::spawn_blocking(move || parse(Box::new(reader), format, done, &out));
+    while let Some(b) = batches.recv().await {
+        db::imports::apply_batch(
+            &ctx.pool,
+            id,
+            token,
+            org,
+            db::imports::ImportBatch {
+                rows: &b.rows,
+                rejected: &b.rejected,
+                folded: b.folded,
+                rows_read: b.rows_read,
+            },
+            LEASE,
+        )
+        .await?;
+    }
+    let failure = match parser.await {
+        Ok(result) => result.err(),
+        Err(e) => Some(format!("the file could not be parsed: {e}")),
+    };
+    db::imports::finish(&ctx.pool, id, token, failure.as_deref()).await?;
+    tracing::info!(import_id = %id, failure, "contact import ended");
+    Ok(())
+}
+
+/// Fails the read when a line runs past [`MAX_LINE`] bytes.
+struct LineGuard {
+    inner: Box<dyn Read + Send>,
+    since_newline: usize,
+}
+
+impl Read for LineGuard {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for b in &buf[..n] {
+            if *b == b'\n' {
+                self.since_newline = 0;
+            } else {
+                self.since_newline += 1;
+                if self.since_newline > MAX_LINE {
+                    return Err(std::io::Error::other(format!(
+                        "a line is longer than {} KiB",
+                        MAX_LINE / 1024
+                    )));
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+fn short(reason: String) -> String {
+    if reason.chars().count() <= MAX_REASON {
+        reason
+    } else {
+        let mut s: String = reason.chars().take(MAX_REASON).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// The file at `url`, read as it arrives: a task downloads it into a channel the blocking
+/// parser reads from.
+fn download(url: String) -> ChannelReader {
+    let (tx, rx) = mpsc::channel::<Result<bytes::Bytes, String>>(8);
+    tokio::spawn(async move {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(60))
+            .build();
+        let response = match client {
+            Ok(c) => c.get(&url).send().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let mut response = match response {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) => {
+                let _ = tx
+                    .send(Err(format!(
+                        "the file could not be downloaded: {}",
+                        r.status()
+                    )))
+                    .await;
+                return;
+            }
+            Err(e) => {
+                let _ = tx
+                    .send(Err(format!("the file could not be downloaded: {e}")))
+                    .await;
+                return;
+            }
+        };
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if tx.send(Ok(chunk)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("the download broke off: {e}"))).await;
+                    return;
+                }
+            }
+        }
+    });
+    ChannelReader {
+        rx,
+        chunk: bytes::Bytes::new(),
+    }
+}
+
+/// A blocking reader over chunks a task sends.
+struct ChannelReader {
+    rx: mpsc::Receiver<Result<bytes::Bytes, String>>,
+    chunk: bytes::Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(chunk)) => self.chunk = chunk,
+                Some(Err(why)) => return Err(std::io::Error::other(why)),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk[..n]);
+        let _ = self.chunk.split_to(n);
+        Ok(n)
+    }
+}
+
+/// Parses the file and sends its batches; rows up to `done` were done by an earlier job. An
+/// error is why the file cannot be read at all (a bad row is rejected, never the file).
+fn parse(
+    reader: Box<dyn Read + Send>,
+    format: ImportFormat,
+    done: i64,
+    out: &mpsc::Sender<Batch>,
+) -> Result<(), String> {
+    let mut batch = Batch::default();
+    let mut n = 0i64;
+    // `false` when the receiving side stopped (a database error): nothing more to do.
+    let take = |batch: &mut Batch, n: i64, parsed: Result<ImportRow, RejectedRow>| {
+        if n <= done {
+            return true;
+        }
+        if batch.rows.len() + batch.rejected.len() + batch.folded >= BATCH {
+            batch.rows_read = n - 1;
+            if out.blocking_send(std::mem::take(batch)).is_err() {
+                return false;
+            }
+        }
+        match parsed {
+            Ok(r) => match batch.keys.get(&r.key()) {
+                // The same contact again in this batch: its non-empty cells win.
+                Some(&at) => {
+                    batch.rows[at].fold(r);
+                    batch.folded += 1;
+                }
+                None => {
+                    batch.keys.insert(r.key(), batch.rows.len());
+                    batch.rows.push(r);
+                }
+            },
+            Err(mut rejected) => {
+                rejected.reason = short(rejected.reason);
+                batch.rejected.push(rejected);
+            }
+        }
+        true
+    };
+    match format {
+        ImportFormat::Csv => {
+            let mut csv = csv::ReaderBuilder::new()
+                .flexible(true)
+                .trim(csv::Trim::All)
+                .from_reader(reader);
+            let headers = csv
+                .headers()
+                .map_err(|e| format!("the file has no CSV header row: {e}"))?
+                .clone();
+            if headers.len() > MAX_COLUMNS {
+                return Err(format!("the CSV has more than {MAX_COLUMNS} columns"));
+            }
+            if !headers.iter().any(|h| h == "email" || h == "phone") {
+                return Err("the CSV header names neither an email nor a phone column".to_owned());
+            }
+            for record in csv.records() {
+                n += 1;
+                // The header is row 1.
+                let row = n + 1;
+                let parsed = match record {
+                    Ok(r) if r.len() > MAX_COLUMNS => Err(RejectedRow {
+                        row,
+                        reason: format!("more than {MAX_COLUMNS} cells"),
+                    }),
+                    Ok(r) => r
+                        .deserialize::<RawRow>(Some(&headers))
+                        .map_err(|e| RejectedRow {
+                            row,
+                            reason: e.to_string(),
+                        })
+                        .and_then(|raw| ImportRow::parse(row, raw)),
+                    Err(e) if e.is_io_error() => return Err(format!("the file broke off: {e}")),
+                    Err(e) => Err(RejectedRow {
+                        row,
+                        reason: e.to_string(),
+                    }),
+                };
+                if !take(&mut batch, n, parsed) {
+                    return Ok(());
+                }
+            }
+        }
+        ImportFormat::Ndjson => {
+            let mut lines = BufReader::new(reader);
+            let mut line = Vec::new();
+            let mut row = 0i64;
+            loop {
+                line.clear();
+                let read = lines
+                    .read_until(b'\n', &mut line)
+                    .map_err(|e| format!("the file broke off: {e}"))?;
+                if read == 0 {
+                    break;
+                }
+                row += 1;
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                n += 1;
+                let parsed = serde_json::from_slice::<RawRow>(&line)
+                    .map_err(|e| RejectedRow {
+                        row,
+                        reason: format!("not a JSON object of contact fields: {e}"),
+                    })
+                    .and_then(|raw| ImportRow::parse(row, raw));
+                if !take(&mut batch, n, parsed) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    batch.rows_read = n;
+    if !batch.rows.is_empty() || !batch.rejected.is_empty() || n > done {
+        let _ = out.blocking_send(batch);
+    }
+    Ok(())
+}
