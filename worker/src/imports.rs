@@ -29,6 +29,8 @@ const MAX_LINE: usize = 1 << 20;
 const MAX_COLUMNS: usize = 100;
 /// What a rejected row's reason keeps (a parser's message may quote the whole row).
 const MAX_REASON: usize = 200;
+/// Rows skipped on resuming between two renewals of the lease.
+const SKIP_RENEW_EVERY: i64 = 50_000;
 
 pub async fn handle(job: ImportContacts, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
     // A failed job leaves the import unfinished; the ticker enqueues it again once its lease
@@ -267,6 +269,15 @@ fn parse(
     // `false` when the receiving side stopped (a database error): nothing more to do.
     let take = |batch: &mut Batch, n: i64, parsed: Result<ImportRow, RejectedRow>| {
         if n <= done {
+            // Rows an earlier job did are read past; now and then the lease is renewed
+            // meanwhile (an empty batch), so a slow download does not lose it.
+            if n % SKIP_RENEW_EVERY == 0 {
+                let renew = Batch {
+                    rows_read: done,
+                    ..Batch::default()
+                };
+                return out.blocking_send(renew).is_ok();
+            }
             return true;
         }
         if batch.rows.len() + batch.rejected.len() + batch.folded >= BATCH {
@@ -312,8 +323,13 @@ fn parse(
             }
             for record in csv.records() {
                 n += 1;
-                // The header is row 1.
-                let row = n + 1;
+                // The line the record starts on (the header is line 1; a quoted cell may span
+                // lines, and empty lines are skipped).
+                let line = match &record {
+                    Ok(r) => r.position().map(|p| p.line()),
+                    Err(e) => e.position().map(|p| p.line()),
+                };
+                let row = line.and_then(|l| i64::try_from(l).ok()).unwrap_or(n + 1);
                 let parsed = match record {
                     Ok(r) if r.len() > MAX_COLUMNS => Err(RejectedRow {
                         row,

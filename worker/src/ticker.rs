@@ -176,15 +176,29 @@ async fn export_depths(ctx: &Ctx) {
 }
 
 /// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
-/// the set of done job ids, which nothing here reads; expired `Idempotency-Key`s, at most
-/// [`BATCH`] a pass. And moves due jobs that a producer left
+/// the set of done job ids, which nothing here reads; expired `Idempotency-Key`s, [`BATCH`]
+/// at a time. And moves due jobs that a producer left
 /// scheduled (it stopped between its push and its promotion) to the ready list, so they can
 /// never pile up past what apalis' fetch can promote.
 async fn vacuum(ctx: &Ctx) {
-    match db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, BATCH).await {
-        Ok(0) => {}
-        Ok(swept) => tracing::info!(swept, "expired idempotency keys deleted"),
-        Err(err) => tracing::warn!(%err, "idempotency keys not swept"),
+    // Batches until none is left (at most 100 a pass), so the table keeps up with any rate.
+    let mut swept = 0;
+    for _ in 0..100 {
+        match db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, BATCH).await {
+            Ok(n) => {
+                swept += n;
+                if n < BATCH as u64 {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, "idempotency keys not swept");
+                break;
+            }
+        }
+    }
+    if swept > 0 {
+        tracing::info!(swept, "expired idempotency keys deleted");
     }
     for queue in QueueName::ALL {
         if let Err(err) = ctx.jobs.promote(*queue).await {

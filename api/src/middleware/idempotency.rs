@@ -149,7 +149,15 @@ async fn run(
         }
     };
 
+    let mut held = Held {
+        pool: state.pool.clone(),
+        org: tenant.org_id,
+        key: key.clone(),
+        token,
+        armed: true,
+    };
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    held.armed = false;
     let status = response.status();
     let (parts, body) = response.into_parts();
     // The handlers' answers are in memory already: reading one costs nothing more.
@@ -181,6 +189,38 @@ async fn run(
         tracing::warn!(%err, "idempotency key not updated");
     }
     Ok(Response::from_parts(parts, Body::from(body)))
+}
+
+/// A taken key, given up if the request ends before its answer is kept: a request timeout, a
+/// panic or a client gone drops the handler, and the retry then runs.
+struct Held {
+    pool: sqlx::PgPool,
+    org: uuid::Uuid,
+    key: String,
+    token: uuid::Uuid,
+    armed: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (pool, org, key, token) = (
+            self.pool.clone(),
+            self.org,
+            std::mem::take(&mut self.key),
+            self.token,
+        );
+        runtime.spawn(async move {
+            if let Err(err) = db::idempotency::release(&pool, org, &key, token).await {
+                tracing::warn!(%err, "idempotency key of a dropped request not given up");
+            }
+        });
+    }
 }
 
 fn request_hash(target: &str, body: &[u8]) -> Vec<u8> {

@@ -219,7 +219,9 @@ pub async fn set_status(
 }
 
 /// Puts the broadcast's failed recipients (those with one of `codes`, if given) back to
-/// `pending`, as never attempted, and the broadcast back to `sending`; the counters follow
+/// `pending`, as never attempted (no message id: a late receipt of the old message finds
+/// nothing), enqueued now (so the reconciler takes them should the dispatch job be lost), and
+/// the broadcast back to `sending`; the counters follow
 /// (the recipients' trigger). Returns how many; with none, nothing changes. The caller holds
 /// the broadcast's lock and has checked that it ended.
 pub async fn retry_failed(
@@ -229,7 +231,9 @@ pub async fn retry_failed(
 ) -> Result<u64, sqlx::Error> {
     let retried = sqlx::query!(
         "UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
-            error_message = NULL, failed_at = NULL, enqueued_at = NULL, requeues = 0
+            error_message = NULL, failed_at = NULL, external_message_id = NULL, sent_at = NULL,
+            delivered_at = NULL, read_at = NULL, replied_at = NULL, requeues = 0,
+            enqueued_at = clock_timestamp()
          WHERE broadcast_id = $1 AND status = 'failed'
            AND ($2::text[] IS NULL OR error_code = ANY ($2))",
         id,

@@ -256,17 +256,45 @@ pub async fn apply_batch(
             .or_else(|| r.phone.as_ref().and_then(|p| by_phone.get(p)))
             .copied()
     };
-    let (old, new): (Vec<(&ImportRow, Uuid)>, Vec<&ImportRow>) = {
-        let mut old = Vec::new();
-        let mut new = Vec::new();
-        for r in rows {
-            match matched(r) {
-                Some(id) => old.push((r, id)),
-                None => new.push(r),
+    // Rows naming one contact by different keys (its email on one row, only its phone on
+    // another) fold into the first, as repeats of one key did in the parser: one row per
+    // contact reaches each statement.
+    let mut old: Vec<(ImportRow, Uuid)> = Vec::new();
+    let mut old_at: HashMap<Uuid, usize> = HashMap::new();
+    let mut new: Vec<ImportRow> = Vec::new();
+    for r in rows {
+        match matched(r) {
+            Some(id) => match old_at.get(&id) {
+                Some(&i) => old[i].0.fold(r.clone()),
+                None => {
+                    old_at.insert(id, old.len());
+                    old.push((r.clone(), id));
+                }
+            },
+            None => new.push(r.clone()),
+        }
+    }
+    // A new phone-only row joins a new row with that phone (rows with an email first).
+    let (with_email, phone_only): (Vec<ImportRow>, Vec<ImportRow>) =
+        new.into_iter().partition(|r| r.email.is_some());
+    let mut new: Vec<ImportRow> = Vec::new();
+    let mut by_phone_new: HashMap<String, usize> = HashMap::new();
+    for r in with_email {
+        if let Some(p) = &r.phone {
+            by_phone_new.entry(p.clone()).or_insert(new.len());
+        }
+        new.push(r);
+    }
+    for r in phone_only {
+        let phone = r.phone.clone().unwrap_or_default();
+        match by_phone_new.get(&phone) {
+            Some(&at) => new[at].fold(r),
+            None => {
+                by_phone_new.insert(phone, new.len());
+                new.push(r);
             }
         }
-        (old, new)
-    };
+    }
     macro_rules! column {
         ($rows:expr, $field:ident) => {
             $rows
@@ -275,7 +303,7 @@ pub async fn apply_batch(
                 .collect::<Vec<Option<String>>>()
         };
     }
-    let old_rows: Vec<&ImportRow> = old.iter().map(|(r, _)| *r).collect();
+    let old_rows: Vec<&ImportRow> = old.iter().map(|(r, _)| r).collect();
     let old_ids: Vec<Uuid> = old.iter().map(|(_, id)| *id).collect();
     let updated = sqlx::query_scalar!(
         r#"UPDATE contacts c SET

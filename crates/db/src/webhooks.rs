@@ -604,9 +604,8 @@ pub async fn start_recovery(
     sqlx::query_as!(
         WebhookRecovery,
         r#"INSERT INTO webhook_recoveries (id, organization_id, webhook_id, since, until)
-         SELECT $1, $2, $3, $4, $5
-         WHERE NOT EXISTS (SELECT 1 FROM webhook_recoveries
-                           WHERE webhook_id = $3 AND status = 'running')
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (webhook_id) WHERE status = 'running' DO NOTHING
          RETURNING id, webhook_id, since, until, status AS "status: RecoveryStatus", recovered,
             completed_at, created_at, updated_at"#,
         parley_types::ids::new_id(),
@@ -655,16 +654,23 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
     else {
         return Ok(0);
     };
-    let taken = sqlx::query!(
-        "UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = clock_timestamp(),
-            enqueued_at = NULL, requeues = 0
-         FROM (SELECT id FROM webhook_deliveries
-               WHERE webhook_id = $1 AND status = 'failed'
-                 AND created_at >= $2 AND created_at < $3
-                 AND ($4::timestamptz IS NULL OR (created_at, id) > ($4, $5))
-               ORDER BY created_at, id LIMIT $6) f
-         WHERE d.id = f.id AND d.status = 'failed'
-         RETURNING d.id, d.created_at",
+    // The window's next candidates decide the cursor and the end; of them, those still failed
+    // are queued again (one redelivered meanwhile is left as it is).
+    let step = sqlx::query!(
+        r#"WITH f AS (
+            SELECT id, created_at FROM webhook_deliveries
+            WHERE webhook_id = $1 AND status = 'failed'
+              AND created_at >= $2 AND created_at < $3
+              AND ($4::timestamptz IS NULL OR (created_at, id) > ($4, $5))
+            ORDER BY created_at, id LIMIT $6),
+         u AS (
+            UPDATE webhook_deliveries d SET status = 'pending',
+                next_attempt_at = clock_timestamp(), enqueued_at = NULL, requeues = 0
+            FROM f WHERE d.id = f.id AND d.status = 'failed'
+            RETURNING d.id)
+         SELECT (SELECT count(*) FROM f) AS "candidates!", (SELECT count(*) FROM u) AS "taken!",
+            (SELECT created_at FROM f ORDER BY created_at DESC, id DESC LIMIT 1) AS last_created_at,
+            (SELECT id FROM f ORDER BY created_at DESC, id DESC LIMIT 1) AS last_id"#,
         r.webhook_id,
         r.since,
         r.until,
@@ -672,10 +678,9 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
         r.after_id,
         batch,
     )
-    .fetch_all(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
-    let last = taken.iter().max_by_key(|t| (t.created_at, t.id));
-    let done = (taken.len() as i64) < batch;
+    let done = step.candidates < batch;
     sqlx::query!(
         "UPDATE webhook_recoveries SET recovered = recovered + $2,
             after_created_at = coalesce($3, after_created_at), after_id = coalesce($4, after_id),
@@ -683,13 +688,13 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
             completed_at = CASE WHEN $5 THEN clock_timestamp() END
          WHERE id = $1",
         r.id,
-        i32::try_from(taken.len()).unwrap_or(i32::MAX),
-        last.map(|t| t.created_at),
-        last.map(|t| t.id),
+        i32::try_from(step.taken).unwrap_or(i32::MAX),
+        step.last_created_at,
+        step.last_id,
         done,
     )
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(taken.len() as u64)
+    Ok(u64::try_from(step.taken).unwrap_or(0))
 }

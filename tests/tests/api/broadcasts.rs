@@ -1134,7 +1134,21 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
         2
     );
 
-    // Nothing left with that code; a broadcast that has not ended does not retry.
+    // A broadcast that has not ended does not retry.
+    let draft = app
+        .post(
+            "/api/v1/broadcasts",
+            json!({"broadcastName": "D", "templateId": t, "contactIds": [contacts[0]]}),
+        )
+        .await
+        .id();
+    app.post(
+        &format!("/api/v1/broadcasts/{draft}/retry-failed"),
+        json!({}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
+    // Nothing left with that code.
     app.post(
         &format!("{path}/retry-failed"),
         json!({"errorCodes": ["invalid_recipient"]}),

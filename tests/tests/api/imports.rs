@@ -110,10 +110,17 @@ async fn ndjson_lines_are_rows_and_a_bad_line_is_only_that_row() {
     let data = "{\"email\": \"a@example.com\", \"externalId\": \"crm-1\"}\n\
                 {not json}\n\
                 \n\
-                {\"phone\": \"+4915112345678\", \"name\": \"Bea\"}\n";
+                {\"phone\": \"+4915112345678\", \"name\": \"Bea\"}\n\
+                {\"email\": \"z@example.com\", \"phone\": \"+493012345678\"}\n\
+                {\"phone\": \"+49 30 12345678\", \"name\": \"Zed\"}\n";
     let done = import(&app, json!({"format": "ndjson", "data": data})).await;
-    assert_eq!(counts(&done), [3, 2, 0, 0, 1], "{done}");
+    // The last two rows name one new contact (by its email, then by its phone alone): one
+    // contact, the second row folded into the first.
+    assert_eq!(counts(&done), [5, 3, 0, 1, 1], "{done}");
     assert_eq!(done["errors"][0]["row"], 2);
+    let zed = app.get("/api/v1/contacts?email=z@example.com").await;
+    assert_eq!(zed.data()[0]["name"], "Zed");
+    assert_eq!(zed.data().as_array().unwrap().len(), 1);
     // Neither a source nor a format a client can get wrong passes silently.
     app.post("/api/v1/contacts/imports", json!({"format": "csv"}))
         .await
