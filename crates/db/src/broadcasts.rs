@@ -282,9 +282,10 @@ pub async fn recipients(
     f: &RecipientFilter,
     page: &PageRequest,
 ) -> Result<Page<BroadcastRecipient>, sqlx::Error> {
-    let mut count = QueryBuilder::new("SELECT count(*) FROM broadcast_recipients r");
-    push_recipient_filter(&mut count, broadcast, f);
-    let total: i64 = count.build_query_scalar().fetch_one(pool).await?;
+    let total = super::count_up_to_bound(pool, "FROM broadcast_recipients r", &|qb| {
+        push_recipient_filter(qb, broadcast, f)
+    })
+    .await?;
     let mut qb = QueryBuilder::new("SELECT r.* FROM broadcast_recipients r");
     push_recipient_filter(&mut qb, broadcast, f);
     super::push_window(page, &mut qb, "r");

@@ -122,6 +122,22 @@ pub(crate) struct ListQuery {
     pub alias: &'static str,
 }
 
+/// The rows `filter` keeps of `from`, counted up to [`EXACT_TOTAL_UP_TO`] + 1: what a page
+/// costs stays flat however large the table (the count stops past the bound).
+pub(crate) async fn count_up_to_bound(
+    pool: &PgPool,
+    from: &str,
+    filter: &impl Fn(&mut sqlx::QueryBuilder<sqlx::Postgres>),
+) -> Result<i64, sqlx::Error> {
+    let mut count = sqlx::QueryBuilder::new(format!("SELECT count(*) FROM (SELECT 1 {from}"));
+    filter(&mut count);
+    count
+        .push(" LIMIT ")
+        .push_bind(parley_types::list::EXACT_TOTAL_UP_TO + 1)
+        .push(") bounded");
+    count.build_query_scalar().fetch_one(pool).await
+}
+
 /// One page of a list: counts the filtered rows and reads the window `req` asks for. `filter`
 /// appends the same `WHERE ...` to both queries.
 pub(crate) async fn page<T>(
@@ -133,9 +149,7 @@ pub(crate) async fn page<T>(
 where
     T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin + parley_types::list::Keyed,
 {
-    let mut count = sqlx::QueryBuilder::new(format!("SELECT count(*) {}", q.count_from));
-    filter(&mut count);
-    let total: i64 = count.build_query_scalar().fetch_one(pool).await?;
+    let total = count_up_to_bound(pool, q.count_from, &filter).await?;
     let mut rows = sqlx::QueryBuilder::new(q.select);
     filter(&mut rows);
     push_window(req, &mut rows, q.alias);

@@ -184,7 +184,12 @@ pub struct PageMeta {
     /// Equals `pageSize`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
     pub limit: u32,
+    /// Matching items, counted exactly up to [`EXACT_TOTAL_UP_TO`] (10,000); past it this is
+    /// 10,000 and `totalExact` is false: there are more (`hasNext` is always exact).
     pub total: i64,
+    /// Whether `total` is the exact count (false: at least that many).
+    pub total_exact: bool,
+    /// Pages of `total` (a lower bound when `totalExact` is false).
     pub total_pages: i64,
     /// Items on this page.
     pub count: usize,
@@ -193,6 +198,10 @@ pub struct PageMeta {
     pub start_cursor: Option<String>,
     pub end_cursor: Option<String>,
 }
+
+/// Lists count their matching rows exactly up to this many; a count of all rows would cost
+/// as much as the table is large, on every page of every list (docs/api.md, Lists).
+pub const EXACT_TOTAL_UP_TO: i64 = 10_000;
 
 /// One page of a list and what `meta` says about it.
 #[derive(Debug)]
@@ -203,19 +212,23 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     /// `rows` is what the windowed query returned: up to `size + 1` rows, the extra one only
-    /// telling that there is a next page.
-    pub fn new(mut rows: Vec<T>, req: &PageRequest, total: i64) -> Self
+    /// telling that there is a next page; `counted` is the matching rows counted up to
+    /// [`EXACT_TOTAL_UP_TO`] + 1.
+    pub fn new(mut rows: Vec<T>, req: &PageRequest, counted: i64) -> Self
     where
         T: Keyed,
     {
         let has_next = rows.len() > req.size as usize;
         rows.truncate(req.size as usize);
         let size = i64::from(req.size);
+        let total_exact = counted <= EXACT_TOTAL_UP_TO;
+        let total = counted.min(EXACT_TOTAL_UP_TO);
         let meta = PageMeta {
             page: req.cursor.is_none().then_some(req.page),
             page_size: req.size,
             limit: req.size,
             total,
+            total_exact,
             total_pages: (total + size - 1) / size,
             count: rows.len(),
             has_next,

@@ -187,3 +187,29 @@ async fn filters_narrow_lists_and_unknown_values_are_422() {
         assert_eq!(resp.field(), param, "{bad}");
     }
 }
+
+#[tokio::test]
+async fn a_total_is_exact_up_to_ten_thousand_then_flagged() {
+    let app = spawn_app().await;
+    parley_tests::seed::contacts(&app, 10_050).await;
+    let page = app.get("/api/v1/contacts?pageSize=100").await;
+    let meta = &page.body["meta"];
+    assert_eq!(meta["total"], 10_000, "{meta}");
+    assert_eq!(meta["totalExact"], false);
+    assert_eq!(meta["totalPages"], 100);
+    assert_eq!(meta["hasNext"], true);
+    // The last page is found by hasNext, not by totalPages.
+    let last = app.get("/api/v1/contacts?pageSize=100&page=101").await;
+    assert_eq!(last.body["meta"]["count"], 50);
+    assert_eq!(last.body["meta"]["hasNext"], false);
+    // A filter that keeps fewer is counted exactly.
+    app.post(
+        "/api/v1/contacts",
+        json!({"source": "ads", "email": "only@example.com"}),
+    )
+    .await
+    .expect(201);
+    let ads = app.get("/api/v1/contacts?source=ads").await;
+    assert_eq!(ads.body["meta"]["total"], 1);
+    assert_eq!(ads.body["meta"]["totalExact"], true);
+}
