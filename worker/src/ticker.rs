@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
-use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED};
+use parley_types::metric_names::{
+    QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, RETENTION_DELETED,
+};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
 const BATCH: i64 = 1_000;
@@ -18,6 +20,9 @@ const BATCH: i64 = 1_000;
 const RECONCILE_EVERY: u64 = 4;
 /// Maintenance runs every this many ticks.
 const VACUUM_EVERY: u64 = 240;
+/// Webhook events deleted per statement by retention, and statements a maintenance pass.
+const RETENTION_BATCH: i64 = 500;
+const RETENTION_BATCHES: usize = 40;
 
 /// Runs the ticker until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
@@ -175,12 +180,45 @@ async fn export_depths(ctx: &Ctx) {
     }
 }
 
+/// Retention: webhook events past it, with their deliveries and attempts, [`RETENTION_BATCH`]
+/// at a time (short statements, short locks), at most [`RETENTION_BATCHES`] a pass.
+async fn sweep_webhook_events(ctx: &Ctx) {
+    let settings = &ctx.config.webhooks;
+    let mut deleted = 0;
+    for _ in 0..RETENTION_BATCHES {
+        match db::outbox::sweep_expired(
+            &ctx.pool,
+            settings.retention,
+            settings.failed_retention,
+            RETENTION_BATCH,
+        )
+        .await
+        {
+            Ok(n) => {
+                deleted += n;
+                if n < RETENTION_BATCH as u64 {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, "webhook events not swept");
+                break;
+            }
+        }
+    }
+    if deleted > 0 {
+        metrics::counter!(RETENTION_DELETED, "kind" => "webhook_event").increment(deleted);
+        tracing::info!(deleted, "webhook events past retention deleted");
+    }
+}
+
 /// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
 /// the set of done job ids, which nothing here reads; expired `Idempotency-Key`s, [`BATCH`]
 /// at a time. And moves due jobs that a producer left
 /// scheduled (it stopped between its push and its promotion) to the ready list, so they can
 /// never pile up past what apalis' fetch can promote.
 async fn vacuum(ctx: &Ctx) {
+    sweep_webhook_events(ctx).await;
     // Batches until none is left (at most 100 a pass), so the table keeps up with any rate.
     let mut swept = 0;
     for _ in 0..100 {

@@ -107,6 +107,10 @@ pub struct WebhookSettings {
     pub disable_after: Duration,
     /// Deliveries in flight at once per webhook, across all workers.
     pub per_endpoint: u32,
+    /// How long an event whose deliveries all succeeded is kept, with them and their attempts.
+    pub retention: Duration,
+    /// How long an event with a failed delivery is kept (none is removed while pending).
+    pub failed_retention: Duration,
 }
 
 /// How a worker process runs its queues.
@@ -275,6 +279,8 @@ impl From<Vars> for Config {
                 timeout: ms(v.PARLEY_WEBHOOK_TIMEOUT_MS),
                 disable_after: secs(v.PARLEY_WEBHOOK_DISABLE_AFTER_SECS),
                 per_endpoint: v.PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT,
+                retention: secs(v.PARLEY_WEBHOOK_RETENTION_DAYS * 86_400),
+                failed_retention: secs(v.PARLEY_WEBHOOK_FAILED_RETENTION_DAYS * 86_400),
             },
             storage,
             uploads: UploadSettings {

@@ -125,6 +125,10 @@ pub(crate) struct Vars {
     pub PARLEY_WEBHOOK_DISABLE_AFTER_SECS: u64,
     #[arg(long, default_value_t = 8, value_parser = positive::<u32>())]
     pub PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT: u32,
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub PARLEY_WEBHOOK_RETENTION_DAYS: u64,
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub PARLEY_WEBHOOK_FAILED_RETENTION_DAYS: u64,
 
     /// Object storage is configured when this is set, and then needs the credentials.
     #[arg(long, requires_all = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"])]

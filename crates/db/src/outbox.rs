@@ -171,3 +171,34 @@ pub async fn backlog(db: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
     .fetch_one(db)
     .await
 }
+
+/// Deletes up to `limit` of the oldest relayed events past retention, with their deliveries
+/// and attempts (the foreign keys cascade): an event whose deliveries all succeeded after
+/// `retention`, one with a failed delivery after `failed_retention`; never one with a delivery
+/// still pending. Returns how many events.
+pub async fn sweep_expired(
+    pool: &PgPool,
+    retention: Duration,
+    failed_retention: Duration,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM webhook_events WHERE id IN (
+            SELECT e.id FROM webhook_events e
+            WHERE e.relayed_at IS NOT NULL
+              AND e.created_at < clock_timestamp() - make_interval(secs => $1)
+              AND NOT EXISTS (
+                SELECT 1 FROM webhook_deliveries d
+                WHERE d.event_id = e.id
+                  AND (d.status = 'pending'
+                       OR (d.status = 'failed'
+                           AND e.created_at >= clock_timestamp() - make_interval(secs => $2))))
+            ORDER BY e.created_at LIMIT $3)",
+        retention.as_secs_f64(),
+        failed_retention.as_secs_f64(),
+        limit,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

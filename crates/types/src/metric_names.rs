@@ -27,6 +27,8 @@ pub const PROVIDER_DURATION: &str = "parley_provider_call_duration_seconds";
 pub const RECIPIENTS: &str = "parley_broadcast_recipients_total";
 /// Work found again by the reconciler, by kind (worker).
 pub const RECONCILED: &str = "parley_reconciled_total";
+/// Rows removed by retention, by `kind`.
+pub const RETENTION_DELETED: &str = "parley_retention_deleted_total";
 /// Webhook delivery attempts by outcome (`succeeded`, `failed`, `deferred`) and HTTP status
 /// class (`2xx` ... `5xx`, `none`) (worker).
 pub const WEBHOOK_ATTEMPTS: &str = "parley_webhook_attempts_total";

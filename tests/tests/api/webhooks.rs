@@ -860,3 +860,59 @@ async fn a_webhooks_rate_limit_spaces_its_deliveries() {
         .await;
     assert!(off.expect(200).data()["rateLimit"].is_null());
 }
+
+#[tokio::test]
+async fn retention_deletes_old_events_with_their_deliveries_failed_ones_later() {
+    let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_MAX_ATTEMPTS", "1")]).await;
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    create_lead(&app, "Delivered").await;
+    receiver.wait_for(1, 30).await;
+    receiver.always(Answer::Status(500));
+    create_lead(&app, "Failed").await;
+    assert!(
+        parley_tests::wait_until(30, || async {
+            failed_deliveries(&app, &webhook).await == 1
+        })
+        .await
+    );
+    let count = |table: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT count(*) FROM {table}"
+            )))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(count("webhook_events").await, 2);
+    assert_eq!(count("webhook_attempts").await, 2);
+    let age = |days: i32| {
+        sqlx::query("UPDATE webhook_events SET created_at = now() - make_interval(days => $1)")
+            .bind(days)
+            .execute(&app.pool)
+    };
+    let sweep = || {
+        parley_db::outbox::sweep_expired(
+            &app.pool,
+            Duration::from_secs(30 * 86_400),
+            Duration::from_secs(90 * 86_400),
+            1_000,
+        )
+    };
+    age(10).await.unwrap();
+    assert_eq!(sweep().await.unwrap(), 0, "nothing is past 30 days");
+    age(40).await.unwrap();
+    assert_eq!(sweep().await.unwrap(), 1, "the delivered event goes");
+    assert_eq!(count("webhook_events").await, 1);
+    assert_eq!(count("webhook_deliveries").await, 1);
+    assert_eq!(
+        count("webhook_attempts").await,
+        1,
+        "its attempts went with it"
+    );
+    age(100).await.unwrap();
+    assert_eq!(sweep().await.unwrap(), 1, "the failed one after 90 days");
+    assert_eq!(count("webhook_events").await, 0);
+}
