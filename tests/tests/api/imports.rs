@@ -2,6 +2,7 @@
 //! second import of the same file, and a 100,000-row file.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use parley_tests::{TestApp, spawn_isolated_app, spawn_isolated_storage_app};
 use serde_json::{Value, json};
@@ -179,4 +180,63 @@ async fn a_100000_row_upload_imports_and_imports_again_unchanged() {
     let again = import(&app, json!({"format": "csv", "fileId": file})).await;
     assert_eq!(counts(&again), [100_000, 0, 0, 100_000, 0]);
     assert_eq!(contacts(&app).await, 100_000);
+}
+
+#[tokio::test]
+async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holder_writes_nothing() {
+    let app = spawn_isolated_app(&[]).await;
+    let mut csv = String::from("email,name\n");
+    for i in 0..10 {
+        writeln!(csv, "r{i}@example.com,Row {i}").unwrap();
+    }
+    // An import a job took and died in: five rows done, its lease run out.
+    let import = parley_db::imports::create(
+        &app.pool,
+        app.org_id,
+        parley_domain::imports::ImportFormat::Csv,
+        Some(csv.as_bytes()),
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let dead = parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("the first job takes it");
+    assert!(
+        parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none(),
+        "a held import is not taken twice"
+    );
+    sqlx::query(
+        "UPDATE contact_imports SET rows = 5, lease_until = now() - interval '1 second'
+         WHERE id = $1",
+    )
+    .bind(import.id)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    // A new job takes it (the ticker would enqueue it; here it is enqueued at once).
+    let _worker = app.spawn_worker(&[]).await;
+    let redis =
+        parley_jobs::redis_conn::Redis::connect(&parley_tests::redis_url(), &app.redis_prefix)
+            .await
+            .unwrap();
+    parley_jobs::Jobs::new(&redis)
+        .import_contacts(import.id)
+        .await
+        .unwrap();
+    let done = finished(&app, &import.id.to_string()).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(counts(&done), [10, 5, 0, 0, 0], "rows 6 to 10, each once");
+    assert_eq!(contacts(&app).await, 5);
+    // The dead job, were it still running, is fenced off.
+    let late = parley_db::imports::finish(&app.pool, import.id, dead.token, None).await;
+    assert!(matches!(
+        late,
+        Err(parley_db::imports::ImportError::LeaseLost)
+    ));
 }
