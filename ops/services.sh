@@ -88,3 +88,102 @@ ensure_s3() {
     wait_for 20 bash -c "echo > /dev/tcp/127.0.0.1/$S3_PORT" || { log "s3s-fs did not start (see $root.log)"; return 1; }
   fi
 }
+
+# PgBouncer in transaction pooling mode on 127.0.0.1:$PGBOUNCER_PORT, in front of Postgres, for
+# the tests that run the binaries through a pooler. sqlx prepares every statement, which a
+# transaction pooler carries only from PgBouncer 1.21 on (max_prepared_statements). Debian 12
+# packages 1.18, so when no pgbouncer of 1.21 or later is installed, one is built once from
+# Debian 13's source package (its upstream tarball, checked against the SHA-256 Debian
+# publishes) into $PGBOUNCER_HOME.
+# Not 6432, where Debian's own pgbouncer service listens when that package is installed.
+PGBOUNCER_PORT=${PGBOUNCER_PORT:-6442}
+PGBOUNCER_VERSION=1.24.1
+PGBOUNCER_SHA256=da72a3aba13072876d055a3e58dd4aba4a5de4ed6148e73033185245598fd3e0
+PGBOUNCER_HOME=${PGBOUNCER_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/parley/pgbouncer-$PGBOUNCER_VERSION}
+# The run directory: config, log and pid, one per user. Readable by the postgres user, whom
+# pgbouncer runs as when started by root (it refuses to run as root).
+PGBOUNCER_RUN=${PGBOUNCER_RUN:-/tmp/parley-pgbouncer-$(id -u)}
+
+# Prints a pgbouncer binary of 1.21 or later, if one is installed or was built here.
+pgbouncer_bin() {
+  local bin version
+  for bin in "$(command -v pgbouncer 2>/dev/null)" "$PGBOUNCER_HOME/bin/pgbouncer"; do
+    [ -n "$bin" ] && [ -x "$bin" ] || continue
+    version=$("$bin" --version 2>/dev/null | awk 'NR == 1 { print $2 }')
+    if [ -n "$version" ] && [ "$(printf '1.21\n%s\n' "$version" | sort -V | head -n 1)" = 1.21 ]; then
+      echo "$bin"; return 0
+    fi
+  done
+  return 1
+}
+
+build_pgbouncer() {
+  local missing=() pkg
+  for pkg in libevent-dev libssl-dev pkg-config make gcc curl; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  local src
+  src=$(mktemp -d)
+  log "building PgBouncer $PGBOUNCER_VERSION from Debian's source package (under a minute, once)"
+  # Each step returns on failure: callers run this in a list, where `set -e` does not apply.
+  curl -fsSL -o "$src/pgbouncer.tar.gz" \
+    "http://deb.debian.org/debian/pool/main/p/pgbouncer/pgbouncer_$PGBOUNCER_VERSION.orig.tar.gz" || return 1
+  echo "$PGBOUNCER_SHA256  $src/pgbouncer.tar.gz" | sha256sum -c --quiet - || {
+    log "the PgBouncer source does not match its SHA-256"; rm -rf "$src"; return 1; }
+  tar -xzf "$src/pgbouncer.tar.gz" -C "$src" || return 1
+  (
+    cd "$src/pgbouncer-$PGBOUNCER_VERSION"
+    ./configure --prefix="$PGBOUNCER_HOME" --without-cares --without-pam --without-systemd \
+      >/dev/null
+    make -j"$(nproc)" >/dev/null
+    make install >/dev/null
+  ) || return 1
+  rm -rf "$src"
+}
+
+ensure_pgbouncer() {
+  ensure_postgres
+  if pg_isready -q -h 127.0.0.1 -p "$PGBOUNCER_PORT"; then
+    # Ours (or one like it) reaches Postgres' databases; anything else on the port is not.
+    psql "postgres://postgres:postgres@127.0.0.1:$PGBOUNCER_PORT/postgres" -Atqc 'SELECT 1' >/dev/null 2>&1 || {
+      log "127.0.0.1:$PGBOUNCER_PORT answers but does not reach Postgres: set PGBOUNCER_PORT to a free port"; return 1; }
+    return 0
+  fi
+  local bin
+  bin=$(pgbouncer_bin) || { build_pgbouncer && bin=$(pgbouncer_bin); } || {
+    log "no PgBouncer of 1.21 or later"; return 1; }
+  mkdir -p "$PGBOUNCER_RUN"
+  # Every database of the Postgres server, as the postgres user; clients are trusted (the
+  # pooler listens on 127.0.0.1 only). `options` and `extra_float_digits` are startup
+  # parameters sqlx sends and PgBouncer cannot carry per client: behind a pooler the
+  # statement timeout belongs on the database role (docs/operations.md).
+  cat > "$PGBOUNCER_RUN/pgbouncer.ini" <<INI
+[databases]
+* = host=$PG_HOST port=$PG_PORT user=postgres password=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $PGBOUNCER_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $PGBOUNCER_RUN/userlist.txt
+pool_mode = transaction
+max_prepared_statements = 500
+ignore_startup_parameters = extra_float_digits,options
+default_pool_size = 5
+max_client_conn = 2000
+logfile = $PGBOUNCER_RUN/pgbouncer.log
+pidfile = $PGBOUNCER_RUN/pgbouncer.pid
+INI
+  echo '"postgres" ""' > "$PGBOUNCER_RUN/userlist.txt"
+  log "starting PgBouncer on 127.0.0.1:$PGBOUNCER_PORT (transaction pooling; $PGBOUNCER_RUN)"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R postgres "$PGBOUNCER_RUN"
+    "$bin" -d -u postgres "$PGBOUNCER_RUN/pgbouncer.ini"
+  else
+    "$bin" -d "$PGBOUNCER_RUN/pgbouncer.ini"
+  fi
+  wait_for 10 pg_isready -q -h 127.0.0.1 -p "$PGBOUNCER_PORT" || {
+    log "PgBouncer did not start (see $PGBOUNCER_RUN/pgbouncer.log)"; return 1; }
+}

@@ -45,7 +45,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Serve => serve(config).await,
         Command::Migrate => {
-            let pool = db::pool(config.database_url.expose_secret(), 2)?;
+            let pool = db::pool(config.database_session_url.expose_secret(), 2)?;
             db::migrate(&pool).await.context("applying migrations")?;
             eprintln!("migrations applied");
             Ok(())

@@ -33,6 +33,8 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     connections: ConnectionLimits,
+    /// What the sweep of abandoned uploads needs, when object storage is configured.
+    uploads: Option<(sqlx::PgPool, Storage, std::time::Duration)>,
 }
 
 impl Application {
@@ -49,8 +51,9 @@ impl Application {
         clock: Clock,
     ) -> anyhow::Result<Self> {
         if config.auto_migrate {
-            // A pool of its own: a migration may run longer than any request may.
-            let migrations = db::pool(config.database_url.expose_secret(), 1)?;
+            // A pool of its own: a migration may run longer than any request may. On a session
+            // connection: the migrator holds a session advisory lock.
+            let migrations = db::pool(config.database_session_url.expose_secret(), 1)?;
             db::migrate(&migrations)
                 .await
                 .context("applying migrations")?;
@@ -80,7 +83,15 @@ impl Application {
             metrics: metrics_handle(),
             clock,
         };
+        let uploads = state.storage.clone().map(|storage| {
+            (
+                state.pool.clone(),
+                storage,
+                state.config.uploads.upload_url_ttl,
+            )
+        });
         Ok(Application {
+            uploads,
             listener,
             connections: ConnectionLimits {
                 header_read_timeout: state.config.http.header_read_timeout,
@@ -97,8 +108,11 @@ impl Application {
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting and lets in-flight requests
-    /// finish.
+    /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`).
     pub async fn run_until(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        if let Some((pool, storage, ttl)) = self.uploads {
+            tokio::spawn(crate::retention::run(pool, storage, ttl, shutdown.clone()));
+        }
         crate::serve::serve(self.listener, self.router, self.connections, shutdown).await
     }
 }

@@ -241,6 +241,30 @@ pub async fn spawn_isolated_app(extra: &[(&str, &str)]) -> TestApp {
     start(url, true, extra).await
 }
 
+/// `url` through the tests' PgBouncer (transaction pooling, started by `ops/test` in front of
+/// the tests' Postgres): the same server and database, on `PARLEY_TEST_PGBOUNCER_PORT` (6442).
+pub fn through_pgbouncer(url: &str) -> String {
+    let port = std::env::var("PARLEY_TEST_PGBOUNCER_PORT").unwrap_or_else(|_| "6442".to_owned());
+    let (server, name) = server_and_name(url);
+    let (host, _) = server.rsplit_once(':').expect("database URL has a port");
+    format!("{host}:{port}/{name}")
+}
+
+/// As [`spawn_isolated_app`], with the API on a database of its own reached through
+/// PgBouncer; migrations (applied at start, a no-op here) take the direct session URL.
+/// Workers join with [`TestApp::pooled_settings`].
+pub async fn spawn_pooled_app(extra: &[(&str, &str)]) -> TestApp {
+    let url = isolated_database().await;
+    let pooled = through_pgbouncer(&url);
+    let mut settings: Vec<(&str, &str)> = vec![
+        ("DATABASE_URL", &pooled),
+        ("PARLEY_DATABASE_SESSION_URL", &url),
+        ("PARLEY_AUTO_MIGRATE", "true"),
+    ];
+    settings.extend_from_slice(extra);
+    start(url.clone(), true, &settings).await
+}
+
 /// The Prometheus text a process serves at `http://<addr>/metrics`.
 pub async fn metrics_text(addr: SocketAddr) -> String {
     reqwest::get(format!("http://{addr}/metrics"))
@@ -465,6 +489,14 @@ impl TestApp {
                 .expect("DEL");
         }
         keys.len()
+    }
+
+    /// The database settings of a process reaching this app's database through PgBouncer.
+    pub fn pooled_settings(&self) -> [(&'static str, String); 2] {
+        [
+            ("DATABASE_URL", through_pgbouncer(&self.database_url)),
+            ("PARLEY_DATABASE_SESSION_URL", self.database_url.clone()),
+        ]
     }
 
     pub async fn spawn_worker(&self, extra: &[(&str, &str)]) -> TestWorker {

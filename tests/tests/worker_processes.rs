@@ -1,5 +1,5 @@
 //! The worker as a process: stopped with SIGTERM (a deploy) or killed with SIGKILL in the
-//! middle of a send, and two of them on one broadcast. Every recipient still ends terminal
+//! middle of a send, and two or four of them on one broadcast. Every recipient still ends terminal
 //! once, under one idempotency key.
 
 use std::collections::{HashMap, HashSet};
@@ -27,6 +27,11 @@ async fn worker(app: &TestApp, provider: &FakeProvider) -> Child {
 /// A worker process, once its `/readyz` answers 200 (it reaches Postgres and Redis and its
 /// consumers are starting).
 async fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
+    worker_serving(app, extra).await.0
+}
+
+/// [`worker_with`], and the address of its `/metrics`.
+async fn worker_serving(app: &TestApp, extra: &[(&str, &str)]) -> (Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -59,7 +64,7 @@ async fn worker_with(app: &TestApp, extra: &[(&str, &str)]) -> Child {
             .await
             .is_ok_and(|r| r.status() == 200);
         if ready {
-            return child;
+            return (child, addr);
         }
         if let Some(status) = child.try_wait().expect("the worker's status") {
             panic!("the worker exited before it was ready: {status}");
@@ -287,27 +292,112 @@ async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
     assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
 }
 
+/// The value of the series of `name` whose labels include every one of `labels`, in a
+/// Prometheus text exposition; `None` when absent.
+fn series(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+async fn scrape(addr: &str) -> String {
+    reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .expect("/metrics answers")
+        .text()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
-async fn two_worker_processes_share_a_broadcast_without_double_sends() {
+async fn two_and_four_worker_processes_share_a_broadcast_without_double_sends() {
+    for workers in [2, 4] {
+        let provider = FakeProvider::start().await;
+        let app = spawn_isolated_app(&[]).await;
+        let env = [
+            ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+            ("PARLEY_CHANNEL_EMAIL_RATE", "400"),
+        ];
+        let mut running = Vec::new();
+        for _ in 0..workers {
+            let (child, addr) = worker_serving(&app, &env).await;
+            running.push((Killed(child), addr));
+        }
+        let id = broadcast(&app, 1_000).await;
+        let b = app
+            .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
+            .await;
+        assert_eq!(b["data"]["sentCount"], 1_000, "{workers} workers");
+        let recipients = all_recipients(&app, &id).await;
+        assert_each_recipient_sent_once(&recipients, &provider);
+        assert_eq!(sent_twice(&provider), 0, "{workers} workers: sent twice");
+        // Each worker counts what it sent: the sum across them is the broadcast.
+        let mut sent = 0.0;
+        for (_, addr) in &running {
+            let text = scrape(addr).await;
+            sent += series(
+                &text,
+                "parley_broadcast_recipients_total",
+                &[r#"channel="email""#, r#"status="sent""#],
+            )
+            .expect("the sent counter");
+        }
+        assert_eq!(sent, 1_000.0, "{workers} workers: counters summed");
+    }
+}
+
+/// A queue's depth is one value in Redis: across three workers exactly one reports it, so a
+/// dashboard's sum() reads it as its max() does. A backlog gauge only a kind of worker sets is
+/// exported only by that kind.
+#[tokio::test]
+async fn shared_gauges_are_reported_by_one_worker_of_several() {
     let provider = FakeProvider::start().await;
     let app = spawn_isolated_app(&[]).await;
-    let _a = Killed(worker(&app, &provider).await);
-    let _b = Killed(worker(&app, &provider).await);
-    let id = broadcast(&app, 1_000).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
-        .await;
-    assert_eq!(b["data"]["sentCount"], 1_000);
-    let recipients = all_recipients(&app, &id).await;
-    assert_each_recipient_sent_once(&recipients, &provider);
-    let mut calls: HashMap<String, usize> = HashMap::new();
-    for c in provider.calls() {
-        *calls.entry(c.idempotency_key).or_default() += 1;
+    // No worker consumes broadcast-dispatch: the broadcast's job stays waiting in its queue.
+    let env = [
+        ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+        ("PARLEY_WORKER_QUEUES", "sla-check"),
+    ];
+    let mut addrs = Vec::new();
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        let (child, addr) = worker_serving(&app, &env).await;
+        running.push(Killed(child));
+        addrs.push(addr);
     }
-    assert!(
-        calls.values().all(|n| *n == 1),
-        "a recipient was sent twice"
-    );
+    broadcast(&app, 3).await;
+    let ready = [r#"queue="broadcast-dispatch""#, r#"state="ready""#];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut values = Vec::new();
+        for addr in &addrs {
+            let text = scrape(addr).await;
+            values.push(series(&text, "parley_queue_depth", &ready).expect("the depth gauge"));
+            assert!(
+                series(&text, "parley_sla_checks_backlog", &[]).is_some(),
+                "an sla-check worker exports the SLA backlog"
+            );
+            assert!(
+                series(&text, "parley_webhook_outbox_backlog", &[]).is_none(),
+                "only webhook workers export the outbox backlog"
+            );
+        }
+        let sum: f64 = values.iter().sum();
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let reporting = values.iter().filter(|v| **v > 0.0).count();
+        if max >= 1.0 {
+            assert_eq!(reporting, 1, "one worker reports the depth: {values:?}");
+            assert_eq!(sum, max, "sum() reads the depth once: {values:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no worker reported the waiting job: {values:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]

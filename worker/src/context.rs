@@ -13,6 +13,7 @@ use crate::claims::Claims;
 use crate::endpoint_slots::EndpointSlots;
 use crate::provider::Provider;
 use crate::rate_limit::RateLimiter;
+use crate::reporter::Reporter;
 
 #[derive(Clone)]
 pub struct Ctx {
@@ -23,6 +24,8 @@ pub struct Ctx {
     pub provider: Arc<Provider>,
     pub limiter: RateLimiter,
     pub claims: Claims,
+    /// Whether this worker reports the gauges of shared state.
+    pub reporter: Reporter,
     pub endpoint_slots: EndpointSlots,
     pub webhook_client: reqwest::Client,
     /// The time the SLA checks read.

@@ -18,6 +18,7 @@ pub mod process;
 pub mod provider;
 pub mod rate_limit;
 pub mod relay;
+pub mod reporter;
 pub mod sla_checks;
 pub mod sla_scheduler;
 pub mod ssrf;
@@ -96,6 +97,7 @@ impl Worker {
             jobs: Jobs::new(&redis),
             limiter: RateLimiter::new(redis.clone(), rates),
             claims: claims::Claims::new(redis.clone()),
+            reporter: reporter::Reporter::new(redis.clone()),
             endpoint_slots: endpoint_slots::EndpointSlots::new(
                 redis.clone(),
                 config.webhooks.per_endpoint,
@@ -109,7 +111,7 @@ impl Worker {
             stopping: CancellationToken::new(),
         };
         let metrics = metrics_handle();
-        crate::metrics::register();
+        crate::metrics::register(&ctx.settings().queues);
         Ok(Worker {
             ctx,
             probes: Probes::new(pool, redis, metrics, true),

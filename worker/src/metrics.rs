@@ -6,8 +6,9 @@ use parley_domain::sla::SlaTarget;
 use parley_jobs::QueueName;
 use parley_types::metric_names::{
     ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_WRITE_FAILURES, PROVIDER_CALLS,
-    PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, SLA_BACKLOG, SLA_BREACH_LAG,
-    SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+    PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, RETENTION_DELETED,
+    SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS,
+    WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
@@ -25,8 +26,10 @@ pub fn given_up(kind: &'static str, ids: &[uuid::Uuid]) {
     );
 }
 
-/// Registers the worker's series with their known labels, at zero.
-pub fn register() {
+/// Registers the worker's series with their known labels, at zero. The backlog gauges are
+/// registered only by the workers that may report them: those of the webhook-delivery queue
+/// (the outbox relay runs there) and of the sla-check queue (the SLA scheduler).
+pub fn register(queues: &[QueueName]) {
     for queue in QueueName::ALL {
         let q = queue.as_str();
         for outcome in ["ok", "error"] {
@@ -56,7 +59,9 @@ pub fn register() {
             .absolute(0);
     }
     let _ = metrics::histogram!(WEBHOOK_LATENCY);
-    metrics::gauge!(OUTBOX_BACKLOG).set(0.0);
+    if queues.contains(&QueueName::WebhookDelivery) {
+        metrics::gauge!(OUTBOX_BACKLOG).set(0.0);
+    }
     metrics::counter!(WEBHOOKS_DISABLED).absolute(0);
     for target in SlaTarget::ALL {
         metrics::counter!(SLA_BREACHES, "target" => target.as_str()).absolute(0);
@@ -66,7 +71,12 @@ pub fn register() {
         metrics::counter!(SLA_CHECKS, "outcome" => outcome).absolute(0);
     }
     let _ = metrics::histogram!(SLA_BREACH_LAG);
-    metrics::gauge!(SLA_BACKLOG).set(0.0);
+    if queues.contains(&QueueName::SlaCheck) {
+        metrics::gauge!(SLA_BACKLOG).set(0.0);
+    }
+    for kind in ["webhook_event", "broadcast_recipient"] {
+        metrics::counter!(RETENTION_DELETED, "kind" => kind).absolute(0);
+    }
     for kind in ["webhook", "recipient"] {
         metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => kind).absolute(0);
         metrics::counter!(ATTEMPTS_EXHAUSTED, "kind" => kind).absolute(0);

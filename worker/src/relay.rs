@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 use parley_db::outbox;
 use parley_jobs::QueueName;
 use parley_types::metric_names::OUTBOX_BACKLOG;
+use secrecy::ExposeSecret;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
+use crate::reporter::Family;
 
 /// Events relayed, and due deliveries enqueued, per statement.
 const BATCH: i64 = 1_000;
@@ -100,7 +102,9 @@ impl Periodic for Relay {
             .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
         {
             self.last_gauge = Some(Instant::now());
-            if let Ok(n) = outbox::backlog(&ctx.pool).await {
+            if !ctx.reporter.reports(Family::Outbox).await {
+                metrics::gauge!(OUTBOX_BACKLOG).set(0.0);
+            } else if let Ok(n) = outbox::backlog(&ctx.pool).await {
                 metrics::gauge!(OUTBOX_BACKLOG).set(n as f64);
             }
         }
@@ -108,7 +112,10 @@ impl Periodic for Relay {
 }
 
 async fn listen(ctx: &Ctx) -> Option<PgListener> {
-    let mut listener = match PgListener::connect_with(&ctx.pool).await {
+    // A session of its own, on PARLEY_DATABASE_SESSION_URL: a transaction pooler would hand
+    // the LISTEN to a server connection other clients then share.
+    let url = ctx.config.database_session_url.expose_secret();
+    let mut listener = match PgListener::connect(url).await {
         Ok(l) => l,
         Err(err) => {
             tracing::warn!(%err, "outbox notifications unavailable; relaying on the tick");

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
+use crate::reporter::Family;
 
 /// Checks taken from Postgres per statement.
 const BATCH: i64 = 1_000;
@@ -60,7 +61,12 @@ async fn pass(ctx: &Ctx, reconcile: bool) -> anyhow::Result<()> {
                 ctx.jobs.check_sla(&lost).await?;
             }
         }
-        metrics::gauge!(SLA_BACKLOG).set(db::sla::checks_backlog(&ctx.pool).await? as f64);
+        let backlog = if ctx.reporter.reports(Family::Sla).await {
+            db::sla::checks_backlog(&ctx.pool).await?
+        } else {
+            0
+        };
+        metrics::gauge!(SLA_BACKLOG).set(backlog as f64);
     }
     Ok(())
 }

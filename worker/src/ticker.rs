@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
+use crate::reporter::Family;
 use parley_types::metric_names::{
     QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, RETENTION_DELETED,
 };
@@ -23,6 +24,8 @@ const VACUUM_EVERY: u64 = 240;
 /// Webhook events deleted per statement by retention, and statements a maintenance pass.
 const RETENTION_BATCH: i64 = 500;
 const RETENTION_BATCHES: usize = 40;
+/// Broadcast recipients deleted per statement by retention.
+const RECIPIENT_RETENTION_BATCH: i64 = 5_000;
 
 /// Runs the ticker until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
@@ -164,19 +167,28 @@ async fn redis_emptied(ctx: &Ctx) -> Result<bool, redis::RedisError> {
     Ok(set.is_some())
 }
 
+/// Exports the depth and age of every queue, when this worker reports them (0 otherwise: see
+/// [`crate::reporter`]).
 async fn export_depths(ctx: &Ctx) {
+    let reports = ctx.reporter.reports(Family::Queues).await;
     for queue in QueueName::ALL {
-        match ctx.jobs.depth(*queue).await {
-            Ok(depth) => {
-                metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "ready")
-                    .set(depth.ready as f64);
-                metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
-                    .set(depth.scheduled as f64);
-                metrics::gauge!(QUEUE_AGE, "queue" => queue.as_str())
-                    .set(depth.oldest_ready_age.unwrap_or_default().as_secs_f64());
+        let depth = if reports {
+            match ctx.jobs.depth(*queue).await {
+                Ok(depth) => depth,
+                Err(err) => {
+                    tracing::warn!(%err, queue = queue.as_str(), "queue depth not read");
+                    continue;
+                }
             }
-            Err(err) => tracing::warn!(%err, queue = queue.as_str(), "queue depth not read"),
-        }
+        } else {
+            Default::default()
+        };
+        metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "ready")
+            .set(depth.ready as f64);
+        metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
+            .set(depth.scheduled as f64);
+        metrics::gauge!(QUEUE_AGE, "queue" => queue.as_str())
+            .set(depth.oldest_ready_age.unwrap_or_default().as_secs_f64());
     }
 }
 
@@ -212,6 +224,36 @@ async fn sweep_webhook_events(ctx: &Ctx) {
     }
 }
 
+/// Retention: the recipients of broadcasts ended past it, [`RECIPIENT_RETENTION_BATCH`] a
+/// statement, at most [`RETENTION_BATCHES`] statements a pass.
+async fn sweep_recipients(ctx: &Ctx) {
+    let mut deleted = 0;
+    for _ in 0..RETENTION_BATCHES {
+        match db::delivery::purge_recipients(
+            &ctx.pool,
+            ctx.settings().recipient_retention,
+            RECIPIENT_RETENTION_BATCH,
+        )
+        .await
+        {
+            Ok((n, found)) => {
+                deleted += n;
+                if !found {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, "broadcast recipients not swept");
+                break;
+            }
+        }
+    }
+    if deleted > 0 {
+        metrics::counter!(RETENTION_DELETED, "kind" => "broadcast_recipient").increment(deleted);
+        tracing::info!(deleted, "broadcast recipients past retention deleted");
+    }
+}
+
 /// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
 /// the set of done job ids, which nothing here reads; expired `Idempotency-Key`s, [`BATCH`]
 /// at a time. And moves due jobs that a producer left
@@ -219,6 +261,7 @@ async fn sweep_webhook_events(ctx: &Ctx) {
 /// never pile up past what apalis' fetch can promote.
 async fn vacuum(ctx: &Ctx) {
     sweep_webhook_events(ctx).await;
+    sweep_recipients(ctx).await;
     // Batches until none is left (at most 100 a pass), so the table keeps up with any rate.
     let mut swept = 0;
     for _ in 0..100 {

@@ -43,6 +43,10 @@ impl FromStr for LogFormat {
 pub struct Config {
     /// With its password: never in `Debug` or in logs.
     pub database_url: SecretString,
+    /// `PARLEY_DATABASE_SESSION_URL`, else `DATABASE_URL`: where migrations run and the outbox
+    /// relay listens (both need a session of their own, which a transaction pooler does not
+    /// give). With its password: never in `Debug` or in logs.
+    pub database_session_url: SecretString,
     pub db_max_connections: u32,
     /// May carry a password: never in `Debug` or in logs.
     pub redis_url: SecretString,
@@ -133,6 +137,9 @@ pub struct WorkerSettings {
     pub reconcile_after: Duration,
     /// How long a worker holds a recipient it is sending; past it, another may take it over.
     pub recipient_lease: Duration,
+    /// How long after a broadcast ends its recipients' delivery records are kept (its counters
+    /// stay).
+    pub recipient_retention: Duration,
     /// First retry delay of a provider call that failed with 429 or 5xx.
     pub provider_retry_base: Duration,
     /// Provider attempts per recipient before it is `failed`.
@@ -207,6 +214,10 @@ impl From<Vars> for Config {
             _ => None,
         };
         Config {
+            database_session_url: v
+                .PARLEY_DATABASE_SESSION_URL
+                .unwrap_or_else(|| v.DATABASE_URL.clone())
+                .into(),
             database_url: v.DATABASE_URL.into(),
             db_max_connections: v.PARLEY_DB_MAX_CONNECTIONS,
             redis_url: v.REDIS_URL.into(),
@@ -234,6 +245,7 @@ impl From<Vars> for Config {
                 tick_interval: ms(v.PARLEY_TICK_MS),
                 reconcile_after: secs(v.PARLEY_RECONCILE_AFTER_SECS),
                 recipient_lease: secs(v.PARLEY_RECIPIENT_LEASE_SECS),
+                recipient_retention: secs(v.PARLEY_RECIPIENT_RETENTION_DAYS * 86_400),
                 provider_retry_base: ms(v.PARLEY_PROVIDER_RETRY_BASE_MS),
                 provider_max_attempts: v.PARLEY_PROVIDER_MAX_ATTEMPTS,
                 auto_pause_after: v.PARLEY_BROADCAST_AUTO_PAUSE_FAILURES,

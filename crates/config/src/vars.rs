@@ -36,6 +36,10 @@ where
 pub(crate) struct Vars {
     #[arg(long, value_parser = url_with(&["postgres", "postgresql"]))]
     pub DATABASE_URL: String,
+    /// A direct connection to Postgres for what a transaction pooler (PgBouncer) cannot
+    /// carry: migrations (a session advisory lock) and the outbox relay's `LISTEN`.
+    #[arg(long, value_parser = url_with(&["postgres", "postgresql"]))]
+    pub PARLEY_DATABASE_SESSION_URL: Option<String>,
     #[arg(long, default_value_t = 10, value_parser = positive::<u32>())]
     pub PARLEY_DB_MAX_CONNECTIONS: u32,
     #[arg(long, value_parser = url_with(&["redis", "rediss", "unix", "redis+unix"]))]
@@ -81,6 +85,8 @@ pub(crate) struct Vars {
     pub PARLEY_RECONCILE_AFTER_SECS: u64,
     #[arg(long, default_value_t = 6, value_parser = positive::<u64>())]
     pub PARLEY_RECIPIENT_LEASE_SECS: u64,
+    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub PARLEY_RECIPIENT_RETENTION_DAYS: u64,
     #[arg(long, default_value_t = 500, value_parser = positive::<u64>())]
     pub PARLEY_PROVIDER_RETRY_BASE_MS: u64,
     #[arg(long, default_value_t = 5, value_parser = positive::<usize>())]

@@ -152,7 +152,8 @@ pub async fn get_many(
             coalesce(k.pending, 0) AS "pending_count!",
             b.message_length AS "message_length!", b.has_emojis AS "has_emojis!",
             b.has_images AS "has_images!", b.has_links AS "has_links!", b.queued_at, b.started_at,
-            b.paused_at, b.completed_at, b.cancelled_at, b.created_at AS "created_at!",
+            b.paused_at, b.completed_at, b.cancelled_at, b.recipients_purged_at,
+            b.created_at AS "created_at!",
             b.updated_at AS "updated_at!"
          FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
             LEFT JOIN segments s ON s.id = b.segment_id
@@ -364,6 +365,7 @@ struct BroadcastRow {
     paused_at: Option<Timestamp>,
     completed_at: Option<Timestamp>,
     cancelled_at: Option<Timestamp>,
+    recipients_purged_at: Option<Timestamp>,
     created_at: Timestamp,
     updated_at: Timestamp,
 }
@@ -426,6 +428,7 @@ impl From<BroadcastRow> for Broadcast {
             paused_at: r.paused_at,
             completed_at: r.completed_at,
             cancelled_at: r.cancelled_at,
+            recipients_purged_at: r.recipients_purged_at,
             created_at: r.created_at,
             updated_at: r.updated_at,
         };

@@ -636,3 +636,53 @@ pub async fn done_but_sending(
     .fetch_all(db)
     .await
 }
+
+/// Retention: deletes up to `limit` recipients of the broadcast that ended longest ago, more
+/// than `after` ago, whose recipients are kept; marks it purged once none is left. Its counters
+/// and the templates' daily figures stay (the delete trigger leaves them under
+/// `parley.keep_counters`). Goes through the recipients' index of that one broadcast, so it
+/// costs the rows it deletes whatever the table's size. Returns the rows deleted, and whether a
+/// broadcast was found.
+pub async fn purge_recipients(
+    pool: &PgPool,
+    after: Duration,
+    limit: i64,
+) -> Result<(u64, bool), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let broadcast = sqlx::query_scalar!(
+        "SELECT id FROM broadcasts
+         WHERE recipients_purged_at IS NULL AND status IN ('completed', 'failed', 'cancelled')
+           AND coalesce(completed_at, cancelled_at, updated_at)
+               < now() - make_interval(secs => $1)
+         ORDER BY coalesce(completed_at, cancelled_at, updated_at)
+         LIMIT 1 FOR UPDATE SKIP LOCKED",
+        after.as_secs_f64(),
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(broadcast) = broadcast else {
+        return Ok((0, false));
+    };
+    sqlx::query_scalar!("SELECT set_config('parley.keep_counters', 'on', true)")
+        .fetch_one(&mut *tx)
+        .await?;
+    let deleted = sqlx::query!(
+        "DELETE FROM broadcast_recipients WHERE id IN (
+            SELECT id FROM broadcast_recipients WHERE broadcast_id = $1 LIMIT $2)",
+        broadcast,
+        limit,
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if deleted < limit as u64 {
+        sqlx::query!(
+            "UPDATE broadcasts SET recipients_purged_at = clock_timestamp() WHERE id = $1",
+            broadcast,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok((deleted, true))
+}

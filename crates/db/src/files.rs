@@ -174,3 +174,34 @@ impl From<FileRow> for File {
         }
     }
 }
+
+/// Files still `pending` longer than `older_than` after their creation (abandoned uploads),
+/// oldest first, at most `limit`, locked for this transaction and skipped by any other
+/// sweeper: their ids and storage keys.
+pub async fn take_abandoned(
+    tx: &mut sqlx::PgConnection,
+    older_than: std::time::Duration,
+    limit: i64,
+) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT id, storage_key FROM files
+         WHERE status = 'pending' AND created_at < now() - make_interval(secs => $1)
+         ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+        older_than.as_secs_f64(),
+        limit,
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.storage_key)).collect())
+}
+
+/// Removes the files `ids` (attachments can refer only to uploaded files).
+pub async fn delete_many(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<u64, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let done = sqlx::query!("DELETE FROM files WHERE id = ANY($1)", ids)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -273,6 +273,9 @@ pub struct Broadcast {
     pub paused_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
     pub cancelled_at: Option<Timestamp>,
+    /// When retention deleted the recipients' delivery records
+    /// (`PARLEY_RECIPIENT_RETENTION_DAYS` after the broadcast ended); the counts stay.
+    pub recipients_purged_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -591,6 +594,7 @@ impl CreateBroadcast {
             paused_at: None,
             completed_at: None,
             cancelled_at: None,
+            recipients_purged_at: None,
             created_at: now,
             updated_at: now,
         };

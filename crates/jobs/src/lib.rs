@@ -305,7 +305,7 @@ impl Jobs {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueDepth {
     pub ready: u64,
     pub scheduled: u64,

@@ -1,15 +1,19 @@
 //! Broadcast benchmark: N contacts, one template, one `sendNow` broadcast to a local HTTP sink
-//! provider, timed from the create request until `completed`, with the worker's peak RSS.
-//! The API and one worker run as release processes; Postgres and Redis are the real ones.
+//! provider, timed from the create request until `completed`, with the workers' peak RSS.
+//! The API and the workers run as release processes; Postgres and Redis are the real ones.
 //!
 //! In the same run it measures this machine's floor: the least work any design must do per
 //! recipient, one insert and one update of its row, each a single statement over all N rows
 //! of the same table (with its indexes and triggers), and prints Parley's ratio to it.
 //!
+//! With `PARLEY_BENCH_WORKERS` (e.g. `1 2 4`, default `1`) each size runs once per number of
+//! worker processes sharing the broadcast; the sink checks that no recipient is sent twice.
+//!
 //! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -17,17 +21,32 @@ use parley_bench::{API_ADDR, Bench, rss};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+/// What the sink saw: messages, and the idempotency keys (recipient ids) seen more than once.
+#[derive(Default)]
+struct Seen {
+    count: AtomicU64,
+    keys: Mutex<HashSet<String>>,
+    twice: AtomicU64,
+}
+
 /// A provider that accepts everything, as fast as it can.
-async fn sink() -> anyhow::Result<(String, Arc<AtomicU64>)> {
-    let count = Arc::new(AtomicU64::new(0));
-    let c = count.clone();
+async fn sink() -> anyhow::Result<(String, Arc<Seen>)> {
+    let seen = Arc::new(Seen::default());
+    let s = seen.clone();
     let app = axum::Router::new().route(
         "/send",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let c = c.clone();
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let s = s.clone();
             async move {
-                let n = c.fetch_add(1, Ordering::Relaxed);
-                let _ = body;
+                let n = s.count.fetch_add(1, Ordering::Relaxed);
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                if !s.keys.lock().unwrap().insert(key) {
+                    s.twice.fetch_add(1, Ordering::Relaxed);
+                }
                 axum::Json(json!({"messageId": format!("sink-{n}")}))
             }
         }),
@@ -35,11 +54,12 @@ async fn sink() -> anyhow::Result<(String, Arc<AtomicU64>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/send", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok((url, count))
+    Ok((url, seen))
 }
 
 struct Figures {
     n: usize,
+    workers: usize,
     create_ms: f64,
     total_s: f64,
     per_second: f64,
@@ -47,15 +67,23 @@ struct Figures {
     worker_peak_mib: f64,
 }
 
-async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result<Figures> {
+async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::Result<Figures> {
     let bench = Bench::new(&format!("parley_bench_{n}")).await?;
     let (pool, key) = (&bench.pool, &bench.key);
     let contacts = bench.seed_contacts(n).await?;
     sqlx::query("VACUUM ANALYZE contacts").execute(pool).await?;
     let provider = [("PARLEY_CHANNEL_EMAIL_URL", sink_url)];
     let _api = bench.spawn("parley-api", &provider)?;
-    let worker = bench.spawn("parley-worker", &provider)?;
-    let worker_pid = worker.0.id();
+    let running = (0..workers)
+        .map(|_| bench.spawn("parley-worker", &provider))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let pids: Vec<u32> = running.iter().map(|w| w.0.id()).collect();
+    let peak = |now: u64| {
+        pids.iter()
+            .filter_map(|pid| rss(*pid))
+            .map(|(_, hwm)| hwm)
+            .fold(now, u64::max)
+    };
     let client = bench.api_ready().await?;
     let base = format!("http://{API_ADDR}");
     let template = bench.template(&client).await?;
@@ -81,15 +109,15 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
         draft = r["data"]["id"].as_str().context("draft id")?.to_owned();
     }
 
-    let before = sink_count.load(Ordering::Relaxed);
+    let before = seen.count.load(Ordering::Relaxed);
+    seen.keys.lock().unwrap().clear();
+    seen.twice.store(0, Ordering::Relaxed);
     let started = Instant::now();
     let body = json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true});
     let id = bench.create(&client, "/broadcasts", &body).await?;
     let mut peak_kib = 0;
     loop {
-        if let Some((_, hwm)) = rss(worker_pid) {
-            peak_kib = peak_kib.max(hwm);
-        }
+        peak_kib = peak(peak_kib);
         let b: Value = client
             .get(format!("{base}/api/v1/broadcasts/{id}"))
             .bearer_auth(key)
@@ -113,18 +141,18 @@ async fn run(n: usize, sink_url: &str, sink_count: &AtomicU64) -> anyhow::Result
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let total = started.elapsed().as_secs_f64();
-    if let Some((_, hwm)) = rss(worker_pid) {
-        peak_kib = peak_kib.max(hwm);
+    peak_kib = peak(peak_kib);
+    let sent = seen.count.load(Ordering::Relaxed) - before;
+    let twice = seen.twice.load(Ordering::Relaxed);
+    if sent != n as u64 || twice > 0 {
+        bail!("the sink got {sent} messages for {n} recipients, {twice} sent twice");
     }
-    let sent = sink_count.load(Ordering::Relaxed) - before;
-    if sent != n as u64 {
-        bail!("the sink got {sent} messages for {n} recipients");
-    }
-    drop(worker);
+    drop(running);
     let floor = floor(&bench, draft.parse()?, &contacts).await?;
     bench.finish().await?;
     Ok(Figures {
         n,
+        workers,
         create_ms,
         total_s: total,
         per_second: n as f64 / total,
@@ -166,23 +194,30 @@ async fn main() -> anyhow::Result<()> {
         .skip(1)
         .map(|a| a.parse().context("sizes are numbers"))
         .collect::<anyhow::Result<_>>()?;
-    let (sink_url, sink_count) = sink().await?;
+    let workers: Vec<usize> = parley_bench::env("PARLEY_BENCH_WORKERS", "1")
+        .split_whitespace()
+        .map(|w| w.parse().context("PARLEY_BENCH_WORKERS holds numbers"))
+        .collect::<anyhow::Result<_>>()?;
+    let (sink_url, seen) = sink().await?;
     println!(
-        "| N | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | floor: insert + update (recipients/s) | Parley / floor | worker peak RSS (MiB) |"
+        "| N | workers | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | floor: insert + update (recipients/s) | Parley / floor | peak RSS of a worker (MiB) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for n in sizes {
-        let f = run(n, &sink_url, &sink_count).await?;
-        println!(
-            "| {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.1} |",
-            f.n,
-            f.create_ms,
-            f.total_s,
-            f.per_second,
-            f.floor,
-            f.per_second * 100.0 / f.floor,
-            f.worker_peak_mib
-        );
+        for w in &workers {
+            let f = run(n, *w, &sink_url, &seen).await?;
+            println!(
+                "| {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.1} |",
+                f.n,
+                f.workers,
+                f.create_ms,
+                f.total_s,
+                f.per_second,
+                f.floor,
+                f.per_second * 100.0 / f.floor,
+                f.worker_peak_mib
+            );
+        }
     }
     Ok(())
 }

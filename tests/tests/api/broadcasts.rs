@@ -1167,3 +1167,82 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
     assert_eq!(b["data"]["sentCount"], 4);
     assert_eq!(b["data"]["skippedCount"], 1);
 }
+
+#[tokio::test]
+async fn retention_deletes_the_recipients_of_old_broadcasts_and_keeps_their_counts() {
+    // The worker's own sweep keeps off: the test calls it.
+    let rig = Rig::new(&[], &[("PARLEY_RECIPIENT_RETENTION_DAYS", "36500")]).await;
+    let app = &rig.app;
+    let old = rig.send(120).await;
+    let recent = rig.send(30).await;
+    for id in [&old, &recent] {
+        app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
+            .await;
+    }
+    let before = app.get(&format!("/api/v1/broadcasts/{old}")).await;
+    let template = before.data()["templateId"].as_str().unwrap().to_owned();
+    let analytics = app
+        .get(&format!("/api/v1/templates/{template}/analytics"))
+        .await;
+    // The old broadcast ended 200 days ago, the recent one 10 days ago.
+    for (id, days) in [(&old, 200), (&recent, 10)] {
+        sqlx::query(
+            "UPDATE broadcasts SET completed_at = now() - make_interval(days => $2) WHERE id = $1",
+        )
+        .bind(id.parse::<Uuid>().unwrap())
+        .bind(days)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    }
+    let purge =
+        || parley_db::delivery::purge_recipients(&app.pool, Duration::from_secs(180 * 86_400), 50);
+    // 50 a statement: three statements for 120, the last one marks the broadcast.
+    assert_eq!(purge().await.unwrap(), (50, true));
+    assert_eq!(purge().await.unwrap(), (50, true));
+    assert_eq!(purge().await.unwrap(), (20, true));
+    assert_eq!(
+        purge().await.unwrap(),
+        (0, false),
+        "nothing else is past 180 days"
+    );
+
+    let after = app.get(&format!("/api/v1/broadcasts/{old}")).await;
+    assert!(after.data()["recipientsPurgedAt"].is_string());
+    for counter in [
+        "totalRecipients",
+        "sentCount",
+        "failedCount",
+        "pendingCount",
+        "audienceSize",
+    ] {
+        assert_eq!(
+            after.data()[counter],
+            before.data()[counter],
+            "{counter} kept"
+        );
+    }
+    assert_eq!(after.data()["sentCount"], 120);
+    assert!(
+        recipients(app, &old).await.is_empty(),
+        "the records are gone"
+    );
+    assert_eq!(
+        app.get(&format!("/api/v1/templates/{template}/analytics"))
+            .await
+            .data(),
+        analytics.data(),
+        "the template's analytics are unchanged"
+    );
+    assert_eq!(
+        recipients(app, &recent).await.len(),
+        30,
+        "the recent one keeps its records"
+    );
+    assert!(
+        app.get(&format!("/api/v1/broadcasts/{recent}"))
+            .await
+            .data()["recipientsPurgedAt"]
+            .is_null()
+    );
+}

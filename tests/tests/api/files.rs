@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
-use parley_tests::{TestApp, spawn_app, spawn_storage_app, storage_vars};
+use parley_tests::{
+    TestApp, spawn_app, spawn_isolated_storage_app, spawn_storage_app, storage_vars,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -422,4 +424,60 @@ async fn a_store_that_does_not_answer_is_503_not_500() {
         "pending",
         "a failed delete changes nothing"
     );
+}
+
+#[tokio::test]
+async fn abandoned_uploads_are_deleted_with_their_objects() {
+    let app = spawn_isolated_storage_app(&[]).await;
+    // Three uploads whose bytes reached the store: one never confirmed and old, one confirmed
+    // and old, one never confirmed but recent.
+    let mut files = Vec::new();
+    for _ in 0..3 {
+        let created = app
+            .post("/api/v1/files/presigned-upload", upload_body(PDF.len()))
+            .await;
+        created.expect(201);
+        let url = created.body["uploadUrl"].as_str().unwrap();
+        assert_eq!(put(url, "application/pdf", PDF.to_vec()).await.0, 200);
+        files.push((
+            created.body["fileId"].as_str().unwrap().to_owned(),
+            created.body["storageKey"].as_str().unwrap().to_owned(),
+        ));
+    }
+    app.post(&format!("/api/v1/files/{}/complete", files[1].0), json!({}))
+        .await
+        .expect(200);
+    let old: Vec<uuid::Uuid> = files[..2]
+        .iter()
+        .map(|(id, _)| id.parse().unwrap())
+        .collect();
+    sqlx::query("UPDATE files SET created_at = now() - interval '2 hours' WHERE id = ANY($1)")
+        .bind(&old)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let vars = storage_vars();
+    let settings: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let config = parley_tests::test_config("unused", &settings);
+    let storage = parley_storage::Storage::new(config.storage.as_ref().unwrap());
+    // The upload URL lives 15 minutes; the grace is an hour: past both only the old ones.
+    let older_than = Duration::from_secs(900) + parley_api::retention::GRACE;
+    let sweep = || parley_api::retention::sweep_uploads(&app.pool, &storage, older_than, 100);
+    assert_eq!(sweep().await.unwrap(), 1, "the abandoned upload goes");
+    assert_eq!(sweep().await.unwrap(), 0);
+
+    app.get(&format!("/api/v1/files/{}", files[0].0))
+        .await
+        .expect(404);
+    assert_eq!(
+        storage.head(&files[0].1).await.unwrap(),
+        None,
+        "with its object"
+    );
+    let kept = app.get(&format!("/api/v1/files/{}", files[1].0)).await;
+    assert_eq!(kept.expect(200).data()["status"], "uploaded");
+    assert!(storage.head(&files[1].1).await.unwrap().is_some());
+    let recent = app.get(&format!("/api/v1/files/{}", files[2].0)).await;
+    assert_eq!(recent.expect(200).data()["status"], "pending");
+    assert!(storage.head(&files[2].1).await.unwrap().is_some());
 }

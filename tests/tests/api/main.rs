@@ -16,6 +16,7 @@ mod leads;
 mod lists;
 mod observability;
 mod openapi;
+mod pooler;
 mod resources;
 mod scopes;
 mod segments;
