@@ -368,11 +368,30 @@ async fn shared_gauges_are_reported_by_one_worker_of_several() {
         addrs.push(addr);
     }
     broadcast(&app, 3).await;
+    let reporter = one_reports_the_depth(&addrs).await;
+    // A worker that stops gives its lease up: another reports at its next export, well within
+    // the lease it would otherwise wait out (15 s).
+    parley_tests::terminate(&running[reporter].0);
+    running[reporter].0.wait().expect("the worker exits");
+    addrs.remove(reporter);
+    running.remove(reporter);
+    let stopped = std::time::Instant::now();
+    one_reports_the_depth(&addrs).await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(8),
+        "the lease was handed on when its holder stopped ({:?})",
+        stopped.elapsed()
+    );
+}
+
+/// Waits until a worker reports the broadcast-dispatch queue's waiting job and checks that it
+/// is the only one; answers its index.
+async fn one_reports_the_depth(addrs: &[String]) -> usize {
     let ready = [r#"queue="broadcast-dispatch""#, r#"state="ready""#];
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let mut values = Vec::new();
-        for addr in &addrs {
+        for addr in addrs {
             let text = scrape(addr).await;
             values.push(series(&text, "parley_queue_depth", &ready).expect("the depth gauge"));
             assert!(
@@ -386,11 +405,15 @@ async fn shared_gauges_are_reported_by_one_worker_of_several() {
         }
         let sum: f64 = values.iter().sum();
         let max = values.iter().copied().fold(0.0, f64::max);
-        let reporting = values.iter().filter(|v| **v > 0.0).count();
+        let reporting: Vec<usize> = (0..values.len()).filter(|i| values[*i] > 0.0).collect();
         if max >= 1.0 {
-            assert_eq!(reporting, 1, "one worker reports the depth: {values:?}");
+            assert_eq!(
+                reporting.len(),
+                1,
+                "one worker reports the depth: {values:?}"
+            );
             assert_eq!(sum, max, "sum() reads the depth once: {values:?}");
-            break;
+            return reporting[0];
         }
         assert!(
             std::time::Instant::now() < deadline,

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod endpoint_slots;
 pub mod imports;
 pub mod job;
+pub mod maintenance;
 pub mod metrics;
 pub mod net;
 pub mod periodic;
@@ -97,7 +98,7 @@ impl Worker {
             jobs: Jobs::new(&redis),
             limiter: RateLimiter::new(redis.clone(), rates),
             claims: claims::Claims::new(redis.clone()),
-            reporter: reporter::Reporter::new(redis.clone()),
+            reporter: reporter::Reporter::new(redis.clone(), config.worker.tick_interval),
             endpoint_slots: endpoint_slots::EndpointSlots::new(
                 redis.clone(),
                 config.webhooks.per_endpoint,
@@ -132,6 +133,7 @@ impl Worker {
             tasks.spawn(consumers::run(self.ctx.clone(), shutdown.clone(), queue));
         }
         tasks.spawn(ticker::run(self.ctx.clone(), shutdown.clone()));
+        tasks.spawn(maintenance::run(self.ctx.clone(), shutdown.clone()));
         if self
             .ctx
             .settings()
@@ -161,6 +163,8 @@ impl Worker {
             tracing::warn!("drain timed out; unfinished jobs will be picked up again");
             tasks.abort_all();
         }
+        // Another worker reports the shared gauges at its next export, not a lease later.
+        self.ctx.reporter.release().await;
         serving.await?.context("serving the metrics address")
     }
 }

@@ -74,7 +74,7 @@ pub fn register(queues: &[QueueName]) {
     if queues.contains(&QueueName::SlaCheck) {
         metrics::gauge!(SLA_BACKLOG).set(0.0);
     }
-    for kind in ["webhook_event", "broadcast_recipient"] {
+    for kind in ["webhook_event", "broadcast_recipient", "idempotency_key"] {
         metrics::counter!(RETENTION_DELETED, "kind" => kind).absolute(0);
     }
     for kind in ["webhook", "recipient"] {

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use parley_jobs::redis_conn::Redis;
 
-/// How long a reporter keeps its family without reporting again: longer than the slowest
-/// export (the SLA backlog's, every 8 ticks).
+/// How long a reporter keeps its family without reporting again, at least: three times the
+/// slowest export (the SLA backlog's, every 8 ticks) when that is longer.
 const LEASE: Duration = Duration::from_secs(15);
+const SLOWEST_EXPORT_TICKS: u32 = 8;
 
 /// Takes the lease KEYS[1] for ARGV[1] when free, or extends it when ARGV[1] holds it.
 const TAKE: &str = r"
@@ -17,6 +18,14 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
+end
+return 0
+";
+
+/// Deletes the leases KEYS that ARGV[1] holds.
+const RELEASE: &str = r"
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
 end
 return 0
 ";
@@ -33,6 +42,8 @@ pub enum Family {
 }
 
 impl Family {
+    const ALL: [Family; 3] = [Family::Queues, Family::Outbox, Family::Sla];
+
     fn as_str(self) -> &'static str {
         match self {
             Family::Queues => "queues",
@@ -47,14 +58,20 @@ pub struct Reporter {
     redis: Redis,
     /// This process, in the lease.
     id: String,
+    lease: Duration,
 }
 
 impl Reporter {
-    pub fn new(redis: Redis) -> Self {
+    pub fn new(redis: Redis, tick: Duration) -> Self {
         Reporter {
             redis,
             id: uuid::Uuid::now_v7().to_string(),
+            lease: LEASE.max(tick * SLOWEST_EXPORT_TICKS * 3),
         }
+    }
+
+    fn key(&self, family: Family) -> String {
+        self.redis.key(&format!("reporter:{}", family.as_str()))
     }
 
     /// Whether this worker reports `family` now: it takes the lease, or keeps it. False when
@@ -62,11 +79,28 @@ impl Reporter {
     pub async fn reports(&self, family: Family) -> bool {
         let mut conn = self.redis.conn.clone();
         let taken: Result<i64, _> = redis::Script::new(TAKE)
-            .key(self.redis.key(&format!("reporter:{}", family.as_str())))
+            .key(self.key(family))
             .arg(&self.id)
-            .arg(LEASE.as_millis() as u64)
+            .arg(self.lease.as_millis() as u64)
             .invoke_async(&mut conn)
             .await;
         taken.is_ok_and(|t| t == 1)
+    }
+
+    /// Gives up the families this worker reports (when it stops), so another takes them at
+    /// its next export rather than a lease later.
+    pub async fn release(&self) {
+        let mut conn = self.redis.conn.clone();
+        for family in Family::ALL {
+            // One key a call: the keys need not share a cluster slot.
+            let released: Result<i64, _> = redis::Script::new(RELEASE)
+                .key(self.key(family))
+                .arg(&self.id)
+                .invoke_async(&mut conn)
+                .await;
+            if let Err(err) = released {
+                tracing::warn!(%err, "reporter lease not released; it lapses by itself");
+            }
+        }
     }
 }

@@ -1,31 +1,22 @@
 //! The ticker every worker runs (any number may run it at once): it queues scheduled
 //! broadcasts when their time comes, wakes snoozed conversations, finds work whose job Redis lost and enqueues it again, ends
-//! broadcasts whose last recipient was missed, exports queue depths, and vacuums the queues.
+//! broadcasts whose last recipient was missed, and exports queue depths. The slower upkeep
+//! (retention, the queues' vacuum) is `crate::maintenance`, on a loop of its own.
 //! All timers live in Postgres; work moves into Redis in bounded batches.
 
-use apalis_core::backend::Vacuum;
 use parley_db as db;
-use parley_jobs::{QueueName, queue_config};
+use parley_jobs::QueueName;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
 use crate::reporter::Family;
-use parley_types::metric_names::{
-    QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, RETENTION_DELETED,
-};
+use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
 const BATCH: i64 = 1_000;
 /// Reconciliation runs every this many ticks.
 const RECONCILE_EVERY: u64 = 4;
-/// Maintenance runs every this many ticks.
-const VACUUM_EVERY: u64 = 240;
-/// Webhook events deleted per statement by retention, and statements a maintenance pass.
-const RETENTION_BATCH: i64 = 500;
-const RETENTION_BATCHES: usize = 40;
-/// Broadcast recipients deleted per statement by retention.
-const RECIPIENT_RETENTION_BATCH: i64 = 5_000;
 
 /// Runs the ticker until `shutdown`.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
@@ -78,9 +69,6 @@ impl Periodic for Ticker {
                 tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
             }
             export_depths(ctx).await;
-        }
-        if n % VACUUM_EVERY == VACUUM_EVERY - 1 {
-            vacuum(ctx).await;
         }
     }
 }
@@ -189,111 +177,5 @@ async fn export_depths(ctx: &Ctx) {
             .set(depth.scheduled as f64);
         metrics::gauge!(QUEUE_AGE, "queue" => queue.as_str())
             .set(depth.oldest_ready_age.unwrap_or_default().as_secs_f64());
-    }
-}
-
-/// Retention: webhook events past it, with their deliveries and attempts, [`RETENTION_BATCH`]
-/// at a time (short statements, short locks), at most [`RETENTION_BATCHES`] a pass.
-async fn sweep_webhook_events(ctx: &Ctx) {
-    let settings = &ctx.config.webhooks;
-    let mut deleted = 0;
-    for _ in 0..RETENTION_BATCHES {
-        match db::outbox::sweep_expired(
-            &ctx.pool,
-            settings.retention,
-            settings.failed_retention,
-            RETENTION_BATCH,
-        )
-        .await
-        {
-            Ok(n) => {
-                deleted += n;
-                if n < RETENTION_BATCH as u64 {
-                    break;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(%err, "webhook events not swept");
-                break;
-            }
-        }
-    }
-    if deleted > 0 {
-        metrics::counter!(RETENTION_DELETED, "kind" => "webhook_event").increment(deleted);
-        tracing::info!(deleted, "webhook events past retention deleted");
-    }
-}
-
-/// Retention: the recipients of broadcasts ended past it, [`RECIPIENT_RETENTION_BATCH`] a
-/// statement, at most [`RETENTION_BATCHES`] statements a pass.
-async fn sweep_recipients(ctx: &Ctx) {
-    let mut deleted = 0;
-    for _ in 0..RETENTION_BATCHES {
-        match db::delivery::purge_recipients(
-            &ctx.pool,
-            ctx.settings().recipient_retention,
-            RECIPIENT_RETENTION_BATCH,
-        )
-        .await
-        {
-            Ok((n, found)) => {
-                deleted += n;
-                if !found {
-                    break;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(%err, "broadcast recipients not swept");
-                break;
-            }
-        }
-    }
-    if deleted > 0 {
-        metrics::counter!(RETENTION_DELETED, "kind" => "broadcast_recipient").increment(deleted);
-        tracing::info!(deleted, "broadcast recipients past retention deleted");
-    }
-}
-
-/// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
-/// the set of done job ids, which nothing here reads; expired `Idempotency-Key`s, [`BATCH`]
-/// at a time. And moves due jobs that a producer left
-/// scheduled (it stopped between its push and its promotion) to the ready list, so they can
-/// never pile up past what apalis' fetch can promote.
-async fn vacuum(ctx: &Ctx) {
-    sweep_webhook_events(ctx).await;
-    sweep_recipients(ctx).await;
-    // Batches until none is left (at most 100 a pass), so the table keeps up with any rate.
-    let mut swept = 0;
-    for _ in 0..100 {
-        match db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, BATCH).await {
-            Ok(n) => {
-                swept += n;
-                if n < BATCH as u64 {
-                    break;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(%err, "idempotency keys not swept");
-                break;
-            }
-        }
-    }
-    if swept > 0 {
-        tracing::info!(swept, "expired idempotency keys deleted");
-    }
-    for queue in QueueName::ALL {
-        if let Err(err) = ctx.jobs.promote(*queue).await {
-            tracing::warn!(%err, queue = queue.as_str(), "scheduled jobs not promoted");
-        }
-        let mut storage = ctx.jobs.storage::<serde_json::Value>(*queue);
-        if let Err(err) = storage.vacuum().await {
-            tracing::warn!(%err, queue = queue.as_str(), "vacuum failed");
-        }
-        let config = queue_config(ctx.redis.prefix(), *queue);
-        let mut conn = ctx.redis.conn.clone();
-        let _: Result<(), _> = redis::cmd("DEL")
-            .arg(config.done_jobs_set())
-            .query_async(&mut conn)
-            .await;
     }
 }

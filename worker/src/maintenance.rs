@@ -1,0 +1,153 @@
+//! Upkeep every worker runs once a minute (every 240 ticks), on a loop of its own so that a
+//! long pass never delays the ticker: retention of webhook events and of broadcast
+//! recipients, expired `Idempotency-Key`s, and the queues' leftovers in Redis. Every delete is
+//! a short statement over a bounded batch; any number of workers may run it at once.
+
+use std::future::Future;
+
+use apalis_core::backend::Vacuum;
+use parley_db as db;
+use parley_jobs::{QueueName, queue_config};
+use parley_types::metric_names::RETENTION_DELETED;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+use crate::periodic::{self, Periodic};
+
+/// A pass runs every this many ticks.
+const EVERY_TICKS: u32 = 240;
+
+/// Runs the upkeep until `shutdown`.
+pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+    let period = ctx.settings().tick_interval * EVERY_TICKS;
+    periodic::run(period, shutdown, Maintenance(ctx)).await
+}
+
+struct Maintenance(Ctx);
+
+impl Periodic for Maintenance {
+    async fn pass(&mut self, n: u64) {
+        // The first tick fires at once: the upkeep waits for its first period.
+        if n > 0 {
+            pass(&self.0).await;
+        }
+    }
+}
+
+/// What a kind of sweep may do in one pass.
+struct Bounds {
+    statements: usize,
+    rows: u64,
+}
+
+/// Runs `batch` (a statement that returns the rows it deleted and whether more may be left)
+/// until nothing is left or `bounds` is reached; counts the rows in
+/// `parley_retention_deleted_total{kind}`.
+async fn sweep<F, Fut>(kind: &'static str, bounds: Bounds, mut batch: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(u64, bool), sqlx::Error>>,
+{
+    let mut deleted = 0;
+    for _ in 0..bounds.statements {
+        match batch().await {
+            Ok((n, more)) => {
+                deleted += n;
+                if !more || deleted >= bounds.rows {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, kind, "not swept this pass");
+                break;
+            }
+        }
+    }
+    if deleted > 0 {
+        metrics::counter!(RETENTION_DELETED, "kind" => kind).increment(deleted);
+        tracing::info!(deleted, kind, "swept");
+    }
+}
+
+/// Webhook events deleted per statement (with their deliveries and attempts).
+const EVENTS_BATCH: i64 = 500;
+/// Broadcast recipients deleted per statement, all of one broadcast.
+const RECIPIENTS_BATCH: i64 = 5_000;
+/// Expired idempotency keys deleted per statement.
+const KEYS_BATCH: i64 = 1_000;
+
+async fn pass(ctx: &Ctx) {
+    let webhooks = &ctx.config.webhooks;
+    sweep(
+        "webhook_event",
+        Bounds {
+            statements: 40,
+            rows: 20_000,
+        },
+        || async {
+            let n = db::outbox::sweep_expired(
+                &ctx.pool,
+                webhooks.retention,
+                webhooks.failed_retention,
+                EVENTS_BATCH,
+            )
+            .await?;
+            Ok((n, n == EVENTS_BATCH as u64))
+        },
+    )
+    .await;
+    // A statement takes one broadcast: many small broadcasts take many statements, so the
+    // pass is bounded by rows as well.
+    sweep(
+        "broadcast_recipient",
+        Bounds {
+            statements: 400,
+            rows: 200_000,
+        },
+        || {
+            db::delivery::purge_recipients(
+                &ctx.pool,
+                ctx.settings().recipient_retention,
+                RECIPIENTS_BATCH,
+            )
+        },
+    )
+    .await;
+    // Until none is left, so the table keeps up with any rate.
+    sweep(
+        "idempotency_key",
+        Bounds {
+            statements: 100,
+            rows: u64::MAX,
+        },
+        || async {
+            let n =
+                db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, KEYS_BATCH).await?;
+            Ok((n, n == KEYS_BATCH as u64))
+        },
+    )
+    .await;
+    vacuum_queues(ctx).await;
+}
+
+/// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
+/// the set of done job ids, which nothing here reads. And moves due jobs that a producer left
+/// scheduled (it stopped between its push and its promotion) to the ready list, so they can
+/// never pile up past what apalis' fetch can promote.
+async fn vacuum_queues(ctx: &Ctx) {
+    for queue in QueueName::ALL {
+        if let Err(err) = ctx.jobs.promote(*queue).await {
+            tracing::warn!(%err, queue = queue.as_str(), "scheduled jobs not promoted");
+        }
+        let mut storage = ctx.jobs.storage::<serde_json::Value>(*queue);
+        if let Err(err) = storage.vacuum().await {
+            tracing::warn!(%err, queue = queue.as_str(), "vacuum failed");
+        }
+        let config = queue_config(ctx.redis.prefix(), *queue);
+        let mut conn = ctx.redis.conn.clone();
+        let _: Result<(), _> = redis::cmd("DEL")
+            .arg(config.done_jobs_set())
+            .query_async(&mut conn)
+            .await;
+    }
+}
