@@ -108,10 +108,11 @@ async fn collections(
         FaqCollectionRow,
         r#"SELECT c.id, c.organization_id, c.name, c.slug, c.description, c.color, c.icon,
             c.display_order, c.is_published, c.locale,
-            (SELECT count(*) FROM faqs f WHERE f.collection_id = c.id) AS "faq_count!",
-            (SELECT coalesce(sum(f.read_time), 0)::int8 FROM faqs f WHERE f.collection_id = c.id) AS "total_read_time!",
+            coalesce(k.faq_count, 0) AS "faq_count!",
+            coalesce(k.total_read_time, 0) AS "total_read_time!",
             c.created_at, c.updated_at
-         FROM faq_collections c WHERE c.organization_id = $1 AND c.id = ANY($2)"#,
+         FROM faq_collections c LEFT JOIN faq_collection_totals k ON k.collection_id = c.id
+         WHERE c.organization_id = $1 AND c.id = ANY($2)"#,
         org,
         ids,
     )

@@ -159,9 +159,10 @@ async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Te
         r#"SELECT t.id, t.organization_id, t.name, t.display_name, t.description, t.color, t.icon,
             t.created_by, t.is_active,
             (SELECT count(*) FROM team_members m WHERE m.team_id = t.id) AS "member_count!",
-            (SELECT count(*) FROM conversation_teams ct WHERE ct.team_id = t.id) AS "conversation_count!",
+            coalesce(k.conversation_count, 0) AS "conversation_count!",
             t.created_at, t.updated_at
-         FROM teams t WHERE t.organization_id = $1 AND t.id = ANY($2)"#,
+         FROM teams t LEFT JOIN team_totals k ON k.team_id = t.id
+         WHERE t.organization_id = $1 AND t.id = ANY($2)"#,
         org,
         ids,
     )

@@ -278,6 +278,26 @@ async fn the_list_filters_pages_and_embeds() {
     assert_eq!(list.data()[0]["assignedTeams"][0]["team"]["name"], "Tier 2");
     let team_view = app.get(&format!("/api/v1/teams/{team}")).await;
     assert_eq!(team_view.data()["conversationCount"], 1);
+    // The count is kept beside the team: it follows an unassignment and a new assignment.
+    app.delete(&format!("/api/v1/conversations/{c}/teams/{team}"))
+        .await
+        .expect(200);
+    let team_view = app.get(&format!("/api/v1/teams/{team}")).await;
+    assert_eq!(team_view.data()["conversationCount"], 0);
+    app.post(
+        &format!("/api/v1/conversations/{c}/teams"),
+        json!({"teamIds": [team]}),
+    )
+    .await
+    .expect(200);
+    let listed = app.get("/api/v1/teams").await;
+    let listed = listed
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == team.as_str());
+    assert_eq!(listed.unwrap()["conversationCount"], 1);
 
     // Unassigning: the assignment goes; an absent one is 404.
     app.delete(&format!("/api/v1/conversations/{b}/assignees/{agent}"))

@@ -62,6 +62,18 @@ async fn collections_count_their_faqs_and_reading_time() {
     assert_eq!(shorter.data()["readTime"], 1);
     let got = app.get(&format!("/api/v1/faq-collections/{id}")).await;
     assert_eq!(got.data()["totalReadTime"], 2);
+    // The figures are kept beside the collection: they follow a deletion.
+    app.delete(&format!("/api/v1/faq-collections/{id}/faqs/{}", faq.id()))
+        .await
+        .expect(200);
+    let got = app.get(&format!("/api/v1/faq-collections/{id}")).await;
+    assert_eq!(
+        (
+            got.data()["faqCount"].clone(),
+            got.data()["totalReadTime"].clone()
+        ),
+        (json!(1), json!(1))
+    );
 }
 
 #[tokio::test]
