@@ -342,11 +342,37 @@ mod tests {
     }
 
     #[test]
+    fn the_session_url_defaults_to_the_database_url() {
+        let c = load(&BASE).unwrap();
+        assert_eq!(
+            c.database_session_url.expose_secret(),
+            c.database_url.expose_secret()
+        );
+        let mut pairs = BASE.to_vec();
+        pairs[0].1 = "postgres://postgres@127.0.0.1:6442/parley";
+        pairs.push((
+            "PARLEY_DATABASE_SESSION_URL",
+            "postgres://postgres@127.0.0.1:5432/parley",
+        ));
+        let c = load(&pairs).unwrap();
+        assert!(c.database_url.expose_secret().contains(":6442/"));
+        assert!(c.database_session_url.expose_secret().contains(":5432/"));
+        let mut pairs = BASE.to_vec();
+        pairs.push(("PARLEY_DATABASE_SESSION_URL", "mysql://127.0.0.1/parley"));
+        let err = load(&pairs).unwrap_err();
+        assert_eq!(err.var, "PARLEY_DATABASE_SESSION_URL");
+    }
+
+    #[test]
     fn secrets_never_show_in_debug() {
         let c = load(&[
             (
                 "DATABASE_URL",
                 "postgres://parley:db-pass-1@127.0.0.1/parley",
+            ),
+            (
+                "PARLEY_DATABASE_SESSION_URL",
+                "postgres://parley:db-pass-6@127.0.0.1:5432/parley",
             ),
             ("REDIS_URL", "redis://:redis-pass-2@127.0.0.1:6379"),
             ("S3_BUCKET", "b"),
@@ -363,6 +389,7 @@ mod tests {
             "s3-secret-3",
             "s3-token-4",
             "channel-secret-5",
+            "db-pass-6",
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
