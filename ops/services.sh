@@ -187,3 +187,67 @@ INI
   wait_for 10 pg_isready -q -h 127.0.0.1 -p "$PGBOUNCER_PORT" || {
     log "PgBouncer did not start (see $PGBOUNCER_RUN/pgbouncer.log)"; return 1; }
 }
+
+# A Redis Cluster of three masters (no replicas) on 127.0.0.1, for the tests that run the
+# binaries against a cluster: Debian's redis-server with --cluster-enabled, joined by
+# `redis-cli --cluster create`. Each node keeps nothing on disk but its cluster config, in
+# $REDIS_CLUSTER_RUN. Like Redis, it runs detached and outlives the script that started it.
+REDIS_CLUSTER_PORTS=${REDIS_CLUSTER_PORTS:-"6481 6482 6483"}
+REDIS_CLUSTER_RUN=${REDIS_CLUSTER_RUN:-/tmp/parley-redis-cluster-$(id -u)}
+
+# True when every node answers, and all of them form one cluster that serves every slot.
+redis_cluster_ok() {
+  local port info count=0
+  for port in $REDIS_CLUSTER_PORTS; do count=$((count + 1)); done
+  for port in $REDIS_CLUSTER_PORTS; do
+    info=$(redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null | tr -d '\r') || return 1
+    grep -qx 'cluster_state:ok' <<<"$info" || return 1
+    grep -qx 'cluster_slots_ok:16384' <<<"$info" || return 1
+    grep -qx "cluster_known_nodes:$count" <<<"$info" || return 1
+  done
+}
+
+# REDIS_URL of the cluster: its nodes, separated by commas.
+redis_cluster_url() {
+  local port urls=()
+  for port in $REDIS_CLUSTER_PORTS; do urls+=("redis://127.0.0.1:$port"); done
+  (IFS=,; echo "${urls[*]}")
+}
+
+ensure_redis_cluster() {
+  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    apt_install redis-server redis-tools
+  fi
+  redis_cluster_ok && return 0
+  local port nodes=()
+  # Only nodes this script started (their directory is ours) are ever reset: a Redis of
+  # someone else's on these ports is left alone.
+  for port in $REDIS_CLUSTER_PORTS; do
+    redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1 || continue
+    [ "$(redis-cli -h 127.0.0.1 -p "$port" config get dir 2>/dev/null | sed -n 2p)" = "$REDIS_CLUSTER_RUN/$port" ] || {
+      log "127.0.0.1:$port is a Redis this script did not start: set REDIS_CLUSTER_PORTS to free ports"; return 1; }
+  done
+  # A cluster that is only failing over heals by itself within its node timeout.
+  if wait_for 5 redis_cluster_ok; then return 0; fi
+  log "starting a Redis Cluster of three masters on 127.0.0.1 ports $REDIS_CLUSTER_PORTS ($REDIS_CLUSTER_RUN)"
+  for port in $REDIS_CLUSTER_PORTS; do
+    nodes+=("127.0.0.1:$port")
+    if ! redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; then
+      mkdir -p "$REDIS_CLUSTER_RUN/$port"
+      rm -f "$REDIS_CLUSTER_RUN/$port/nodes.conf"
+      redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+        --cluster-config-file nodes.conf --dir "$REDIS_CLUSTER_RUN/$port" --save "" \
+        --appendonly no --logfile "$REDIS_CLUSTER_RUN/$port/redis.log" || return 1
+      wait_for 10 redis-cli -h 127.0.0.1 -p "$port" ping || {
+        log "Redis on port $port did not start (see $REDIS_CLUSTER_RUN/$port/redis.log)"; return 1; }
+    fi
+  done
+  # What is left of a broken cluster (a node restarted empty) starts over, empty.
+  for port in $REDIS_CLUSTER_PORTS; do
+    redis-cli -h 127.0.0.1 -p "$port" flushall >/dev/null
+    redis-cli -h 127.0.0.1 -p "$port" cluster reset hard >/dev/null
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-yes >"$REDIS_CLUSTER_RUN/create.log" 2>&1 || {
+    log "the Redis Cluster was not formed (see $REDIS_CLUSTER_RUN/create.log)"; return 1; }
+  wait_for 20 redis_cluster_ok || { log "the Redis Cluster did not become ready"; return 1; }
+}

@@ -66,8 +66,8 @@ impl Application {
         )?;
         // Redis is not needed to serve: usage counting fails open and enqueues are left to
         // the worker's reconciler while it is away.
-        let redis = Redis::lazy(config.redis_url.expose_secret(), &config.redis_prefix)
-            .context("REDIS_URL")?;
+        let redis =
+            Redis::lazy(&config.redis_target(), &config.redis_prefix).context("REDIS_URL")?;
         let listener = match listener {
             Some(l) => l,
             None => TcpListener::bind(config.api_addr)

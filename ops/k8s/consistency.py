@@ -101,7 +101,7 @@ for s in scaled:
           f"{target}: keep one replica (the ticker, relay and SLA scheduler run in workers)")
     for t in s["spec"]["triggers"]:
         if t["type"] == "redis":
-            m = re.fullmatch(re.escape(prefix) + r":queue:([a-z-]+):active", t["metadata"]["listName"])
+            m = re.fullmatch(r"\{" + re.escape(prefix) + r":queue:([a-z-]+)\}:active", t["metadata"]["listName"])
             check(m is not None, f"{target}: list {t['metadata']['listName']} is no queue's ready list")
             if m and d is not None:
                 check(m.group(1) in (consumed(d) or set()),

@@ -7,6 +7,7 @@ pub mod loopback;
 pub mod openapi;
 pub mod provider;
 pub mod receiver;
+pub mod scenario;
 pub mod seed;
 
 use std::collections::HashMap;
@@ -15,8 +16,10 @@ use std::net::SocketAddr;
 use parley_config::Config;
 use parley_db as db;
 use parley_domain::api_keys::NewApiKey;
+use parley_jobs::redis_conn::{Redis, RedisTarget};
 use parley_types::time::Clock;
 use reqwest::Method;
+use secrecy::ExposeSecret;
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -45,6 +48,18 @@ fn migrations_digest() -> String {
 
 pub fn redis_url() -> String {
     std::env::var("PARLEY_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+pub fn redis_target() -> RedisTarget {
+    RedisTarget::new(&redis_url(), false)
+}
+
+/// The nodes of the tests' Redis Cluster (three masters, started by `ops/test`), as
+/// `REDIS_URL` takes them: `PARLEY_TEST_REDIS_CLUSTER_URL`, else ports 6481-6483.
+pub fn redis_cluster_url() -> String {
+    std::env::var("PARLEY_TEST_REDIS_CLUSTER_URL").unwrap_or_else(|_| {
+        "redis://127.0.0.1:6481,redis://127.0.0.1:6482,redis://127.0.0.1:6483".to_owned()
+    })
 }
 
 static MIGRATED: OnceCell<()> = OnceCell::const_new();
@@ -209,6 +224,8 @@ pub struct TestApp {
     /// A key with scope `*` in `org_id`.
     pub key: String,
     pub redis_prefix: String,
+    /// The app's `REDIS_URL`: one server, or a cluster's nodes.
+    pub redis_url: String,
     /// The clock this app's API and workers read for SLA deadlines: `clock.advance(d)` makes
     /// time pass for them without waiting.
     pub clock: Clock,
@@ -263,6 +280,16 @@ pub async fn spawn_pooled_app(extra: &[(&str, &str)]) -> TestApp {
     ];
     settings.extend_from_slice(extra);
     start(url.clone(), true, &settings).await
+}
+
+/// As [`spawn_isolated_app`], on the tests' Redis Cluster ([`redis_cluster_url`]); workers
+/// spawned by the app join it.
+pub async fn spawn_cluster_app(extra: &[(&str, &str)]) -> TestApp {
+    let url = isolated_database().await;
+    let nodes = redis_cluster_url();
+    let mut settings: Vec<(&str, &str)> = vec![("REDIS_URL", &nodes)];
+    settings.extend_from_slice(extra);
+    start(url, true, &settings).await
 }
 
 /// The Prometheus text a process serves at `http://<addr>/metrics`.
@@ -335,6 +362,7 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
     let mut settings: Vec<(&str, &str)> = vec![("DATABASE_URL", &database_url)];
     settings.extend_from_slice(extra);
     let config = test_config(&redis_prefix, &settings);
+    let redis_url = config.redis_url.expose_secret().to_owned();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let clock = Clock::system();
     let app = parley_api::Application::build_with_clock(config, Some(listener), clock.clone())
@@ -357,6 +385,7 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
         org_id: Uuid::nil(),
         key: String::new(),
         redis_prefix,
+        redis_url,
         clock,
         shutdown,
     };
@@ -440,6 +469,16 @@ impl Drop for TestWorker {
 }
 
 impl TestApp {
+    /// A connection to this app's Redis (one server or the cluster), under its prefix.
+    pub async fn redis(&self) -> Redis {
+        Redis::connect(
+            &RedisTarget::new(&self.redis_url, false),
+            &self.redis_prefix,
+        )
+        .await
+        .expect("redis")
+    }
+
     /// How many recipients of `broadcast` a worker holds a claim on in Redis. None held is a
     /// fact to wait for: nothing of the broadcast is being sent, and a send needs a claim.
     pub async fn claims_held(&self, broadcast: &str) -> usize {
@@ -449,41 +488,36 @@ impl TestApp {
                 .fetch_all(&self.pool)
                 .await
                 .expect("recipients");
-        if ids.is_empty() {
-            return 0;
-        }
-        let client = redis::Client::open(redis_url()).expect("redis url");
-        let mut conn = client
-            .get_multiplexed_async_connection()
+        parley_worker::claims::Claims::new(self.redis().await)
+            .held(&ids)
             .await
-            .expect("redis");
-        let keys: Vec<String> = ids
-            .iter()
-            .map(|id| format!("{}:claim:{id}", self.redis_prefix))
-            .collect();
-        redis::cmd("EXISTS")
-            .arg(&keys)
-            .query_async(&mut conn)
-            .await
-            .expect("EXISTS")
+            .expect("claims read")
+            .len()
     }
 
     /// Deletes everything this test has in Redis (queues, in-flight sets, claims, worker
-    /// registrations), as a lost Redis would; returns how many keys went.
+    /// registrations), as a lost Redis would; returns how many keys went. Keys are
+    /// `<prefix>:...` or, grouped under a hash tag, `{<prefix>:...}...`.
     pub async fn flush_redis(&self) -> usize {
-        let client = redis::Client::open(redis_url()).expect("redis url");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("redis");
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{}:*", self.redis_prefix))
-            .query_async(&mut conn)
-            .await
-            .expect("KEYS");
-        if !keys.is_empty() {
+        let redis = self.redis().await;
+        let mut conn = redis.conn.clone();
+        let mut keys: Vec<String> = Vec::new();
+        for pattern in [
+            format!("{}:*", self.redis_prefix),
+            format!("{{{}:*", self.redis_prefix),
+        ] {
+            // On a cluster, KEYS asks every master and joins their answers.
+            let found: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .expect("KEYS");
+            keys.extend(found);
+        }
+        for key in &keys {
+            // One key a command: on a cluster, keys of several slots cannot go in one DEL.
             let _: () = redis::cmd("DEL")
-                .arg(&keys)
+                .arg(key)
                 .query_async(&mut conn)
                 .await
                 .expect("DEL");
@@ -500,7 +534,10 @@ impl TestApp {
     }
 
     pub async fn spawn_worker(&self, extra: &[(&str, &str)]) -> TestWorker {
-        let mut settings: Vec<(&str, &str)> = vec![("DATABASE_URL", &self.database_url)];
+        let mut settings: Vec<(&str, &str)> = vec![
+            ("DATABASE_URL", &self.database_url),
+            ("REDIS_URL", &self.redis_url),
+        ];
         settings.extend_from_slice(extra);
         let config = test_config(&self.redis_prefix, &settings);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

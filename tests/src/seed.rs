@@ -5,6 +5,25 @@ use uuid::Uuid;
 
 use crate::TestApp;
 
+/// A broadcast sent now by email ("Hi") to `n` new contacts, made through the API; its id.
+pub async fn email_broadcast(app: &TestApp, n: usize) -> String {
+    let contacts = contacts(app, n).await;
+    let template = app
+        .post(
+            "/api/v1/templates",
+            serde_json::json!({"name": "T", "channel": "email", "body": "Hi"}),
+        )
+        .await
+        .id();
+    app.post(
+        "/api/v1/broadcasts",
+        serde_json::json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true}),
+    )
+    .await
+    .expect(201)
+    .id()
+}
+
 /// A contact named `name`, made through the API; its id.
 pub async fn contact(app: &TestApp, name: &str) -> String {
     app.post(

@@ -42,7 +42,7 @@ async fn worker_serving(app: &TestApp, extra: &[(&str, &str)]) -> (Child, String
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("DATABASE_URL", &app.database_url)
-        .env("REDIS_URL", parley_tests::redis_url())
+        .env("REDIS_URL", &app.redis_url)
         .env("PARLEY_REDIS_PREFIX", &app.redis_prefix)
         .env("PARLEY_WORKER_METRICS_ADDR", &addr)
         .env("PARLEY_DB_MAX_CONNECTIONS", "4")
@@ -84,24 +84,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn broadcast(app: &TestApp, n: usize) -> String {
-    let contacts = seed::contacts(app, n).await;
-    let template = app
-        .post(
-            "/api/v1/templates",
-            json!({"name": "T", "channel": "email", "body": "Hi"}),
-        )
-        .await
-        .id();
-    app.post(
-        "/api/v1/broadcasts",
-        json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true}),
-    )
-    .await
-    .expect(201)
-    .id()
 }
 
 async fn all_recipients(app: &TestApp, id: &str) -> Vec<Value> {
@@ -179,7 +161,7 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
         ("PARLEY_RECONCILE_AFTER_SECS", "30"),
     ];
     let first = Killed(worker_with(&app, &env).await);
-    let id = broadcast(&app, 1_000).await;
+    let id = seed::email_broadcast(&app, 1_000).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
         b["data"]["sentCount"].as_i64() >= Some(300)
     })
@@ -232,7 +214,7 @@ async fn a_receipt_sent_before_the_provider_answers_ends_applied() {
         }
     }));
     let _worker = Killed(worker(&app, &provider).await);
-    let id = broadcast(&app, 3).await;
+    let id = seed::email_broadcast(&app, 3).await;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
             b["data"]["deliveredCount"] == 3
@@ -260,7 +242,7 @@ async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
         ("PARLEY_WORKER_DRAIN_SECS", "2"),
     ];
     let mut first = Killed(worker_with(&app, &env).await);
-    let id = broadcast(&app, 2_000).await;
+    let id = seed::email_broadcast(&app, 2_000).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
         b["data"]["sentCount"].as_i64() >= Some(100)
     })
@@ -325,7 +307,7 @@ async fn two_and_four_worker_processes_share_a_broadcast_without_double_sends() 
             let (child, addr) = worker_serving(&app, &env).await;
             running.push((Killed(child), addr));
         }
-        let id = broadcast(&app, 1_000).await;
+        let id = seed::email_broadcast(&app, 1_000).await;
         let b = app
             .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
             .await;
@@ -367,7 +349,7 @@ async fn shared_gauges_are_reported_by_one_worker_of_several() {
         running.push(Killed(child));
         addrs.push(addr);
     }
-    broadcast(&app, 3).await;
+    seed::email_broadcast(&app, 3).await;
     let reporter = one_reports_the_depth(&addrs).await;
     // A worker that stops gives its lease up: another reports at its next export, well within
     // the lease it would otherwise wait out (15 s).

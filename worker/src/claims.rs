@@ -7,6 +7,9 @@
 //! finds a recipient claimed by another job has lost it: it no longer sends it and does not
 //! write its outcome. Claims are coordination only; the truth of what was sent is the
 //! recipient's status in Postgres, and a claim lost with Redis is taken again by its job.
+//!
+//! A job claims its ids in one script, so on a Redis Cluster all claims share one hash tag
+//! (`{<prefix>:claims}`) and one slot.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -15,11 +18,12 @@ use std::time::Duration;
 use parley_jobs::redis_conn::Redis;
 use uuid::Uuid;
 
-/// Takes each free key for `token`; returns the positions of those taken.
+/// Takes each free key for `token` (ARGV[1]); returns the positions of those it holds. A key
+/// it holds already counts: a cluster client may run the script again after a lost reply.
 const TAKE: &str = r"
 local taken = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) or redis.call('GET', key) == ARGV[1] then
     taken[#taken + 1] = i
   end
 end
@@ -66,10 +70,13 @@ impl Claims {
         Claims { redis }
     }
 
+    /// The key of the claim on `id`.
+    pub fn key(&self, id: Uuid) -> String {
+        self.redis.tagged("claims", &id.to_string())
+    }
+
     fn keys(&self, ids: &[Uuid]) -> Vec<String> {
-        ids.iter()
-            .map(|id| self.redis.key(&format!("claim:{id}")))
-            .collect()
+        ids.iter().map(|id| self.key(*id)).collect()
     }
 
     /// Claims what it can of `ids` for `lease`; returns the ids claimed.

@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use apalis::layers::WorkerBuilderExt;
 use apalis::prelude::*;
-use apalis_redis::RedisStorage;
 use parley_jobs::{
     CheckSla, DeliverRecipients, DeliverWebhooks, DispatchBroadcast, ImportContacts, QueueName,
-    queue_config,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -49,8 +47,9 @@ macro_rules! consume {
         async move {
             loop {
                 let settings = ctx.settings().clone();
-                let backend = RedisStorage::<$payload>::new(ctx.redis.conn.clone())
-                    .with_config(queue_config(ctx.redis.prefix(), queue))
+                let backend = ctx
+                    .jobs
+                    .storage::<$payload>(queue)
                     .poll_with_interval(settings.poll_interval);
                 let name = worker_name(queue);
                 tracing::info!(queue = queue.as_str(), worker = %name, "consumer started");

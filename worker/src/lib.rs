@@ -69,7 +69,7 @@ impl Worker {
             config.database_url.expose_secret(),
             config.db_max_connections,
         )?;
-        let redis = Redis::connect(config.redis_url.expose_secret(), &config.redis_prefix)
+        let redis = Redis::connect(&config.redis_target(), &config.redis_prefix)
             .await
             .context("connecting to Redis")?;
         let listener = match listener {

@@ -46,15 +46,11 @@ impl Periodic for Ticker {
             tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
         }
         if n.is_multiple_of(RECONCILE_EVERY) {
-            match redis_emptied(ctx).await {
-                Ok(true) => {
-                    tracing::warn!(
-                        "Redis holds none of this deployment's keys: lost work is enqueued again after a claim lease"
-                    );
-                    self.emptied_at = Some(tokio::time::Instant::now());
-                }
-                Ok(false) => {}
-                Err(err) => tracing::warn!(%err, "Redis not checked for lost keys"),
+            if redis_emptied(ctx).await {
+                tracing::warn!(
+                    "Redis lost a queue of this deployment: lost work is enqueued again after a claim lease"
+                );
+                self.emptied_at = Some(tokio::time::Instant::now());
             }
             let lease = ctx.settings().recipient_lease;
             let after = match self.emptied_at.map(|at| at.elapsed()) {
@@ -137,22 +133,27 @@ async fn reconcile(ctx: &Ctx, after: std::time::Duration) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Whether Redis lost this deployment's keys (a flush, a restart without persistence, a
-/// failover to an empty replica): a marker key, set when absent, was absent. Then every queue
-/// is gone with it, and waiting `PARLEY_RECONCILE_AFTER_SECS` for lost jobs only delays them:
+/// Whether Redis lost any of this deployment's queues (a flush, a restart without
+/// persistence, a failover to an empty replica, on a cluster of one queue's master only): the
+/// marker beside a queue was absent ([`parley_jobs::Jobs::mark_present`]). Then the queue is
+/// gone with it, and waiting `PARLEY_RECONCILE_AFTER_SECS` for lost jobs only delays them:
 /// reconciliation waits one claim lease instead, enough for the jobs still running to take
 /// their claims back (their heartbeat does, every third of a lease) so they are not taken
 /// for lost; reconciliation pauses for that lease first. Also true at a deployment's very
 /// first start, which does no harm.
-async fn redis_emptied(ctx: &Ctx) -> Result<bool, redis::RedisError> {
-    let mut conn = ctx.redis.conn.clone();
-    let set: Option<String> = redis::cmd("SET")
-        .arg(ctx.redis.key("present"))
-        .arg(1)
-        .arg("NX")
-        .query_async(&mut conn)
-        .await?;
-    Ok(set.is_some())
+/// A queue whose marker could not be read is checked again next time (its marker is absent
+/// still, if it was lost).
+async fn redis_emptied(ctx: &Ctx) -> bool {
+    let mut emptied = false;
+    for queue in QueueName::ALL {
+        match ctx.jobs.mark_present(*queue).await {
+            Ok(lost) => emptied |= lost,
+            Err(err) => {
+                tracing::warn!(%err, queue = queue.as_str(), "Redis not checked for a lost queue")
+            }
+        }
+    }
+    emptied
 }
 
 /// Exports the depth and age of every queue, when this worker reports them (0 otherwise: see

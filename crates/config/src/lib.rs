@@ -10,7 +10,7 @@ use std::time::Duration;
 use parley_domain::files::{DEFAULT_UPLOAD_CONTENT_TYPES, UploadSettings};
 use parley_jobs::QueueName;
 use parley_types::enums::Channel;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 use crate::vars::Vars;
 
@@ -48,8 +48,11 @@ pub struct Config {
     /// give). With its password: never in `Debug` or in logs.
     pub database_session_url: SecretString,
     pub db_max_connections: u32,
-    /// May carry a password: never in `Debug` or in logs.
+    /// One URL, or a cluster's nodes separated by commas. May carry a password: never in
+    /// `Debug` or in logs.
     pub redis_url: SecretString,
+    /// `PARLEY_REDIS_CLUSTER`, or several nodes in `REDIS_URL`: Redis is a Redis Cluster.
+    pub redis_cluster: bool,
     /// Namespace of every Redis key and queue.
     pub redis_prefix: String,
     pub api_addr: SocketAddr,
@@ -167,6 +170,14 @@ impl Config {
             .map(|(_, s)| s.clone())
             .unwrap_or_default()
     }
+
+    /// Where Redis is, for [`parley_jobs::redis_conn::Redis`].
+    pub fn redis_target(&self) -> parley_jobs::redis_conn::RedisTarget {
+        parley_jobs::redis_conn::RedisTarget::new(
+            self.redis_url.expose_secret(),
+            self.redis_cluster,
+        )
+    }
 }
 
 impl Config {
@@ -220,6 +231,7 @@ impl From<Vars> for Config {
                 .into(),
             database_url: v.DATABASE_URL.into(),
             db_max_connections: v.PARLEY_DB_MAX_CONNECTIONS,
+            redis_cluster: v.PARLEY_REDIS_CLUSTER || v.REDIS_URL.contains(','),
             redis_url: v.REDIS_URL.into(),
             redis_prefix: v.PARLEY_REDIS_PREFIX,
             api_addr: v.PARLEY_API_ADDR,
@@ -511,6 +523,35 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.var, "DATABASE_URL");
         assert!(!err.to_string().contains("db-pass-1"), "{err}");
+    }
+
+    #[test]
+    fn redis_is_one_server_or_a_cluster() {
+        let one = load(&BASE).unwrap().redis_target();
+        assert_eq!(one.nodes, ["redis://127.0.0.1:6379"]);
+        assert!(!one.cluster);
+        let behind_one = load(&[BASE[0], BASE[1], ("PARLEY_REDIS_CLUSTER", "true")]).unwrap();
+        assert!(behind_one.redis_target().cluster);
+        let nodes = load(&[
+            BASE[0],
+            ("REDIS_URL", "redis://127.0.0.1:7001,redis://127.0.0.1:7002"),
+        ])
+        .unwrap()
+        .redis_target();
+        assert_eq!(nodes.nodes.len(), 2);
+        assert!(nodes.cluster);
+        for bad in [
+            "redis://127.0.0.1:7001,127.0.0.1:7002",
+            "redis://127.0.0.1:7001,",
+            // A cluster's nodes are reached over TCP.
+            "redis://127.0.0.1:7001,unix:///run/redis.sock",
+        ] {
+            let err = load(&[BASE[0], ("REDIS_URL", bad)]).unwrap_err();
+            assert_eq!(err.var, "REDIS_URL", "{bad}");
+        }
+        // The prefix goes inside hash tags.
+        let err = load(&[BASE[0], BASE[1], ("PARLEY_REDIS_PREFIX", "a{b}")]).unwrap_err();
+        assert_eq!(err.var, "PARLEY_REDIS_PREFIX");
     }
 
     #[test]

@@ -42,9 +42,14 @@ pub(crate) struct Vars {
     pub PARLEY_DATABASE_SESSION_URL: Option<String>,
     #[arg(long, default_value_t = 10, value_parser = positive::<u32>())]
     pub PARLEY_DB_MAX_CONNECTIONS: u32,
-    #[arg(long, value_parser = url_with(&["redis", "rediss", "unix", "redis+unix"]))]
+    /// One URL, or a Redis Cluster's nodes (some or all) separated by commas.
+    #[arg(long, value_parser = redis_urls)]
     pub REDIS_URL: String,
-    #[arg(long, default_value = "parley", value_parser = no_whitespace)]
+    /// A Redis Cluster behind one URL (a cluster's configuration endpoint); several URLs
+    /// imply it.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub PARLEY_REDIS_CLUSTER: bool,
+    #[arg(long, default_value = "parley", value_parser = key_prefix)]
     pub PARLEY_REDIS_PREFIX: String,
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub PARLEY_API_ADDR: SocketAddr,
@@ -258,9 +263,23 @@ fn url_with(schemes: &'static [&'static str]) -> impl Fn(&str) -> Result<String,
     }
 }
 
-fn no_whitespace(raw: &str) -> Result<String, String> {
-    if raw.contains(char::is_whitespace) {
-        return Err("must not contain whitespace".to_owned());
+/// One Redis URL, or several separated by commas (a cluster's nodes, reached over TCP).
+fn redis_urls(raw: &str) -> Result<String, String> {
+    let check = if raw.contains(',') {
+        url_with(&["redis", "rediss"])
+    } else {
+        url_with(&["redis", "rediss", "unix", "redis+unix"])
+    };
+    for url in raw.split(',') {
+        check(url.trim())?;
+    }
+    Ok(raw.to_owned())
+}
+
+/// No whitespace, and no braces: the prefix goes inside Redis Cluster hash tags (`{...}`).
+fn key_prefix(raw: &str) -> Result<String, String> {
+    if raw.contains(|c: char| c.is_whitespace() || c == '{' || c == '}') {
+        return Err("must not contain whitespace or braces".to_owned());
     }
     Ok(raw.to_owned())
 }

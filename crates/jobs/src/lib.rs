@@ -10,13 +10,12 @@ use std::time::Duration;
 
 use apalis_core::backend::TaskSink;
 use apalis_redis::{Config, RedisStorage};
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub mod redis_conn;
 
-use crate::redis_conn::Redis;
+use crate::redis_conn::{Conn, Redis};
 
 /// Version of every payload below; a worker drops (and logs) payloads of another version.
 pub const PAYLOAD_VERSION: u16 = 1;
@@ -108,10 +107,16 @@ pub struct ImportContacts {
 /// Checks per SLA job.
 pub const SLA_BATCH: usize = 250;
 
+/// The name of a queue, which starts every key apalis-redis gives it: a hash tag, so that on a
+/// Redis Cluster all of a queue's keys are in one slot (its scripts use several at once).
+pub fn queue_name(prefix: &str, queue: QueueName) -> String {
+    format!("{{{prefix}:queue:{}}}", queue.as_str())
+}
+
 /// The apalis configuration of a queue, shared by producers and consumers.
 pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
     Config::default()
-        .queue(format!("{prefix}:queue:{}", queue.as_str()))
+        .queue(queue_name(prefix, queue))
         .lock_tasks(false)
         .persist_results(true)
         .emit_events(false)
@@ -126,7 +131,7 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
 /// Producer side: enqueues jobs. Cheap to clone.
 #[derive(Clone)]
 pub struct Jobs {
-    conn: ConnectionManager,
+    conn: Conn,
     prefix: String,
 }
 
@@ -145,7 +150,7 @@ impl Jobs {
         }
     }
 
-    pub fn storage<T>(&self, queue: QueueName) -> RedisStorage<T> {
+    pub fn storage<T>(&self, queue: QueueName) -> RedisStorage<T, Conn> {
         RedisStorage::new(self.conn.clone()).with_config(queue_config(&self.prefix, queue))
     }
 
@@ -280,6 +285,20 @@ impl Jobs {
                 return Ok(());
             }
         }
+    }
+
+    /// Sets the marker kept beside a queue's keys (in its hash slot, so on a cluster it lives
+    /// and dies with the queue's master) when it is absent; true when it was: the queue's keys
+    /// were lost, or the deployment has just started.
+    pub async fn mark_present(&self, queue: QueueName) -> Result<bool, redis::RedisError> {
+        let mut conn = self.conn.clone();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(format!("{}:present", queue_name(&self.prefix, queue)))
+            .arg(1)
+            .arg("NX")
+            .query_async(&mut conn)
+            .await?;
+        Ok(set.is_some())
     }
 
     /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how

@@ -199,6 +199,14 @@ async fn main() -> anyhow::Result<()> {
         .map(|w| w.parse().context("PARLEY_BENCH_WORKERS holds numbers"))
         .collect::<anyhow::Result<_>>()?;
     let (sink_url, seen) = sink().await?;
+    let redis_nodes = parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379")
+        .split(',')
+        .count();
+    if redis_nodes > 1 {
+        println!("Redis: a cluster, {redis_nodes} nodes");
+    } else {
+        println!("Redis: one server");
+    }
     println!(
         "| N | workers | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | floor: insert + update (recipients/s) | Parley / floor | peak RSS of a worker (MiB) |"
     );

@@ -162,8 +162,9 @@ async fn drill(fault: Fault, n: usize) -> anyhow::Result<Figures> {
             drop(worker.take()); // SIGKILL
             _replacement = Some(bench.spawn("parley-worker", &settings)?);
         }
+        // Keys are <prefix>:... or, grouped under a hash tag, {<prefix>:...}...
         Fault::Redis => shell(&format!(
-            "redis-cli --scan --pattern '{}:*' | xargs -r -n 500 redis-cli del >/dev/null",
+            "for p in '{0}:*' '{{{0}:*'; do redis-cli --scan --pattern \"$p\" | xargs -r -n 500 redis-cli del >/dev/null; done",
             bench.prefix
         ))?,
         Fault::Postgres => shell(

@@ -69,7 +69,10 @@ async fn main() -> anyhow::Result<()> {
         let csv = csv.into_bytes();
         let worker = bench.spawn("parley-worker", &[])?;
         let redis = parley_jobs::redis_conn::Redis::connect(
-            &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
+            &parley_jobs::redis_conn::RedisTarget::new(
+                &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
+                false,
+            ),
             &bench.prefix,
         )
         .await?;

@@ -11,7 +11,7 @@ use uuid::Uuid;
 async fn holder(redis: &Redis, id: Uuid) -> Option<String> {
     let mut conn = redis.conn.clone();
     redis::cmd("GET")
-        .arg(redis.key(&format!("claim:{id}")))
+        .arg(Claims::new(redis.clone()).key(id))
         .query_async(&mut conn)
         .await
         .unwrap()
@@ -20,7 +20,7 @@ async fn holder(redis: &Redis, id: Uuid) -> Option<String> {
 #[tokio::test]
 async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_job() {
     let prefix = format!("parley-test-claims-{}", Uuid::now_v7().simple());
-    let redis = Redis::connect(&parley_tests::redis_url(), &prefix)
+    let redis = Redis::connect(&parley_tests::redis_target(), &prefix)
         .await
         .unwrap();
     let claims = Claims::new(redis.clone());
@@ -37,8 +37,8 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
     // Redis loses one claim; another job takes a second one.
     let mut conn = redis.conn.clone();
     let _: () = redis::pipe()
-        .del(redis.key(&format!("claim:{}", ids[0])))
-        .set(redis.key(&format!("claim:{}", ids[1])), "another-job")
+        .del(claims.key(ids[0]))
+        .set(claims.key(ids[1]), "another-job")
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -71,7 +71,7 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
     assert_eq!(holder(&redis, ids[2]).await, None);
     assert_eq!(holder(&redis, ids[1]).await.as_deref(), Some("another-job"));
     let _: () = redis::cmd("DEL")
-        .arg(redis.key(&format!("claim:{}", ids[1])))
+        .arg(claims.key(ids[1]))
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -221,10 +221,7 @@ async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holde
     .unwrap();
     // A new job takes it (the ticker would enqueue it; here it is enqueued at once).
     let _worker = app.spawn_worker(&[]).await;
-    let redis =
-        parley_jobs::redis_conn::Redis::connect(&parley_tests::redis_url(), &app.redis_prefix)
-            .await
-            .unwrap();
+    let redis = app.redis().await;
     parley_jobs::Jobs::new(&redis)
         .import_contacts(import.id)
         .await

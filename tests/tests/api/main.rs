@@ -4,6 +4,7 @@
 mod auth;
 mod broadcasts;
 mod claims;
+mod cluster;
 mod contacts;
 mod conversations;
 mod errors;

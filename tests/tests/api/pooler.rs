@@ -2,12 +2,9 @@
 //! `ops/test`), fewer server connections than clients: requests in parallel, a broadcast, a
 //! webhook (the relay listens on the direct session URL) and SLA breaches, end to end.
 
-use std::collections::HashSet;
-use std::time::Duration;
-
 use parley_tests::provider::FakeProvider;
 use parley_tests::receiver::Receiver;
-use parley_tests::{seed, spawn_pooled_app, wait_until};
+use parley_tests::{scenario, spawn_pooled_app};
 use serde_json::json;
 
 #[tokio::test]
@@ -30,19 +27,7 @@ async fn the_api_and_a_worker_run_through_pgbouncer() {
     ]);
     let _worker = app.spawn_worker(&settings).await;
 
-    app.post(
-        "/api/v1/webhooks",
-        json!({"url": receiver.url, "events": ["lead.created"]}),
-    )
-    .await
-    .expect(201);
-    app.post(
-        "/api/v1/sla-policies",
-        json!({"name": "P", "firstResponseSeconds": 1, "nextResponseSeconds": 3600,
-            "resolutionSeconds": 86400, "businessHoursOnly": false, "warningThresholdSeconds": 0}),
-    )
-    .await
-    .expect(201);
+    scenario::subscribe_and_set_sla(&app, &receiver).await;
 
     // Requests in parallel: each a transaction (or several) on whichever server connection
     // the pooler gives it.
@@ -85,52 +70,8 @@ async fn the_api_and_a_worker_run_through_pgbouncer() {
         assert_eq!(page.body["meta"]["total"], 20);
     }
 
-    // A broadcast, sent once per recipient.
-    let contacts = seed::contacts(&app, 300).await;
-    let template = app
-        .post(
-            "/api/v1/templates",
-            json!({"name": "T", "channel": "email", "body": "Hi"}),
-        )
-        .await
-        .id();
-    let id = app
-        .post(
-            "/api/v1/broadcasts",
-            json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true}),
-        )
-        .await
-        .expect(201)
-        .id();
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, |b| {
-            b["data"]["status"] == "completed"
-        })
-        .await;
-    assert_eq!(b["data"]["sentCount"], 300);
-    assert_eq!(provider.accepted().len(), 300, "one message per recipient");
-
-    // Each lead's event delivered.
-    let delivered = receiver.wait_for(20, 30).await;
-    let events: HashSet<String> = delivered
-        .iter()
-        .map(|r| r.json()["data"]["id"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(events.len(), 20);
-
-    // Every ticket's first response breached, found by the SLA checks.
-    app.clock.advance(Duration::from_millis(1100));
-    let breached = wait_until(30, || async {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM sla_states WHERE organization_id = $1
-             AND first_response_breached_at IS NOT NULL",
-        )
-        .bind(app.org_id)
-        .fetch_one(&app.pool)
-        .await
-        .unwrap()
-            == 20
-    })
-    .await;
-    assert!(breached, "every breach recorded through the pooler");
+    scenario::broadcast_sent_once(&app, &provider, 300).await;
+    // Each lead's event delivered; every ticket's first response breached, found by the SLA
+    // checks.
+    scenario::events_and_breaches_arrive(&app, &receiver, 20, 20).await;
 }

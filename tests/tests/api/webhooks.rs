@@ -4,7 +4,6 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
-use parley_jobs::redis_conn::Redis;
 use parley_jobs::{Jobs, QueueName};
 use parley_tests::receiver::{Answer, Received, Receiver};
 use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app};
@@ -650,18 +649,7 @@ async fn a_slow_endpoint_gets_every_delivery_once_within_its_concurrency() {
 async fn a_finished_broadcast_emits_its_event() {
     let (app, _worker, receiver) = setup(&[]).await;
     subscribe(&app, &receiver.url, &["broadcast.sent", "broadcast.failed"]).await;
-    let contacts = seed::contacts(&app, 3).await;
-    let template = app
-        .post(
-            "/api/v1/templates",
-            json!({"name": "T", "channel": "email", "body": "Hi"}),
-        )
-        .await
-        .id();
-    let id = app
-        .post("/api/v1/broadcasts", json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true}))
-        .await
-        .id();
+    let id = seed::email_broadcast(&app, 3).await;
     let got = receiver.wait_for(1, 30).await;
     let body = got[0].json();
     assert_eq!(body["event"], "broadcast.sent");
@@ -685,9 +673,7 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
     let delivery = first[0].header("x-parley-delivery").to_owned();
 
     // Live work fills the queue: jobs of deliveries that do not exist, each finding nothing.
-    let redis = Redis::connect(&parley_tests::redis_url(), &app.redis_prefix)
-        .await
-        .unwrap();
+    let redis = app.redis().await;
     let jobs = Jobs::new(&redis);
     let other: Vec<(Uuid, Uuid)> = (0..9_000)
         .map(|_| (Uuid::now_v7(), Uuid::now_v7()))
