@@ -191,3 +191,103 @@ async fn faqs_belong_to_categories_of_their_collection() {
         .unwrap();
     assert_eq!(left, 0);
 }
+
+/// FAQs written, changed or deleted many in one statement (a collection's deletion cascades to
+/// all its FAQs at once) move the collection's figures once per statement, right.
+#[tokio::test]
+async fn figures_follow_statements_of_many_faqs() {
+    let app = spawn_app().await;
+    let id = app
+        .post("/api/v1/faq-collections", json!({"name": "Bulk"}))
+        .await
+        .expect(201)
+        .id();
+    let seed = app
+        .post(
+            &format!("/api/v1/faq-collections/{id}/faqs"),
+            json!({"title": "Seed", "content": "word ".repeat(450)}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let figures = || async {
+        let got = app.get(&format!("/api/v1/faq-collections/{id}")).await;
+        (
+            got.data()["faqCount"].as_i64().unwrap(),
+            got.data()["totalReadTime"].as_i64().unwrap(),
+        )
+    };
+    let exec = |sql: &'static str| {
+        let (pool, id) = (&app.pool, &id);
+        async move {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(pool)
+                .await
+                .unwrap()
+                .rows_affected()
+        }
+    };
+    // 5,000 copies of the seed (read time 3) in one statement.
+    sqlx::query(
+        "INSERT INTO faqs SELECT r.*
+         FROM (SELECT * FROM faqs WHERE id = $1::uuid) t, generate_series(1, 5000) g,
+              LATERAL jsonb_populate_record(NULL::faqs, to_jsonb(t)
+                  || jsonb_build_object('id', uuid_v7(), 'slug', t.slug || '-' || g)) r",
+    )
+    .bind(&seed)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(figures().await, (5_001, 15_003));
+    // Every read time changes in one statement; a statement that changes neither the
+    // collection nor the read time moves nothing.
+    let n = exec("UPDATE faqs SET read_time = read_time + 1 WHERE collection_id = $1::uuid").await;
+    assert_eq!(n, 5_001);
+    exec("UPDATE faqs SET is_featured = true WHERE collection_id = $1::uuid").await;
+    assert_eq!(figures().await, (5_001, 20_004));
+    let n =
+        exec("DELETE FROM faqs WHERE collection_id = $1::uuid AND slug ~ '-[0-9]*[02468]$'").await;
+    assert_eq!(n, 2_500);
+    assert_eq!(figures().await, (2_501, 10_004));
+
+    // 500 FAQs move to another collection in one statement: one loses what the other gains.
+    let other = app
+        .post("/api/v1/faq-collections", json!({"name": "Other"}))
+        .await
+        .expect(201)
+        .id();
+    let moved = sqlx::query(
+        "UPDATE faqs SET collection_id = $2::uuid
+         WHERE collection_id = $1::uuid AND slug ~ '-[0-9]*5$'",
+    )
+    .bind(&id)
+    .bind(&other)
+    .execute(&app.pool)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert_eq!(moved, 500);
+    assert_eq!(figures().await, (2_001, 8_004));
+    let got = app.get(&format!("/api/v1/faq-collections/{other}")).await;
+    assert_eq!(
+        (
+            got.data()["faqCount"].clone(),
+            got.data()["totalReadTime"].clone()
+        ),
+        (json!(500), json!(2_000))
+    );
+
+    // The collection goes with its FAQs, in one cascade, and its figures with it.
+    app.delete(&format!("/api/v1/faq-collections/{id}"))
+        .await
+        .expect(200);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM faq_collection_totals WHERE collection_id = $1::uuid",
+    )
+    .bind(&id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+}
