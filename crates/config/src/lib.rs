@@ -51,7 +51,8 @@ pub struct Config {
     /// One URL, or a cluster's nodes separated by commas. May carry a password: never in
     /// `Debug` or in logs.
     pub redis_url: SecretString,
-    /// `PARLEY_REDIS_CLUSTER`, or several nodes in `REDIS_URL`: Redis is a Redis Cluster.
+    /// `PARLEY_REDIS_CLUSTER`: Redis is a Redis Cluster (several nodes in `REDIS_URL` say
+    /// so too: [`Config::redis_target`]).
     pub redis_cluster: bool,
     /// Namespace of every Redis key and queue.
     pub redis_prefix: String,
@@ -231,7 +232,7 @@ impl From<Vars> for Config {
                 .into(),
             database_url: v.DATABASE_URL.into(),
             db_max_connections: v.PARLEY_DB_MAX_CONNECTIONS,
-            redis_cluster: v.PARLEY_REDIS_CLUSTER || v.REDIS_URL.contains(','),
+            redis_cluster: v.PARLEY_REDIS_CLUSTER,
             redis_url: v.REDIS_URL.into(),
             redis_prefix: v.PARLEY_REDIS_PREFIX,
             api_addr: v.PARLEY_API_ADDR,
