@@ -76,3 +76,29 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
         .await
         .unwrap();
 }
+
+/// A job's take run twice (a cluster client sends a script again when its reply was lost)
+/// answers the same both times: the ids this job holds count as taken, another job's do not.
+#[tokio::test]
+async fn a_take_run_twice_answers_the_same() {
+    let prefix = format!("parley-test-claims-{}", Uuid::now_v7().simple());
+    let redis = Redis::connect(&parley_tests::redis_target(), &prefix)
+        .await
+        .unwrap();
+    let claims = Claims::new(redis);
+    let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let (mine, theirs) = (Uuid::now_v7(), Uuid::now_v7());
+    let lease = Duration::from_secs(5);
+    assert_eq!(
+        claims.take(&ids[..1], theirs, lease).await.unwrap(),
+        vec![ids[0]]
+    );
+    assert_eq!(claims.take(&ids, mine, lease).await.unwrap(), ids[1..]);
+    assert_eq!(
+        claims.take(&ids, mine, lease).await.unwrap(),
+        ids[1..],
+        "the second run holds what the first took"
+    );
+    claims.release(&ids, mine).await.unwrap();
+    claims.release(&ids, theirs).await.unwrap();
+}
