@@ -17,12 +17,17 @@ async fn holder(redis: &Redis, id: Uuid) -> Option<String> {
         .unwrap()
 }
 
+/// The tests' Redis under a prefix of its own.
+async fn fresh_redis() -> Redis {
+    let prefix = format!("parley-test-claims-{}", Uuid::now_v7().simple());
+    Redis::connect(&parley_tests::redis_target(), &prefix)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_job() {
-    let prefix = format!("parley-test-claims-{}", Uuid::now_v7().simple());
-    let redis = Redis::connect(&parley_tests::redis_target(), &prefix)
-        .await
-        .unwrap();
+    let redis = fresh_redis().await;
     let claims = Claims::new(redis.clone());
     let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
     let lease = Duration::from_millis(600);
@@ -81,11 +86,7 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
 /// answers the same both times: the ids this job holds count as taken, another job's do not.
 #[tokio::test]
 async fn a_take_run_twice_answers_the_same() {
-    let prefix = format!("parley-test-claims-{}", Uuid::now_v7().simple());
-    let redis = Redis::connect(&parley_tests::redis_target(), &prefix)
-        .await
-        .unwrap();
-    let claims = Claims::new(redis);
+    let claims = Claims::new(fresh_redis().await);
     let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
     let (mine, theirs) = (Uuid::now_v7(), Uuid::now_v7());
     let lease = Duration::from_secs(5);

@@ -3,6 +3,9 @@
 -- in one transaction, and each update walked the row's growing chain of versions: deleting a
 -- collection of 10,000 FAQs (a cascade, one statement) or writing many FAQs at once cost the
 -- square of their number. Now each statement updates each collection's row once.
+--
+-- Both kinds of figures (a collection's, a team's) take their rows' locks in id order in every
+-- branch, so that two statements touching several collections or teams cannot deadlock.
 
 DROP TRIGGER faqs_tally ON faqs;
 DROP FUNCTION faqs_tally();
@@ -65,3 +68,21 @@ CREATE TRIGGER faqs_tally_updated AFTER UPDATE ON faqs
 CREATE TRIGGER faqs_tally_deleted AFTER DELETE ON faqs
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION faqs_tally();
+
+-- A team's conversation count: its delete branch now locks in team order, as its insert does.
+CREATE OR REPLACE FUNCTION conversation_teams_tally() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO team_totals AS k (team_id, conversation_count)
+        SELECT team_id, count(*) FROM new_rows GROUP BY team_id ORDER BY team_id
+        ON CONFLICT (team_id) DO UPDATE SET conversation_count = k.conversation_count + excluded.conversation_count;
+    ELSE
+        PERFORM 1 FROM team_totals WHERE team_id IN (SELECT team_id FROM old_rows)
+        ORDER BY team_id FOR NO KEY UPDATE;
+        UPDATE team_totals k SET conversation_count = k.conversation_count - d.n
+        FROM (SELECT team_id, count(*) AS n FROM old_rows GROUP BY team_id) d
+        WHERE k.team_id = d.team_id;
+    END IF;
+    RETURN NULL;
+END
+$$;
