@@ -183,8 +183,8 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     // Sent twice: only what the provider took in the last moments before the kill, whose
     // outcome was not yet written. Issue 13's bound, 0.2%, is measured by ops/bench/faults on
     // release binaries (0.06%); this debug build beside the whole suite writes outcomes more
-    // slowly, so more are in flight at the kill: it allows 1% (before issue 13: 1.7%). Alone
-    // it sees 0-5; once the suite also ran the Redis Cluster tests beside it, 7.
+    // slowly, so more are in flight at the kill: it allows 1% (before issue 13: 1.7%). It
+    // saw 7 once, when the suite also ran the Redis Cluster tests beside it.
     let twice = sent_twice(&provider);
     assert!(twice <= 10, "{twice} of 1,000 recipients were sent twice");
 }
