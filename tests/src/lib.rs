@@ -200,7 +200,6 @@ pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
         ("PARLEY_REDIS_PREFIX".to_owned(), redis_prefix.to_owned()),
         ("PARLEY_AUTO_MIGRATE".to_owned(), "false".to_owned()),
         ("PARLEY_DB_MAX_CONNECTIONS".to_owned(), "4".to_owned()),
-        ("PARLEY_WORKER_POLL_MS".to_owned(), "50".to_owned()),
         ("PARLEY_TICK_MS".to_owned(), "100".to_owned()),
         ("PARLEY_RECONCILE_AFTER_SECS".to_owned(), "2".to_owned()),
         ("PARLEY_RECIPIENT_LEASE_SECS".to_owned(), "3".to_owned()),

@@ -46,7 +46,6 @@ async fn worker_serving(app: &TestApp, extra: &[(&str, &str)]) -> (Child, String
         .env("PARLEY_REDIS_PREFIX", &app.redis_prefix)
         .env("PARLEY_WORKER_METRICS_ADDR", &addr)
         .env("PARLEY_DB_MAX_CONNECTIONS", "4")
-        .env("PARLEY_WORKER_POLL_MS", "50")
         .env("PARLEY_TICK_MS", "100")
         .env("PARLEY_RECONCILE_AFTER_SECS", "2")
         .env("PARLEY_RECIPIENT_LEASE_SECS", "3")

@@ -50,7 +50,7 @@ macro_rules! consume {
                 let backend = ctx
                     .jobs
                     .storage::<$payload>(queue)
-                    .poll_with_interval(settings.poll_interval);
+                    .poll_with_strategy(ctx.wakeups.strategy(queue, settings.poll_interval));
                 let name = worker_name(queue);
                 tracing::info!(queue = queue.as_str(), worker = %name, "consumer started");
                 let worker = WorkerBuilder::new(name)

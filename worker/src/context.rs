@@ -14,6 +14,7 @@ use crate::endpoint_slots::EndpointSlots;
 use crate::provider::Provider;
 use crate::rate_limit::RateLimiter;
 use crate::reporter::Reporter;
+use crate::wakeups::Wakeups;
 
 #[derive(Clone)]
 pub struct Ctx {
@@ -27,6 +28,8 @@ pub struct Ctx {
     /// Whether this worker reports the gauges of shared state.
     pub reporter: Reporter,
     pub endpoint_slots: EndpointSlots,
+    /// Wakes the consumers when their queues get jobs.
+    pub wakeups: Wakeups,
     pub webhook_client: reqwest::Client,
     /// The time the SLA checks read.
     pub clock: Clock,

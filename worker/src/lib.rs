@@ -25,6 +25,7 @@ pub mod sla_scheduler;
 pub mod ssrf;
 pub mod status_watch;
 pub mod ticker;
+pub mod wakeups;
 pub mod webhooks;
 
 use secrecy::ExposeSecret;
@@ -104,6 +105,7 @@ impl Worker {
                 config.webhooks.per_endpoint,
                 config.webhooks.timeout + std::time::Duration::from_secs(5),
             ),
+            wakeups: wakeups::Wakeups::new(&config.worker.queues),
             webhook_client: webhooks::client(&config.webhooks),
             redis: redis.clone(),
             provider: Arc::new(provider),
@@ -129,6 +131,12 @@ impl Worker {
     pub async fn run_until(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let drain = self.ctx.settings().drain_timeout;
         let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(
+            self.ctx
+                .wakeups
+                .clone()
+                .listen(self.ctx.redis.clone(), shutdown.clone()),
+        );
         for queue in self.ctx.settings().queues.clone() {
             tasks.spawn(consumers::run(self.ctx.clone(), shutdown.clone(), queue));
         }

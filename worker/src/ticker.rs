@@ -6,6 +6,7 @@
 
 use parley_db as db;
 use parley_jobs::QueueName;
+use parley_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
@@ -32,11 +33,12 @@ const QUICK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 struct Ticker {
     ctx: Ctx,
-    /// When Redis was last found emptied: for a claim lease after it reconciliation waits
-    /// (the jobs still running take their claims back meanwhile), then until [`QUICK_FOR`]
-    /// after it, work is presumed lost after a claim lease rather than after
-    /// `PARLEY_RECONCILE_AFTER_SECS`.
-    emptied_at: Option<tokio::time::Instant>,
+    /// When Redis was last found emptied (and that time by the clock): for a claim lease after
+    /// it reconciliation waits (the jobs still running take their claims back meanwhile), then
+    /// until [`QUICK_FOR`] after it, work enqueued before it is presumed lost after a claim
+    /// lease rather than after `PARLEY_RECONCILE_AFTER_SECS` (work enqueued since is in the
+    /// new queue, and waits as usual).
+    emptied_at: Option<(tokio::time::Instant, Timestamp)>,
 }
 
 impl Periodic for Ticker {
@@ -50,17 +52,18 @@ impl Periodic for Ticker {
                 tracing::warn!(
                     "Redis lost a queue of this deployment: lost work is enqueued again after a claim lease"
                 );
-                self.emptied_at = Some(tokio::time::Instant::now());
+                self.emptied_at = Some((tokio::time::Instant::now(), Timestamp::now()));
             }
             let lease = ctx.settings().recipient_lease;
-            let after = match self.emptied_at.map(|at| at.elapsed()) {
+            // None: no reconciliation this pass; Some(quick): the quick window, if any.
+            let window = match self.emptied_at.map(|(at, wall)| (at.elapsed(), wall)) {
                 // Running jobs are still taking their claims back: none is presumed lost yet.
-                Some(since) if since < lease => None,
-                Some(since) if since < QUICK_FOR => Some(lease),
-                _ => Some(ctx.settings().reconcile_after),
+                Some((since, _)) if since < lease => None,
+                Some((since, wall)) if since < QUICK_FOR => Some(Some((lease, wall))),
+                _ => Some(None),
             };
-            if let Some(after) = after
-                && let Err(err) = reconcile(ctx, after).await
+            if let Some(quick) = window
+                && let Err(err) = reconcile(ctx, quick).await
             {
                 tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
             }
@@ -82,32 +85,51 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// Work whose job is lost is enqueued again, under load too, at most [`BATCH`] rows per pass
-/// so it cannot crowd out live work. Lost means: enqueued longer ago than `after`
-/// (`PARLEY_RECONCILE_AFTER_SECS`, or a claim lease once Redis was found emptied) and than
-/// the oldest job still waiting in its queue (so its
-/// job is no longer waiting: a job behind a long queue is late, not lost), and, for a
-/// recipient, claimed by no job (a job that holds it is slow, not lost).
-async fn reconcile(ctx: &Ctx, after: std::time::Duration) -> anyhow::Result<()> {
-    let after = |queue| async move {
+/// so it cannot crowd out live work. Lost means: enqueued longer ago than
+/// `PARLEY_RECONCILE_AFTER_SECS` (or, in the `quick` window after Redis was found emptied, a
+/// claim lease ago and before that moment) and than the oldest job still waiting in its queue
+/// (so its job is no longer waiting: a job behind a long queue is late, not lost), and, for a
+/// recipient, claimed by no job (a job that holds it is slow, not lost). Dispatches and
+/// imports hold leases in Postgres besides, so the quick wait applies to them whenever.
+async fn reconcile(
+    ctx: &Ctx,
+    quick: Option<(std::time::Duration, Timestamp)>,
+) -> anyhow::Result<()> {
+    let usual = ctx.settings().reconcile_after;
+    let shortest = quick.map_or(usual, |(lease, _)| lease);
+    let after = |queue, after: std::time::Duration| async move {
         let waited = ctx.jobs.depth(queue).await?.oldest_ready_age;
         anyhow::Ok(after.max(waited.unwrap_or_default()))
     };
-    let dispatch_after = after(QueueName::BroadcastDispatch).await?;
+    let dispatch_after = after(QueueName::BroadcastDispatch, shortest).await?;
     for id in db::delivery::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
         metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
         ctx.jobs.dispatch(id, false).await?;
     }
-    let import_after = after(QueueName::ContactImport).await?;
+    let import_after = after(QueueName::ContactImport, shortest).await?;
     for id in db::imports::stale(&ctx.pool, import_after, BATCH).await? {
         metrics::counter!(RECONCILED, "kind" => "import").increment(1);
         ctx.jobs.import_contacts(id).await?;
     }
-    let recipient_after = after(QueueName::RecipientDelivery).await?;
-    let candidates = db::delivery::stale_recipients(&ctx.pool, recipient_after, BATCH).await?;
-    let ids: Vec<uuid::Uuid> = candidates.iter().map(|(_, id)| *id).collect();
+    let recipient_after = after(QueueName::RecipientDelivery, usual).await?;
+    let mut ids: Vec<uuid::Uuid> =
+        db::delivery::stale_recipients(&ctx.pool, recipient_after, None, BATCH)
+            .await?
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+    let mut requeue_after = recipient_after;
+    if let Some((lease, emptied)) = quick {
+        requeue_after = after(QueueName::RecipientDelivery, lease).await?;
+        let lost_with_redis =
+            db::delivery::stale_recipients(&ctx.pool, requeue_after, Some(emptied), BATCH).await?;
+        ids.extend(lost_with_redis.into_iter().map(|(_, id)| id));
+        ids.sort_unstable();
+        ids.dedup();
+    }
     let held = ctx.claims.held(&ids).await?;
     let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
-    let stale = db::delivery::requeue(&ctx.pool, &lost, recipient_after).await?;
+    let stale = db::delivery::requeue(&ctx.pool, &lost, requeue_after).await?;
     crate::metrics::given_up("recipient", &stale.given_up);
     let stale = stale.requeued;
     if !stale.is_empty() {
@@ -140,7 +162,9 @@ async fn reconcile(ctx: &Ctx, after: std::time::Duration) -> anyhow::Result<()> 
 /// reconciliation waits one claim lease instead, enough for the jobs still running to take
 /// their claims back (their heartbeat does, every third of a lease) so they are not taken
 /// for lost; reconciliation pauses for that lease first. Also true at a deployment's very
-/// first start, which does no harm.
+/// first start: the quick wait applies only to work enqueued before, so that work enqueued
+/// in the first minute (whose jobs wait in the new queue, or in a worker's fetched batch,
+/// unclaimed until they start) is not taken for lost after a lease.
 /// A queue whose marker could not be read is checked again next time (its marker is absent
 /// still, if it was lost).
 async fn redis_emptied(ctx: &Ctx) -> bool {

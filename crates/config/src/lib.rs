@@ -131,7 +131,8 @@ pub struct WorkerSettings {
     /// Jobs run at once on the webhook queue, whose jobs mostly wait on receivers
     /// (`PARLEY_WEBHOOK_WORKER_CONCURRENCY`).
     pub webhook_concurrency: usize,
-    /// How often an idle worker looks for jobs.
+    /// How often an idle consumer looks for jobs besides the wake-ups of its queue
+    /// (`PARLEY_WORKER_POLL_MS`).
     pub poll_interval: Duration,
     /// How long a stopping worker waits for its jobs before it exits anyway.
     pub drain_timeout: Duration,

@@ -80,7 +80,7 @@ pub(crate) struct Vars {
     pub PARLEY_WORKER_CONCURRENCY: usize,
     #[arg(long, default_value_t = 16, value_parser = positive::<usize>())]
     pub PARLEY_WEBHOOK_WORKER_CONCURRENCY: usize,
-    #[arg(long, default_value_t = 25, value_parser = positive::<u64>())]
+    #[arg(long, default_value_t = 1000, value_parser = positive::<u64>())]
     pub PARLEY_WORKER_POLL_MS: u64,
     #[arg(long, default_value_t = 25)]
     pub PARLEY_WORKER_DRAIN_SECS: u64,

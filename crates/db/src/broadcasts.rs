@@ -139,7 +139,7 @@ pub async fn get_many(
             b.status AS "status!", b.is_draft AS "is_draft!", b.send_now AS "send_now!",
             b.scheduled_at, b.sender_email_address_id, b.subject_override, b.template_variables,
             b.email_variables, b.error_message,
-            CASE WHEN b.segment_id IS NULL THEN cardinality(b.contact_ids)
+            CASE WHEN b.segment_id IS NULL THEN b.contact_count
                  ELSE coalesce(k.total, 0) END AS "audience_size!",
             b.segment_id, s.name AS "audience_segment?",
             coalesce(k.total, 0) AS "total_recipients!",

@@ -601,7 +601,7 @@ pub async fn wake_snoozed(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error>
     let done = sqlx::query!(
         "UPDATE conversations SET status = 'active', snooze_until = NULL, snoozed_at = NULL
          WHERE id IN (SELECT id FROM conversations
-                      WHERE status = 'snoozed' AND snooze_until <= clock_timestamp()
+                      WHERE status = 'snoozed' AND snooze_until <= statement_timestamp()
                       ORDER BY snooze_until LIMIT $1 FOR UPDATE SKIP LOCKED)",
         limit,
     )

@@ -13,6 +13,7 @@ use parley_domain::Channel;
 use parley_domain::broadcasts::{BroadcastStatus, RecipientStatus, TemplateVariables};
 use parley_domain::segments::SegmentFilter;
 use parley_domain::webhooks::EventName;
+use parley_types::time::Timestamp;
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -514,7 +515,7 @@ pub async fn queue_due(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Uuid>,
     sqlx::query_scalar!(
         "UPDATE broadcasts SET status = 'queued', queued_at = clock_timestamp(), send_now = true
          WHERE id IN (
-            SELECT id FROM broadcasts WHERE status = 'scheduled' AND scheduled_at <= clock_timestamp()
+            SELECT id FROM broadcasts WHERE status = 'scheduled' AND scheduled_at <= statement_timestamp()
             ORDER BY scheduled_at LIMIT $1 FOR UPDATE SKIP LOCKED)
          RETURNING id",
         limit,
@@ -535,9 +536,9 @@ pub async fn stale_dispatches(
          WHERE id IN (
             SELECT id FROM broadcasts
             WHERE status IN ('queued', 'sending')
-              AND (dispatch_lease_until IS NULL OR dispatch_lease_until < clock_timestamp())
+              AND (dispatch_lease_until IS NULL OR dispatch_lease_until < statement_timestamp())
               AND (status = 'queued' OR NOT fanout_done)
-              AND coalesce(queued_at, created_at) < clock_timestamp() - make_interval(secs => $1)
+              AND coalesce(queued_at, created_at) < statement_timestamp() - make_interval(secs => $1)
             LIMIT $2 FOR UPDATE SKIP LOCKED)
          RETURNING id",
         secs(after),
@@ -552,21 +553,25 @@ pub async fn stale_dispatches(
 pub const MAX_REQUEUES: i16 = 5;
 
 /// Pending recipients of sending broadcasts whose job seems lost (enqueued longer than
-/// `after` ago): (broadcast, recipient). Read only: the caller leaves out those a worker
-/// still holds a claim on, and passes the rest to [`requeue`].
+/// `after` ago, and before `before` when given): (broadcast, recipient). Read only: the caller
+/// leaves out those a worker still holds a claim on, and passes the rest to [`requeue`].
 pub async fn stale_recipients(
     db: impl PgExecutor<'_>,
     after: Duration,
+    before: Option<Timestamp>,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+    // One bound, stable within the statement: an index condition (see docs/jobs.md).
     let rows = sqlx::query!(
         "SELECT r.broadcast_id, r.id FROM broadcasts b
          JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.status = 'pending'
          WHERE b.status = 'sending'
-           AND r.enqueued_at < clock_timestamp() - make_interval(secs => $1)
+           AND r.enqueued_at < least(statement_timestamp() - make_interval(secs => $1),
+                                     coalesce($3, 'infinity'::timestamptz))
          LIMIT $2",
         secs(after),
         limit,
+        before,
     )
     .fetch_all(db)
     .await?;
@@ -594,7 +599,7 @@ pub async fn requeue(
             SELECT r.id FROM unnest($1::uuid[]) AS u(id)
             JOIN broadcast_recipients r ON r.id = u.id
             WHERE r.status = 'pending'
-              AND r.enqueued_at < clock_timestamp() - make_interval(secs => $2)
+              AND r.enqueued_at < statement_timestamp() - make_interval(secs => $2)
             FOR UPDATE OF r SKIP LOCKED)
          RETURNING broadcast_id, id, status AS "status: RecipientStatus""#,
         ids,

@@ -127,7 +127,7 @@ pub async fn sweep(pool: &PgPool, kept_for: Duration, limit: i64) -> Result<u64,
     let done = sqlx::query!(
         "DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
             SELECT ctid FROM idempotency_keys
-            WHERE created_at < clock_timestamp() - make_interval(secs => $1)
+            WHERE created_at < statement_timestamp() - make_interval(secs => $1)
             LIMIT $2))",
         kept_for.as_secs_f64(),
         limit,

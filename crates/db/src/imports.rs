@@ -431,8 +431,8 @@ pub async fn stale(pool: &PgPool, after: Duration, limit: i64) -> Result<Vec<Uui
          WHERE id IN (
             SELECT id FROM contact_imports
             WHERE status IN ('queued', 'running')
-              AND enqueued_at < clock_timestamp() - make_interval(secs => $1)
-              AND (lease_until IS NULL OR lease_until < clock_timestamp())
+              AND enqueued_at < statement_timestamp() - make_interval(secs => $1)
+              AND (lease_until IS NULL OR lease_until < statement_timestamp())
             ORDER BY enqueued_at LIMIT $2)
          RETURNING id",
         after.as_secs_f64(),

@@ -131,9 +131,9 @@ pub async fn take_due(
                 SELECT id, next_attempt_at,
                        row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at) AS n
                 FROM webhook_deliveries
-                WHERE status = 'pending' AND next_attempt_at <= clock_timestamp()
+                WHERE status = 'pending' AND next_attempt_at <= statement_timestamp()
                   AND (enqueued_at IS NULL OR enqueued_at < next_attempt_at
-                       OR enqueued_at < clock_timestamp() - make_interval(secs => $3))
+                       OR enqueued_at < statement_timestamp() - make_interval(secs => $3))
             ) due
             WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1)
          RETURNING d.webhook_id, d.id, d.status",
@@ -186,13 +186,13 @@ pub async fn sweep_expired(
         "DELETE FROM webhook_events WHERE id IN (
             SELECT e.id FROM webhook_events e
             WHERE e.relayed_at IS NOT NULL
-              AND e.created_at < clock_timestamp() - make_interval(secs => $1)
+              AND e.created_at < statement_timestamp() - make_interval(secs => $1)
               AND NOT EXISTS (
                 SELECT 1 FROM webhook_deliveries d
                 WHERE d.event_id = e.id
                   AND (d.status = 'pending'
                        OR (d.status = 'failed'
-                           AND e.created_at >= clock_timestamp() - make_interval(secs => $2))))
+                           AND e.created_at >= statement_timestamp() - make_interval(secs => $2))))
             ORDER BY e.created_at LIMIT $3)",
         retention.as_secs_f64(),
         failed_retention.as_secs_f64(),

@@ -88,7 +88,7 @@ pub async fn apply_early(
 ) -> Result<Vec<(Channel, RecipientStatus)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query!(
-        "DELETE FROM early_receipts WHERE received_at < clock_timestamp() - interval '10 minutes'"
+        "DELETE FROM early_receipts WHERE received_at < statement_timestamp() - interval '10 minutes'"
     )
     .execute(&mut *tx)
     .await?;

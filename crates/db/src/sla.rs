@@ -439,7 +439,7 @@ pub async fn take_due_checks(
             sqlx::query_scalar!(
                 "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
                     SELECT id FROM sla_checks
-                    WHERE enqueued_at < clock_timestamp() - make_interval(secs => $2)
+                    WHERE enqueued_at < statement_timestamp() - make_interval(secs => $2)
                     ORDER BY enqueued_at LIMIT $1 FOR UPDATE SKIP LOCKED)
                  RETURNING id",
                 limit,
@@ -545,7 +545,7 @@ pub async fn run_checks(
 pub async fn checks_backlog(db: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!" FROM sla_checks
-           WHERE enqueued_at IS NULL AND due_at <= clock_timestamp()"#,
+           WHERE enqueued_at IS NULL AND due_at <= statement_timestamp()"#,
     )
     .fetch_one(db)
     .await

@@ -113,6 +113,13 @@ pub fn queue_name(prefix: &str, queue: QueueName) -> String {
     format!("{{{prefix}:queue:{}}}", queue.as_str())
 }
 
+/// The channel on which producers name the queue they pushed to, so that idle consumers fetch
+/// at once instead of at their next poll. A message lost (no subscriber connected, Redis
+/// failing over) only delays the job to that poll.
+pub fn wake_channel(prefix: &str) -> String {
+    format!("{prefix}:wake")
+}
+
 /// The apalis configuration of a queue, shared by producers and consumers.
 pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
     Config::default()
@@ -236,7 +243,8 @@ impl Jobs {
         self.push(QueueName::SlaCheck, jobs).await
     }
 
-    /// Pushes jobs, then moves them from the queue's scheduled set to its ready list.
+    /// Pushes jobs, moves them from the queue's scheduled set to its ready list, and wakes the
+    /// queue's idle consumers ([`wake_channel`]).
     ///
     /// apalis-redis pushes every job as scheduled for the current second, and its fetch moves
     /// every due scheduled job to the ready list in one Lua `unpack()`: past about 8,000 that
@@ -253,7 +261,18 @@ impl Jobs {
             .map_err(|e| JobError(e.to_string()))?;
         self.promote(queue)
             .await
-            .map_err(|e| JobError(e.to_string()))
+            .map_err(|e| JobError(e.to_string()))?;
+        // The jobs are in; a wake-up that fails is only a later pickup.
+        let mut conn = self.conn.clone();
+        let woken: Result<i64, _> = redis::cmd("PUBLISH")
+            .arg(wake_channel(&self.prefix))
+            .arg(queue.as_str())
+            .query_async(&mut conn)
+            .await;
+        if let Err(err) = woken {
+            tracing::debug!(%err, queue = queue.as_str(), "consumers not woken");
+        }
+        Ok(())
     }
 
     /// Moves the due jobs of a queue's scheduled set to its ready list, in batches small

@@ -79,6 +79,7 @@ impl ConnectionLike for Conn {
 pub struct Redis {
     pub conn: Conn,
     prefix: String,
+    target: RedisTarget,
 }
 
 impl Redis {
@@ -137,6 +138,7 @@ impl Redis {
         Ok(Redis {
             conn,
             prefix: prefix.to_owned(),
+            target: target.clone(),
         })
     }
 
@@ -157,7 +159,33 @@ impl Redis {
         Ok(Redis {
             conn,
             prefix: prefix.to_owned(),
+            target: target.clone(),
         })
+    }
+
+    /// A connection subscribed to `channel`, on the first node that answers: on a cluster a
+    /// message published on any node reaches every node's subscribers.
+    pub async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, redis::RedisError> {
+        let mut last = None;
+        for node in &self.target.nodes {
+            let subscribed = async {
+                let client = redis::Client::open(node.as_str())?;
+                let mut pubsub = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| {
+                        redis::RedisError::from((redis::ErrorKind::Io, "connect timed out"))
+                    })??;
+                pubsub.subscribe(channel).await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            };
+            match subscribed.await {
+                Ok(pubsub) => return Ok(pubsub),
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no Redis node"))
+        }))
     }
 
     /// `<prefix>:<suffix>`: a key used alone (by one command or script at a time).

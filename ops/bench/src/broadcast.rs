@@ -65,6 +65,22 @@ struct Figures {
     per_second: f64,
     floor: f64,
     worker_peak_mib: f64,
+    /// Processor seconds spent from the create request until `completed`, by command.
+    cpu: Vec<(String, f64)>,
+    /// The database's transactions, rows read and rows written, per recipient.
+    per_recipient: Vec<f64>,
+}
+
+/// The database's committed transactions, rows read (returned by scans) and rows written, so
+/// far (`pg_stat_database`).
+async fn db_activity(pool: &sqlx::PgPool) -> anyhow::Result<[i64; 3]> {
+    let (xacts, read, written): (i64, i64, i64) = sqlx::query_as(
+        "SELECT xact_commit, tup_returned, tup_inserted + tup_updated + tup_deleted
+         FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok([xacts, read, written])
 }
 
 async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::Result<Figures> {
@@ -112,6 +128,8 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
     let before = seen.count.load(Ordering::Relaxed);
     seen.keys.lock().unwrap().clear();
     seen.twice.store(0, Ordering::Relaxed);
+    let db_before = db_activity(pool).await?;
+    let cpu_before = parley_bench::cpu_ticks();
     let started = Instant::now();
     let body = json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true});
     let id = bench.create(&client, "/broadcasts", &body).await?;
@@ -141,6 +159,15 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let total = started.elapsed().as_secs_f64();
+    let cpu = parley_bench::cpu_spent(&cpu_before, &parley_bench::cpu_ticks());
+    // Backends report their statistics within a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let db_after = db_activity(pool).await?;
+    let per_recipient: Vec<f64> = db_after
+        .iter()
+        .zip(&db_before)
+        .map(|(a, b)| (a - b) as f64 / n as f64)
+        .collect();
     peak_kib = peak(peak_kib);
     let sent = seen.count.load(Ordering::Relaxed) - before;
     let twice = seen.twice.load(Ordering::Relaxed);
@@ -158,6 +185,8 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         per_second: n as f64 / total,
         floor,
         worker_peak_mib: peak_kib as f64 / 1024.0,
+        cpu,
+        per_recipient,
     })
 }
 
@@ -211,9 +240,11 @@ async fn main() -> anyhow::Result<()> {
         "| N | workers | create 10k contactIds (ms, best of 5) | create to completed (s) | recipients/s | floor: insert + update (recipients/s) | Parley / floor | peak RSS of a worker (MiB) |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut cpu = Vec::new();
     for n in sizes {
         for w in &workers {
             let f = run(n, *w, &sink_url, &seen).await?;
+            cpu.push((f.n, f.workers, f.cpu.clone(), f.per_recipient.clone()));
             println!(
                 "| {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.1} |",
                 f.n,
@@ -226,6 +257,23 @@ async fn main() -> anyhow::Result<()> {
                 f.worker_peak_mib
             );
         }
+    }
+    // Where the machine's processor time went during each send (the sink and the status polls
+    // are this benchmark's own process).
+    println!();
+    println!(
+        "| N | workers | processor seconds from create to completed, by command | transactions / recipient | rows read / recipient | rows written / recipient |"
+    );
+    println!("|---:|---:|---|---:|---:|---:|");
+    for (n, workers, spent, per) in cpu {
+        let spent: Vec<String> = spent.iter().map(|(c, s)| format!("{c} {s:.1}")).collect();
+        println!(
+            "| {n} | {workers} | {} | {:.3} | {:.1} | {:.2} |",
+            spent.join(", "),
+            per[0],
+            per[1],
+            per[2]
+        );
     }
     Ok(())
 }

@@ -186,3 +186,82 @@ pub fn rss(pid: u32) -> Option<(u64, u64)> {
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
+
+/// Processor time used so far, from /proc, in clock ticks (1/100 s on Linux): by every process
+/// alive now, summed by command name, and the machine's idle time under `"(idle)"`. Two readings
+/// taken around a run say where its processor time went (a process that exits between them is
+/// missed; the benchmarks' processes and Postgres' pooled backends live through the run).
+pub fn cpu_ticks() -> std::collections::BTreeMap<String, u64> {
+    let mut by_command = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return by_command;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ..." where comm may hold spaces and parentheses; utime and
+        // stime are the 12th and 13th fields after it.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let command = stat[open + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
+            *by_command.entry(command).or_default() += user + system;
+        }
+    }
+    if let Ok(stat) = std::fs::read_to_string("/proc/stat")
+        && let Some(cpu) = stat.lines().next()
+    {
+        // "cpu user nice system idle iowait ...": idle and iowait.
+        let idle: u64 = cpu
+            .split_whitespace()
+            .skip(4)
+            .take(2)
+            .filter_map(|f| f.parse::<u64>().ok())
+            .sum();
+        by_command.insert("(idle)".to_owned(), idle);
+    }
+    by_command
+}
+
+/// Where the processor time between two [`cpu_ticks`] readings went, in seconds, largest
+/// first, commands under 1% of the total folded into "other".
+pub fn cpu_spent(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> Vec<(String, f64)> {
+    let mut spent: Vec<(String, u64)> = after
+        .iter()
+        .map(|(command, t)| {
+            (
+                command.clone(),
+                t.saturating_sub(before.get(command).copied().unwrap_or(0)),
+            )
+        })
+        .filter(|(_, t)| *t > 0)
+        .collect();
+    let total: u64 = spent.iter().map(|(_, t)| t).sum();
+    let mut other = 0;
+    spent.retain(|(_, t)| {
+        let keep = *t * 100 >= total;
+        if !keep {
+            other += t;
+        }
+        keep
+    });
+    spent.sort_by_key(|s| std::cmp::Reverse(s.1));
+    if other > 0 {
+        spent.push(("other".to_owned(), other));
+    }
+    spent
+        .into_iter()
+        .map(|(command, t)| (command, t as f64 / 100.0))
+        .collect()
+}

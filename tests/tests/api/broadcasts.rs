@@ -982,7 +982,11 @@ async fn a_flushed_redis_loses_no_recipient() {
 #[tokio::test]
 async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
     let app = spawn_isolated_app(&[]).await;
-    let worker = app.spawn_worker(&[]).await;
+    // Polling once a minute: the dispatch and the delivery jobs are fetched on their queues'
+    // wake-ups alone (the broadcast would wait a minute for each without them).
+    let worker = app
+        .spawn_worker(&[("PARLEY_WORKER_POLL_MS", "60000")])
+        .await;
     let contacts = seed::contacts(&app, 3).await;
     let t = template(&app, "email", "Hello").await;
     tokio::time::sleep(Duration::from_secs(2)).await; // the worker has been idle a while
@@ -1245,4 +1249,87 @@ async fn retention_deletes_the_recipients_of_old_broadcasts_and_keeps_their_coun
             .data()["recipientsPurgedAt"]
             .is_null()
     );
+}
+
+/// Index entries read so far through the partial index of pending recipients.
+async fn pending_index_reads(app: &TestApp) -> i64 {
+    sqlx::query_scalar(
+        "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'broadcast_recipients_pending'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("index statistics")
+}
+
+#[tokio::test]
+async fn reconciliation_reads_only_stale_recipients_however_many_are_pending() {
+    // The ticker looks for lost recipients every pass (here every 0.4 s). Its time bound must
+    // be an index condition: as a filter (with `clock_timestamp()`, which is volatile) each
+    // pass read every pending recipient of every sending broadcast, in every worker.
+    let app = spawn_isolated_app(&[]).await;
+    {
+        // Redis holds this deployment's queues already: no "Redis emptied" catch-up mode.
+        let jobs = parley_jobs::Jobs::new(&app.redis().await);
+        for queue in parley_jobs::QueueName::ALL {
+            jobs.mark_present(*queue).await.expect("marker");
+        }
+    }
+    let n = 4_000;
+    let rig_provider = FakeProvider::start().await;
+    let _worker = app
+        .spawn_worker(&[
+            ("PARLEY_CHANNEL_EMAIL_URL", rig_provider.url.as_str()),
+            // One message a second: the broadcast stays sending, its recipients pending.
+            ("PARLEY_CHANNEL_EMAIL_RATE", "1"),
+            ("PARLEY_RECONCILE_AFTER_SECS", "600"),
+        ])
+        .await;
+    let contacts = seed::contacts(&app, n).await;
+    let t = template(&app, "email", "Hello").await;
+    let id = send_now(&app, &t, &contacts).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+        b["data"]["totalRecipients"].as_u64() == Some(n as u64)
+    })
+    .await;
+    let before = pending_index_reads(&app).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = pending_index_reads(&app).await - before;
+    assert!(
+        read < n as i64 / 2,
+        "{read} pending recipients read in 3 s of reconciliation passes over {n} fresh ones"
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_deployment_does_not_take_fetched_jobs_for_lost() {
+    // A worker's first tick finds no queue marker (a fresh deployment looks like an emptied
+    // Redis) and reconciles quickly for a minute, but only work enqueued before that moment.
+    // Jobs fetched by the worker and waiting for a free slot hold no claims yet: taking them for
+    // lost after a lease enqueued them again (a second job for each of their recipients).
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app
+        .spawn_worker(&[
+            ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+            // About 8 s of sending: most jobs wait, in the queue or fetched, longer than a lease.
+            ("PARLEY_CHANNEL_EMAIL_RATE", "400"),
+            ("PARLEY_RECONCILE_AFTER_SECS", "600"),
+        ])
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // past the first tick
+    let contacts = seed::contacts(&app, 3_000).await;
+    let t = template(&app, "email", "Hello").await;
+    let id = send_now(&app, &t, &contacts).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
+        .await;
+    assert_eq!(b["data"]["sentCount"], 3_000, "{b}");
+    let requeued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = $1 AND requeues > 0",
+    )
+    .bind(id.parse::<Uuid>().unwrap())
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(requeued, 0, "recipients enqueued again");
 }

@@ -1,0 +1,172 @@
+//! Wake-ups: a producer publishes the name of the queue it pushed to
+//! ([`parley_jobs::wake_channel`]), and one subscription per worker process wakes that queue's
+//! consumer, which fetches at once. Besides, an idle consumer looks for jobs every
+//! `PARLEY_WORKER_POLL_MS` (1 s by default): the pickup of a job whose wake-up was lost (no
+//! subscription at the time, Redis failing over) or that came back by apalis' own orphan
+//! recovery, which publishes nothing.
+//!
+//! Polling each queue often instead cost an idle worker about 3% of a core, and Redis as much
+//! again, per worker: what several workers on one machine, or a fleet on one Redis, pay for
+//! doing nothing (docs/benchmarks.md).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use apalis_core::backend::ext::poll_strategy::{PollSnapshot, PollStrategy};
+use futures::StreamExt;
+use futures::task::AtomicWaker;
+use parley_jobs::redis_conn::Redis;
+use parley_jobs::{QueueName, wake_channel};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+
+/// How soon a consumer looks again after a wake-up: a wake-up that arrives while a fetch is
+/// on its way back empty is consumed by that fetch, so one more fetch follows it.
+const AGAIN: Duration = Duration::from_millis(25);
+
+#[derive(Default)]
+struct Signal {
+    woken: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl Signal {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+}
+
+/// The wake-up signals of the queues this process consumes. Cheap to clone.
+#[derive(Clone)]
+pub struct Wakeups {
+    signals: Arc<HashMap<QueueName, Arc<Signal>>>,
+}
+
+impl Wakeups {
+    pub fn new(queues: &[QueueName]) -> Self {
+        Wakeups {
+            signals: Arc::new(queues.iter().map(|q| (*q, Arc::default())).collect()),
+        }
+    }
+
+    fn wake(&self, queue: QueueName) {
+        if let Some(signal) = self.signals.get(&queue) {
+            signal.wake();
+        }
+    }
+
+    fn wake_all(&self) {
+        self.signals.values().for_each(|s| s.wake());
+    }
+
+    /// The poll strategy of `queue`'s consumer: fetch on a wake-up, and every `every` besides.
+    pub fn strategy(&self, queue: QueueName, every: Duration) -> WakeOrPoll {
+        WakeOrPoll {
+            signal: self.signals.get(&queue).cloned().unwrap_or_default(),
+            every,
+            next: Box::pin(tokio::time::sleep(every)),
+        }
+    }
+
+    /// Listens for wake-ups until `shutdown`, subscribing again a second after a loss. Each
+    /// (re)subscription wakes every consumer: jobs may have been pushed meanwhile.
+    pub async fn listen(self, redis: Redis, shutdown: CancellationToken) {
+        let channel = wake_channel(redis.prefix());
+        while !shutdown.is_cancelled() {
+            match redis.subscribe(&channel).await {
+                Ok(pubsub) => {
+                    self.wake_all();
+                    let mut messages = pubsub.into_on_message();
+                    loop {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            message = messages.next() => match message {
+                                Some(message) => {
+                                    let queue = message.get_payload::<String>().ok();
+                                    if let Some(queue) = queue.as_deref().and_then(QueueName::parse) {
+                                        self.wake(queue);
+                                    }
+                                }
+                                None => break,
+                            },
+                        }
+                    }
+                    tracing::warn!("wake-up subscription lost; consumers poll until it is back");
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "no wake-up subscription; consumers poll until there is one");
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+}
+
+/// An apalis poll strategy: wakes its consumer when the queue's wake-up arrives, and every
+/// `every` besides. (apalis fetches again at once while fetches return jobs; a strategy only
+/// wakes a consumer whose last fetch came back empty.)
+pub struct WakeOrPoll {
+    signal: Arc<Signal>,
+    every: Duration,
+    next: Pin<Box<Sleep>>,
+}
+
+impl PollStrategy for WakeOrPoll {
+    fn poll_drive(&mut self, cx: &mut Context<'_>, _: &PollSnapshot) -> Poll<Option<()>> {
+        self.signal.waker.register(cx.waker());
+        if self.signal.woken.swap(false, Ordering::AcqRel) {
+            self.next.as_mut().reset(Instant::now() + AGAIN);
+            return Poll::Ready(Some(()));
+        }
+        match self.next.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                let every = self.every;
+                self.next.as_mut().reset(Instant::now() + every);
+                Poll::Ready(Some(()))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drive(strategy: &mut WakeOrPoll) -> bool {
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        strategy
+            .poll_drive(&mut cx, &PollSnapshot::default())
+            .is_ready()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_consumer_fetches_on_its_wakeup_and_at_its_poll_besides() {
+        let wakeups = Wakeups::new(&[QueueName::RecipientDelivery, QueueName::SlaCheck]);
+        let mut delivery = wakeups.strategy(QueueName::RecipientDelivery, Duration::from_secs(1));
+        assert!(!drive(&mut delivery), "nothing to fetch yet");
+
+        wakeups.wake(QueueName::SlaCheck);
+        assert!(!drive(&mut delivery), "another queue's wake-up");
+        wakeups.wake(QueueName::RecipientDelivery);
+        assert!(drive(&mut delivery), "its own wake-up");
+        assert!(!drive(&mut delivery), "a wake-up is taken once");
+
+        // One more look soon after a wake-up, then the poll.
+        tokio::time::advance(AGAIN).await;
+        assert!(drive(&mut delivery));
+        tokio::time::advance(Duration::from_millis(900)).await;
+        assert!(!drive(&mut delivery));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(drive(&mut delivery), "the poll, without a wake-up");
+    }
+}
