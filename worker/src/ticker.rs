@@ -33,7 +33,7 @@ const QUICK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 struct Ticker {
     ctx: Ctx,
-    /// When Redis was last found emptied (and that time by the clock): for a claim lease after
+    /// When Redis was last found emptied (and that time by Postgres' clock): for a claim lease after
     /// it reconciliation waits (the jobs still running take their claims back meanwhile), then
     /// until [`QUICK_FOR`] after it, work enqueued before it is presumed lost after a claim
     /// lease rather than after `PARLEY_RECONCILE_AFTER_SECS` (work enqueued since is in the
@@ -52,7 +52,12 @@ impl Periodic for Ticker {
                 tracing::warn!(
                     "Redis lost a queue of this deployment: lost work is enqueued again after a claim lease"
                 );
-                self.emptied_at = Some((tokio::time::Instant::now(), Timestamp::now()));
+                // By Postgres' clock, which the bound is compared with (the worker's, if
+                // Postgres does not answer).
+                let wall = db::delivery::now(&ctx.pool)
+                    .await
+                    .unwrap_or_else(|_| Timestamp::now());
+                self.emptied_at = Some((tokio::time::Instant::now(), wall));
             }
             let lease = ctx.settings().recipient_lease;
             // None: no reconciliation this pass; Some(quick): the quick window, if any.
@@ -90,7 +95,8 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 /// claim lease ago and before that moment) and than the oldest job still waiting in its queue
 /// (so its job is no longer waiting: a job behind a long queue is late, not lost), and, for a
 /// recipient, claimed by no job (a job that holds it is slow, not lost). Dispatches and
-/// imports hold leases in Postgres besides, so the quick wait applies to them whenever.
+/// imports keep the quick wait for all their work: a second job for one takes its lease in
+/// Postgres or leaves it to the job that holds it.
 async fn reconcile(
     ctx: &Ctx,
     quick: Option<(std::time::Duration, Timestamp)>,

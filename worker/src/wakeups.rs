@@ -29,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 /// on its way back empty is consumed by that fetch, so one more fetch follows it.
 const AGAIN: Duration = Duration::from_millis(25);
 
+/// How long subscribing may take (connecting, then the SUBSCRIBE's answer).
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
+
 #[derive(Default)]
 struct Signal {
     woken: AtomicBool,
@@ -79,7 +82,16 @@ impl Wakeups {
     pub async fn listen(self, redis: Redis, shutdown: CancellationToken) {
         let channel = wake_channel(redis.prefix());
         while !shutdown.is_cancelled() {
-            match redis.subscribe(&channel).await {
+            let subscribed = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                subscribed = tokio::time::timeout(SUBSCRIBE_TIMEOUT, redis.subscribe(&channel)) => subscribed,
+            };
+            match subscribed.unwrap_or_else(|_| {
+                Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "subscribe timed out",
+                )))
+            }) {
                 Ok(pubsub) => {
                     self.wake_all();
                     let mut messages = pubsub.into_on_message();
@@ -123,18 +135,18 @@ pub struct WakeOrPoll {
 impl PollStrategy for WakeOrPoll {
     fn poll_drive(&mut self, cx: &mut Context<'_>, _: &PollSnapshot) -> Poll<Option<()>> {
         self.signal.waker.register(cx.waker());
-        if self.signal.woken.swap(false, Ordering::AcqRel) {
-            self.next.as_mut().reset(Instant::now() + AGAIN);
-            return Poll::Ready(Some(()));
-        }
-        match self.next.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                let every = self.every;
-                self.next.as_mut().reset(Instant::now() + every);
-                Poll::Ready(Some(()))
-            }
-            Poll::Pending => Poll::Pending,
-        }
+        let next = if self.signal.woken.swap(false, Ordering::AcqRel) {
+            AGAIN
+        } else if self.next.as_mut().poll(cx).is_ready() {
+            self.every
+        } else {
+            return Poll::Pending;
+        };
+        // Armed at once: apalis may not poll the strategy again before this timer is due
+        // (an empty fetch ends the pass), and a timer wakes only once it has been polled.
+        self.next.as_mut().reset(Instant::now() + next);
+        let _ = self.next.as_mut().poll(cx);
+        Poll::Ready(Some(()))
     }
 }
 

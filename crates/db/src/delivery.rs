@@ -552,6 +552,13 @@ pub async fn stale_dispatches(
 /// being recorded before it gives the work up (`failed`, `attempts_exhausted`).
 pub const MAX_REQUEUES: i16 = 5;
 
+/// Postgres' clock, which writes `enqueued_at` and the like.
+pub async fn now(db: impl PgExecutor<'_>) -> Result<Timestamp, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT statement_timestamp() AS "now!""#)
+        .fetch_one(db)
+        .await
+}
+
 /// Pending recipients of sending broadcasts whose job seems lost (enqueued longer than
 /// `after` ago, and before `before` when given): (broadcast, recipient). Read only: the caller
 /// leaves out those a worker still holds a claim on, and passes the rest to [`requeue`].

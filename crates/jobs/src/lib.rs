@@ -120,6 +120,9 @@ pub fn wake_channel(prefix: &str) -> String {
     format!("{prefix}:wake")
 }
 
+/// How long a producer waits for its wake-up to be published.
+const WAKE_TIMEOUT: Duration = Duration::from_millis(200);
+
 /// The apalis configuration of a queue, shared by producers and consumers.
 pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
     Config::default()
@@ -262,15 +265,16 @@ impl Jobs {
         self.promote(queue)
             .await
             .map_err(|e| JobError(e.to_string()))?;
-        // The jobs are in; a wake-up that fails is only a later pickup.
+        // The jobs are in; a wake-up that fails is only a later pickup, so it waits briefly (on
+        // a cluster the channel's node may be failing over while the queue's is fine).
         let mut conn = self.conn.clone();
-        let woken: Result<i64, _> = redis::cmd("PUBLISH")
-            .arg(wake_channel(&self.prefix))
-            .arg(queue.as_str())
-            .query_async(&mut conn)
-            .await;
-        if let Err(err) = woken {
-            tracing::debug!(%err, queue = queue.as_str(), "consumers not woken");
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg(wake_channel(&self.prefix)).arg(queue.as_str());
+        let publish = publish.query_async::<i64>(&mut conn);
+        match tokio::time::timeout(WAKE_TIMEOUT, publish).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::debug!(%err, queue = queue.as_str(), "consumers not woken"),
+            Err(_) => tracing::debug!(queue = queue.as_str(), "consumers not woken in time"),
         }
         Ok(())
     }

@@ -61,24 +61,11 @@ async fn copy_rows(bench: &Bench, list: &Copied, n: i64) -> anyhow::Result<()> {
         None => (String::new(), String::new()),
     };
     let table = list.table;
-    // Generated columns (a broadcast's contact count) take no value of their own.
-    let columns: String = sqlx::query_scalar(
-        "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
-         WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''",
-    )
-    .bind(table)
-    .fetch_one(&bench.pool)
-    .await?;
-    let values: String = columns
-        .split(", ")
-        .map(|c| format!("r.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
     // The record is built once a row, in a LATERAL call: `(f(...)).*` would call f once per
     // column (26 times slower on broadcasts).
     let sql = format!(
-        "INSERT INTO {table} ({columns})
-         SELECT {values}
+        "INSERT INTO {table}
+         SELECT r.*
          FROM (SELECT * FROM {table} WHERE organization_id = $1 {parent_filter} LIMIT 1) t,
               generate_series(1, $3::int8) AS g,
               LATERAL jsonb_populate_record(NULL::{table}, to_jsonb(t)
