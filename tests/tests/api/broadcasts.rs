@@ -1306,20 +1306,18 @@ async fn a_fresh_deployment_does_not_take_fetched_jobs_for_lost() {
     // Redis) and reconciles quickly for a minute, but only work enqueued before that moment.
     // Jobs fetched by the worker and waiting for a free slot hold no claims yet: taking them for
     // lost after a lease enqueued them again (a second job for each of their recipients).
-    let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+    let rig = Rig::new(
+        &[],
+        &[
             // About 8 s of sending: most jobs wait, in the queue or fetched, longer than a lease.
             ("PARLEY_CHANNEL_EMAIL_RATE", "400"),
             ("PARLEY_RECONCILE_AFTER_SECS", "600"),
-        ])
-        .await;
+        ],
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await; // past the first tick
-    let contacts = seed::contacts(&app, 3_000).await;
-    let t = template(&app, "email", "Hello").await;
-    let id = send_now(&app, &t, &contacts).await;
+    let id = rig.send(3_000).await;
+    let app = &rig.app;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
         .await;
