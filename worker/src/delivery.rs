@@ -61,19 +61,21 @@ async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let Some(broadcast) =
-        patiently(|| db::delivery::delivery_context(&ctx.pool, job.broadcast_id)).await?
-    else {
-        return Ok(());
-    };
-    if broadcast.status != BroadcastStatus::Sending {
-        return Ok(());
-    }
+    // The claims first: a job out of the queue holds its recipients from its first step on,
+    // so the reconciler never finds them both unqueued and unclaimed.
     let lease = ctx.settings().recipient_lease;
     let Some(hold) = Hold::take(&ctx.claims, &job.recipient_ids, lease).await? else {
         return Ok(());
     };
-    let result = send_all(ctx, job, &broadcast, &hold).await;
+    let result = async {
+        let broadcast =
+            patiently(|| db::delivery::delivery_context(&ctx.pool, job.broadcast_id)).await?;
+        match broadcast {
+            Some(b) if b.status == BroadcastStatus::Sending => send_all(ctx, job, &b, &hold).await,
+            _ => Ok(Vec::new()),
+        }
+    }
+    .await;
     hold.release().await;
     let released = result?;
     // A worker shutting down hands back what it did not send, so that another worker takes

@@ -142,19 +142,15 @@ async fn relay(ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// Retries whose time has come, and deliveries whose job was lost, under load too: enqueued
-/// longer ago than `PARLEY_RECONCILE_AFTER_SECS` and than the oldest job still waiting in the
-/// queue (a job behind a long queue is late, not lost), and not attempted since. A delivery
-/// whose first job still runs is not sent twice: its claim keeps the new job off it.
+/// `PARLEY_RECONCILE_AFTER_SECS` before the oldest job still waiting in the queue was pushed
+/// (or that long ago when none waits: a job behind a long queue is late, not lost), and not
+/// attempted since. A delivery whose first job still runs is not sent twice: its claim keeps
+/// the new job off it.
 async fn enqueue_due(ctx: &Ctx) -> anyhow::Result<()> {
-    let waited = ctx
-        .jobs
-        .depth(QueueName::WebhookDelivery)
-        .await?
-        .oldest_ready_age;
     let lost_after = ctx
-        .settings()
-        .reconcile_after
-        .max(waited.unwrap_or_default());
+        .jobs
+        .lost_after(QueueName::WebhookDelivery, ctx.settings().reconcile_after)
+        .await?;
     let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
     let due = outbox::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;
     crate::metrics::given_up("webhook", &due.given_up);

@@ -90,11 +90,11 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// Work whose job is lost is enqueued again, under load too, at most [`BATCH`] rows per pass
-/// so it cannot crowd out live work. Lost means: enqueued longer ago than
-/// `PARLEY_RECONCILE_AFTER_SECS` (or, in the `quick` window after Redis was found emptied, a
-/// claim lease ago and before that moment) and than the oldest job still waiting in its queue
-/// (so its job is no longer waiting: a job behind a long queue is late, not lost), and, for a
-/// recipient, claimed by no job (a job that holds it is slow, not lost). Dispatches and
+/// so it cannot crowd out live work. Lost means: enqueued `PARLEY_RECONCILE_AFTER_SECS` (or,
+/// in the `quick` window after Redis was found emptied, a claim lease, and before that moment)
+/// before the oldest job still waiting in its queue was pushed, or that long ago when none
+/// waits ([`parley_jobs::Jobs::lost_after`]: a job behind a long queue is late, not lost), and,
+/// for a recipient, claimed by no job (a job that holds it is slow, not lost). Dispatches and
 /// imports keep the quick wait for all their work: a second job for one takes its lease in
 /// Postgres or leaves it to the job that holds it.
 async fn reconcile(
@@ -103,10 +103,7 @@ async fn reconcile(
 ) -> anyhow::Result<()> {
     let usual = ctx.settings().reconcile_after;
     let shortest = quick.map_or(usual, |(lease, _)| lease);
-    let after = |queue, after: std::time::Duration| async move {
-        let waited = ctx.jobs.depth(queue).await?.oldest_ready_age;
-        anyhow::Ok(after.max(waited.unwrap_or_default()))
-    };
+    let after = |queue, wait| ctx.jobs.lost_after(queue, wait);
     let dispatch_after = after(QueueName::BroadcastDispatch, shortest).await?;
     for id in db::delivery::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
         metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
@@ -169,8 +166,7 @@ async fn reconcile(
 /// their claims back (their heartbeat does, every third of a lease) so they are not taken
 /// for lost; reconciliation pauses for that lease first. Also true at a deployment's very
 /// first start: the quick wait applies only to work enqueued before, so that work enqueued
-/// in the first minute (whose jobs wait in the new queue, or in a worker's fetched batch,
-/// unclaimed until they start) is not taken for lost after a lease.
+/// in the first minute (whose jobs wait in the new queue) is not taken for lost after a lease.
 /// A queue whose marker could not be read is checked again next time (its marker is absent
 /// still, if it was lost).
 async fn redis_emptied(ctx: &Ctx) -> bool {

@@ -32,6 +32,12 @@ const AGAIN: Duration = Duration::from_millis(25);
 /// How long subscribing may take (connecting, then the SUBSCRIBE's answer).
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A subscription is pinged this often, and given up (then made again) when the answer takes
+/// longer than [`PING_TIMEOUT`]: a connection can die without closing (a node gone behind a
+/// DNS switch or a dropped route), and a dead subscription's consumers only poll.
+const PING_EVERY: Duration = Duration::from_secs(5);
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 struct Signal {
     woken: AtomicBool,
@@ -77,8 +83,9 @@ impl Wakeups {
         }
     }
 
-    /// Listens for wake-ups until `shutdown`, subscribing again a second after a loss. Each
-    /// (re)subscription wakes every consumer: jobs may have been pushed meanwhile.
+    /// Listens for wake-ups until `shutdown`, subscribing again a second after a loss (the
+    /// connection closed, or a ping unanswered). Each (re)subscription wakes every consumer:
+    /// jobs may have been pushed meanwhile.
     pub async fn listen(self, redis: Redis, shutdown: CancellationToken) {
         let channel = wake_channel(redis.prefix());
         while !shutdown.is_cancelled() {
@@ -94,22 +101,10 @@ impl Wakeups {
             }) {
                 Ok(pubsub) => {
                     self.wake_all();
-                    let mut messages = pubsub.into_on_message();
-                    loop {
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            message = messages.next() => match message {
-                                Some(message) => {
-                                    let queue = message.get_payload::<String>().ok();
-                                    if let Some(queue) = queue.as_deref().and_then(QueueName::parse) {
-                                        self.wake(queue);
-                                    }
-                                }
-                                None => break,
-                            },
-                        }
-                    }
-                    tracing::warn!("wake-up subscription lost; consumers poll until it is back");
+                    let Some(reason) = self.follow(pubsub, &shutdown).await else {
+                        return;
+                    };
+                    tracing::warn!(%reason, "wake-up subscription lost; consumers poll until it is back");
                 }
                 Err(err) => {
                     tracing::warn!(%err, "no wake-up subscription; consumers poll until there is one");
@@ -118,6 +113,42 @@ impl Wakeups {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    /// Wakes consumers on the subscription's messages, and pings it; returns why it ended, or
+    /// `None` at shutdown.
+    async fn follow(
+        &self,
+        pubsub: redis::aio::PubSub,
+        shutdown: &CancellationToken,
+    ) -> Option<String> {
+        let (mut sink, mut messages) = pubsub.split();
+        let mut ping = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                message = messages.next() => {
+                    let Some(message) = message else {
+                        return Some("connection closed".to_owned());
+                    };
+                    let queue = message.get_payload::<String>().ok();
+                    if let Some(queue) = queue.as_deref().and_then(QueueName::parse) {
+                        self.wake(queue);
+                    }
+                }
+                _ = ping.tick() => {
+                    // Messages that arrive meanwhile wait in the stream's buffer. Subscribed,
+                    // the answer is an array (`pong`, "") or an error reply: any answer is one,
+                    // hence `Value`.
+                    match tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(err)) => return Some(format!("ping failed: {err}")),
+                        Err(_) => return Some(format!("no answer to a ping within {PING_TIMEOUT:?}")),
+                    }
+                }
             }
         }
     }

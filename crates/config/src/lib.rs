@@ -444,6 +444,16 @@ mod tests {
             Some("s3cret")
         );
         assert!(c.channel(Channel::MessagingA).url.is_none());
+        let mut pairs = BASE.to_vec();
+        pairs.push((
+            "PARLEY_WORKER_QUEUES",
+            "sla-check, recipient-delivery,sla-check,,recipient-delivery",
+        ));
+        assert_eq!(
+            load(&pairs).unwrap().worker.queues,
+            vec![QueueName::SlaCheck, QueueName::RecipientDelivery],
+            "each queue once, in the order first named"
+        );
         for (var, value) in [
             ("PARLEY_WORKER_QUEUES", "emails"),
             ("PARLEY_WORKER_CONCURRENCY", "0"),

@@ -288,18 +288,20 @@ fn log_format(raw: &str) -> Result<LogFormat, String> {
     raw.parse()
 }
 
+/// Each queue once, in the order first named: a queue named twice would get two consumers
+/// sharing one wake-up signal.
 fn queues(raw: &str) -> Result<Queues, String> {
-    raw.split(',')
-        .map(str::trim)
-        .filter(|q| !q.is_empty())
-        .map(|q| {
-            QueueName::parse(q).ok_or_else(|| {
-                let known: Vec<&str> = QueueName::ALL.iter().map(|q| q.as_str()).collect();
-                format!("unknown queue {q:?}; queues: {}", known.join(", "))
-            })
-        })
-        .collect::<Result<_, _>>()
-        .map(Queues)
+    let mut queues: Vec<QueueName> = Vec::new();
+    for q in raw.split(',').map(str::trim).filter(|q| !q.is_empty()) {
+        let queue = QueueName::parse(q).ok_or_else(|| {
+            let known: Vec<&str> = QueueName::ALL.iter().map(|q| q.as_str()).collect();
+            format!("unknown queue {q:?}; queues: {}", known.join(", "))
+        })?;
+        if !queues.contains(&queue) {
+            queues.push(queue);
+        }
+    }
+    Ok(Queues(queues))
 }
 
 fn content_types(raw: &str) -> Result<ContentTypes, String> {

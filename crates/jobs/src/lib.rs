@@ -130,7 +130,10 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
         .lock_tasks(false)
         .persist_results(true)
         .emit_events(false)
-        .batch_size(4)
+        // One job per fetch: a fetched job waits for no slot, so it holds its claims from the
+        // moment it leaves the queue (a batch's later jobs held none while they waited, and
+        // the reconciler took their recipients for lost).
+        .batch_size(1)
         // A worker that stops heartbeating is presumed dead after 10 s, and its in-flight jobs
         // go back to the queue (Postgres reconciliation covers the rest). Its claims on
         // recipients (PARLEY_RECIPIENT_LEASE_SECS, 6 s) are gone by then, so those jobs send.
@@ -322,6 +325,24 @@ impl Jobs {
             .query_async(&mut conn)
             .await?;
         Ok(set.is_some())
+    }
+
+    /// How long ago work must have been enqueued in Postgres for its job to be presumed lost:
+    /// `wait` before the oldest job still waiting in `queue` was pushed. A job behind a long
+    /// queue is late, not lost; and work is written to Postgres before its job is pushed
+    /// (a fan-out slice, then its jobs), so the work of the oldest job waiting is a little
+    /// older than that job: `wait` covers the gap.
+    pub async fn lost_after(
+        &self,
+        queue: QueueName,
+        wait: Duration,
+    ) -> Result<Duration, redis::RedisError> {
+        Ok(wait
+            + self
+                .depth(queue)
+                .await?
+                .oldest_ready_age
+                .unwrap_or_default())
     }
 
     /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how

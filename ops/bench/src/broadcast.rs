@@ -8,6 +8,9 @@
 //!
 //! With `PARLEY_BENCH_WORKERS` (e.g. `1 2 4`, default `1`) each size runs once per number of
 //! worker processes sharing the broadcast; the sink checks that no recipient is sent twice.
+//! With `PARLEY_BENCH_WARMUP=W` the workers first send a broadcast of W of the contacts, untimed,
+//! so the timed one runs on workers whose connections are open and statements prepared (the
+//! peak RSS is then the workers' peak over both).
 //!
 //! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
 
@@ -125,39 +128,30 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         draft = r["data"]["id"].as_str().context("draft id")?.to_owned();
     }
 
+    // Workers that have sent before: their connections open, their statements prepared.
+    let warmup = parley_bench::env("PARLEY_BENCH_WARMUP", "0")
+        .parse::<usize>()
+        .context("PARLEY_BENCH_WARMUP is a number")?;
+    if warmup > 0 {
+        let first: Vec<Uuid> = contacts.iter().take(warmup).copied().collect();
+        send(&bench, &client, &template, &first, || {}).await?;
+        let twice = seen.twice.load(Ordering::Relaxed);
+        if twice > 0 {
+            bail!("the warm-up sent {twice} recipients twice");
+        }
+    }
+
     let before = seen.count.load(Ordering::Relaxed);
     seen.keys.lock().unwrap().clear();
     seen.twice.store(0, Ordering::Relaxed);
     let db_before = db_activity(pool).await?;
     let cpu_before = parley_bench::cpu_ticks();
     let started = Instant::now();
-    let body = json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true});
-    let id = bench.create(&client, "/broadcasts", &body).await?;
     let mut peak_kib = 0;
-    loop {
-        peak_kib = peak(peak_kib);
-        let b: Value = client
-            .get(format!("{base}/api/v1/broadcasts/{id}"))
-            .bearer_auth(key)
-            .send()
-            .await?
-            .json()
-            .await?;
-        match b["data"]["status"].as_str() {
-            Some("completed") => {
-                if b["data"]["sentCount"].as_u64() != Some(n as u64) {
-                    bail!("completed with {} sent of {n}", b["data"]["sentCount"]);
-                }
-                break;
-            }
-            Some("failed" | "paused" | "cancelled") => bail!("broadcast ended {}", b["data"]),
-            _ => {}
-        }
-        if started.elapsed() > Duration::from_secs(1800) {
-            bail!("no end after 30 minutes");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    send(&bench, &client, &template, &contacts, || {
+        peak_kib = peak(peak_kib)
+    })
+    .await?;
     let total = started.elapsed().as_secs_f64();
     let cpu = parley_bench::cpu_spent(&cpu_before, &parley_bench::cpu_ticks());
     // Backends report their statistics within a second.
@@ -188,6 +182,48 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         cpu,
         per_recipient,
     })
+}
+
+/// Sends a `sendNow` broadcast to `contacts` and waits for it to complete with every one sent,
+/// calling `each_poll` at every look at its status (every 50 ms).
+async fn send(
+    bench: &Bench,
+    client: &reqwest::Client,
+    template: &str,
+    contacts: &[Uuid],
+    mut each_poll: impl FnMut(),
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let body = json!({"broadcastName": "bench", "templateId": template, "contactIds": contacts, "sendNow": true});
+    let id = bench.create(client, "/broadcasts", &body).await?;
+    loop {
+        each_poll();
+        let b: Value = client
+            .get(format!("http://{API_ADDR}/api/v1/broadcasts/{id}"))
+            .bearer_auth(&bench.key)
+            .send()
+            .await?
+            .json()
+            .await?;
+        match b["data"]["status"].as_str() {
+            Some("completed") => {
+                if b["data"]["sentCount"].as_u64() != Some(contacts.len() as u64) {
+                    bail!(
+                        "completed with {} sent of {}",
+                        b["data"]["sentCount"],
+                        contacts.len()
+                    );
+                }
+                return Ok(());
+            }
+            Some("failed" | "paused" | "cancelled") => bail!("broadcast ended {}", b["data"]),
+            _ => {}
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            bail!("no end after 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Recipients per second when each is one row inserted and then updated to `sent`, all N

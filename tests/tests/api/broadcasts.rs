@@ -58,6 +58,17 @@ impl Rig {
     }
 }
 
+/// Recipients of `broadcast` the reconciler enqueued again.
+async fn requeued(app: &TestApp, broadcast: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = $1 AND requeues > 0",
+    )
+    .bind(broadcast.parse::<Uuid>().unwrap())
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
 fn ended(b: &Value) -> bool {
     matches!(b["data"]["status"].as_str(), Some("completed" | "failed"))
 }
@@ -979,6 +990,22 @@ async fn a_flushed_redis_loses_no_recipient() {
     assert_eq!(keys.len(), 400, "one idempotency key per recipient");
 }
 
+/// Sends `template` to `contacts` now, and checks the broadcast ends having started within a
+/// second of its creation.
+async fn sent_now_within_a_second(app: &TestApp, template: &str, contacts: &[Uuid]) {
+    let id = send_now(app, template, contacts).await;
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
+        .await;
+    let time =
+        |f: &str| chrono::DateTime::parse_from_rfc3339(b["data"][f].as_str().unwrap()).unwrap();
+    let pickup = time("startedAt") - time("createdAt");
+    assert!(
+        pickup < chrono::Duration::milliseconds(1000),
+        "picked up after {pickup}"
+    );
+}
+
 #[tokio::test]
 async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
     let app = spawn_isolated_app(&[]).await;
@@ -990,17 +1017,7 @@ async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
     let contacts = seed::contacts(&app, 3).await;
     let t = template(&app, "email", "Hello").await;
     tokio::time::sleep(Duration::from_secs(2)).await; // the worker has been idle a while
-    let id = send_now(&app, &t, &contacts).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
-    let time =
-        |f: &str| chrono::DateTime::parse_from_rfc3339(b["data"][f].as_str().unwrap()).unwrap();
-    let pickup = time("startedAt") - time("createdAt");
-    assert!(
-        pickup < chrono::Duration::milliseconds(1000),
-        "picked up after {pickup}"
-    );
+    sent_now_within_a_second(&app, &t, &contacts).await;
 
     // The worker's metrics show the queues and what went through them.
     let text = reqwest::get(format!("http://{}/metrics", worker.metrics_addr))
@@ -1020,6 +1037,32 @@ async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
     ] {
         assert!(text.contains(needle), "{needle} is not exported:\n{text}");
     }
+}
+
+#[tokio::test]
+async fn a_wake_up_subscription_gone_silent_is_made_again() {
+    let app = spawn_isolated_app(&[]).await;
+    // The worker reaches Redis through a proxy that can silence its subscription without
+    // closing it; it polls once a minute, so only wake-ups move the broadcast along.
+    let proxy = parley_tests::tcp_proxy::TcpProxy::start(&app.redis_url).await;
+    let _worker = app
+        .spawn_worker(&[
+            ("REDIS_URL", &proxy.url),
+            ("PARLEY_WORKER_POLL_MS", "60000"),
+        ])
+        .await;
+    assert!(
+        wait_until(10, || async { proxy.silence_subscribers() > 0 }).await,
+        "the worker subscribes through the proxy"
+    );
+    let contacts = seed::contacts(&app, 3).await;
+    let t = template(&app, "email", "Hello").await;
+    // A ping every 5 s, given 2 s to come back, then a new subscription.
+    assert!(
+        wait_until(20, || async { proxy.live_subscribers() > 0 }).await,
+        "the worker subscribes again"
+    );
+    sent_now_within_a_second(&app, &t, &contacts).await;
 }
 
 #[tokio::test]
@@ -1306,28 +1349,45 @@ async fn a_fresh_deployment_does_not_take_fetched_jobs_for_lost() {
     // Redis) and reconciles quickly for a minute, but only work enqueued before that moment.
     // Jobs fetched by the worker and waiting for a free slot hold no claims yet: taking them for
     // lost after a lease enqueued them again (a second job for each of their recipients).
-    let rig = Rig::new(
-        &[],
+    sends_with_no_requeue(
         &[
             // About 8 s of sending: most jobs wait, in the queue or fetched, longer than a lease.
             ("PARLEY_CHANNEL_EMAIL_RATE", "400"),
             ("PARLEY_RECONCILE_AFTER_SECS", "600"),
         ],
+        3_000,
     )
     .await;
+}
+
+#[tokio::test]
+async fn jobs_waiting_their_turn_are_not_taken_for_lost() {
+    // One job at a time, each 1 s (200 recipients at 200/s), and work presumed lost 2 s after
+    // it was enqueued: the broadcast's eight jobs wait up to 7 s for their turn. While the
+    // queue holds some, the recipients of its oldest were written a moment before it was
+    // pushed (and were taken for lost as soon as it had waited 2 s); once it is empty, jobs
+    // fetched four at a time waited for the slot with no claim (and were taken for lost too).
+    sends_with_no_requeue(
+        &[
+            ("PARLEY_WORKER_CONCURRENCY", "1"),
+            ("PARLEY_CHANNEL_EMAIL_RATE", "200"),
+            ("PARLEY_RECONCILE_AFTER_SECS", "2"),
+        ],
+        1_600,
+    )
+    .await;
+}
+
+/// Sends to `n` contacts from a fresh deployment (past its first tick) through a worker with
+/// `worker_env`, and checks that all were sent and none was enqueued again.
+async fn sends_with_no_requeue(worker_env: &[(&str, &str)], n: usize) {
+    let rig = Rig::new(&[], worker_env).await;
     tokio::time::sleep(Duration::from_secs(1)).await; // past the first tick
-    let id = rig.send(3_000).await;
+    let id = rig.send(n).await;
     let app = &rig.app;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
         .await;
-    assert_eq!(b["data"]["sentCount"], 3_000, "{b}");
-    let requeued: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = $1 AND requeues > 0",
-    )
-    .bind(id.parse::<Uuid>().unwrap())
-    .fetch_one(&app.pool)
-    .await
-    .unwrap();
-    assert_eq!(requeued, 0, "recipients enqueued again");
+    assert_eq!(b["data"]["sentCount"], n, "{b}");
+    assert_eq!(requeued(app, &id).await, 0, "recipients enqueued again");
 }
