@@ -393,6 +393,21 @@ async fn shared_gauges_are_reported_by_one_worker_of_several() {
     );
 }
 
+#[tokio::test]
+async fn a_worker_runs_on_the_threads_it_is_given() {
+    let app = spawn_isolated_app(&[]).await;
+    for threads in ["1", "3"] {
+        let (child, addr) = worker_serving(&app, &[("PARLEY_WORKER_THREADS", threads)]).await;
+        let _running = Killed(child);
+        let text = scrape(&addr).await;
+        assert_eq!(
+            series(&text, "parley_worker_runtime_threads", &[]),
+            Some(threads.parse().unwrap()),
+            "{text}"
+        );
+    }
+}
+
 /// Waits until a worker reports the broadcast-dispatch queue's waiting job and checks that it
 /// is the only one; answers its index.
 async fn one_reports_the_depth(addrs: &[String]) -> usize {

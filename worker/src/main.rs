@@ -1,6 +1,5 @@
 use std::process::ExitCode;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    parley_worker::process::run().await
+fn main() -> ExitCode {
+    parley_worker::process::main()
 }

@@ -7,8 +7,8 @@ use parley_jobs::QueueName;
 use parley_types::metric_names::{
     ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_WRITE_FAILURES, PROVIDER_CALLS,
     PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, RETENTION_DELETED,
-    SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS,
-    WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+    RUNTIME_THREADS, SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS,
+    WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
@@ -26,10 +26,13 @@ pub fn given_up(kind: &'static str, ids: &[uuid::Uuid]) {
     );
 }
 
-/// Registers the worker's series with their known labels, at zero. The backlog gauges are
-/// registered only by the workers that may report them: those of the webhook-delivery queue
-/// (the outbox relay runs there) and of the sla-check queue (the SLA scheduler).
+/// Registers the worker's series with their known labels, at zero, and sets its runtime's
+/// threads. The backlog gauges are registered only by the workers that may report them: those
+/// of the webhook-delivery queue (the outbox relay runs there) and of the sla-check queue (the
+/// SLA scheduler).
 pub fn register(queues: &[QueueName]) {
+    let threads = tokio::runtime::Handle::current().metrics().num_workers();
+    metrics::gauge!(RUNTIME_THREADS).set(threads as f64);
     for queue in QueueName::ALL {
         let q = queue.as_str();
         for outcome in ["ok", "error"] {

@@ -128,6 +128,9 @@ pub struct WorkerSettings {
     pub queues: Vec<QueueName>,
     /// Jobs run at once per queue (`PARLEY_WORKER_CONCURRENCY`).
     pub concurrency: usize,
+    /// The process's runtime threads (`PARLEY_WORKER_THREADS`); `None`: one per core it may
+    /// use (its CPU quota counts).
+    pub threads: Option<usize>,
     /// Jobs run at once on the webhook queue, whose jobs mostly wait on receivers
     /// (`PARLEY_WEBHOOK_WORKER_CONCURRENCY`).
     pub webhook_concurrency: usize,
@@ -253,6 +256,7 @@ impl From<Vars> for Config {
                     .PARLEY_WORKER_QUEUES
                     .map_or_else(|| QueueName::ALL.to_vec(), |q| q.0),
                 concurrency: v.PARLEY_WORKER_CONCURRENCY,
+                threads: v.PARLEY_WORKER_THREADS,
                 webhook_concurrency: v.PARLEY_WEBHOOK_WORKER_CONCURRENCY,
                 poll_interval: ms(v.PARLEY_WORKER_POLL_MS),
                 drain_timeout: secs(v.PARLEY_WORKER_DRAIN_SECS),
@@ -429,12 +433,15 @@ mod tests {
         let mut pairs = BASE.to_vec();
         pairs.extend([
             ("PARLEY_WORKER_QUEUES", "recipient-delivery"),
+            ("PARLEY_WORKER_THREADS", "2"),
             ("PARLEY_CHANNEL_EMAIL_URL", "http://127.0.0.1:9000/send"),
             ("PARLEY_CHANNEL_EMAIL_RATE", "50"),
             ("PARLEY_CHANNEL_SOCIAL_A_SECRET", "s3cret"),
         ]);
         let c = load(&pairs).unwrap();
         assert_eq!(c.worker.queues, vec![QueueName::RecipientDelivery]);
+        assert_eq!(c.worker.threads, Some(2));
+        assert_eq!(load(&BASE).unwrap().worker.threads, None);
         assert_eq!(c.channel(Channel::Email).rate, Some(50));
         assert_eq!(
             c.channel(Channel::SocialA)
@@ -457,6 +464,8 @@ mod tests {
         for (var, value) in [
             ("PARLEY_WORKER_QUEUES", "emails"),
             ("PARLEY_WORKER_CONCURRENCY", "0"),
+            ("PARLEY_WORKER_THREADS", "0"),
+            ("PARLEY_WORKER_THREADS", "1025"),
             ("PARLEY_CHANNEL_EMAIL_URL", "ftp://x"),
             ("PARLEY_CHANNEL_EMAIL_RATE", "fast"),
         ] {

@@ -78,6 +78,9 @@ pub(crate) struct Vars {
     pub PARLEY_WORKER_QUEUES: Option<Queues>,
     #[arg(long, default_value_t = 4, value_parser = positive::<usize>())]
     pub PARLEY_WORKER_CONCURRENCY: usize,
+    /// Unset: one per core the process may use.
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub PARLEY_WORKER_THREADS: Option<usize>,
     #[arg(long, default_value_t = 16, value_parser = positive::<usize>())]
     pub PARLEY_WEBHOOK_WORKER_CONCURRENCY: usize,
     #[arg(long, default_value_t = 1000, value_parser = positive::<u64>())]

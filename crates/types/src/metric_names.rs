@@ -56,3 +56,6 @@ pub const OUTCOME_WRITE_FAILURES: &str = "parley_outcome_write_failures_total";
 /// Deliveries or recipients given up because they reached their attempt ceiling without an
 /// outcome being recorded, by kind (worker).
 pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";
+/// The worker process's runtime threads (`PARLEY_WORKER_THREADS`, or one per core it may use):
+/// `sum()` is a fleet's threads, to weigh against the cores they share (worker).
+pub const RUNTIME_THREADS: &str = "parley_worker_runtime_threads";

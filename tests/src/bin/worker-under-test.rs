@@ -4,7 +4,6 @@
 
 use std::process::ExitCode;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    parley_worker::process::run().await
+fn main() -> ExitCode {
+    parley_worker::process::main()
 }
