@@ -120,22 +120,65 @@ pub async fn take_due(
     // A delivery taken again while its last enqueue is not followed by a recorded attempt
     // (`enqueued_at >= next_attempt_at`) is a requeue of lost work; past the ceiling it is
     // given up, so a delivery whose outcome cannot be written is not posted forever.
+    //
+    // Each webhook's oldest few, through two indexes by webhook (deliveries waiting for a job,
+    // and deliveries in a job), visiting the webhooks that have any with a skip scan: a pass
+    // costs the webhooks with work and what it takes, not the size of their backlogs. The skip
+    // scan carries each row's id, which the indexes lack: an index-only scan marks no dead
+    // entry as dead, so until a vacuum each pass walked every entry its updates left behind
+    // (a plain index scan walks each once). The rows
+    // are then updated through their primary key (`= ANY (ARRAY(...))`: joined to the table, a
+    // small table without statistics was read whole for a hash join).
     let rows = sqlx::query!(
-        "UPDATE webhook_deliveries d SET enqueued_at = clock_timestamp(),
+        "WITH RECURSIVE waiting(webhook_id, id) AS (
+            (SELECT d.webhook_id, d.id FROM webhook_deliveries d
+             WHERE d.status = 'pending'
+               AND (d.enqueued_at IS NULL OR d.enqueued_at < d.next_attempt_at)
+             ORDER BY d.webhook_id LIMIT 1)
+            UNION ALL
+            SELECT n.* FROM waiting w CROSS JOIN LATERAL (
+                SELECT d.webhook_id, d.id FROM webhook_deliveries d
+                WHERE d.status = 'pending'
+                  AND (d.enqueued_at IS NULL OR d.enqueued_at < d.next_attempt_at)
+                  AND d.webhook_id > w.webhook_id
+                ORDER BY d.webhook_id LIMIT 1) n
+         ), in_job(webhook_id, id) AS (
+            (SELECT d.webhook_id, d.id FROM webhook_deliveries d
+             WHERE d.status = 'pending' AND d.enqueued_at >= d.next_attempt_at
+             ORDER BY d.webhook_id LIMIT 1)
+            UNION ALL
+            SELECT n.* FROM in_job w CROSS JOIN LATERAL (
+                SELECT d.webhook_id, d.id FROM webhook_deliveries d
+                WHERE d.status = 'pending' AND d.enqueued_at >= d.next_attempt_at
+                  AND d.webhook_id > w.webhook_id
+                ORDER BY d.webhook_id LIMIT 1) n
+         ), candidates AS (
+            SELECT c.* FROM waiting w CROSS JOIN LATERAL (
+                SELECT d.id, d.webhook_id, d.next_attempt_at FROM webhook_deliveries d
+                WHERE d.webhook_id = w.webhook_id AND d.status = 'pending'
+                  AND (d.enqueued_at IS NULL OR d.enqueued_at < d.next_attempt_at)
+                  AND d.next_attempt_at <= statement_timestamp()
+                ORDER BY d.next_attempt_at LIMIT $2) c
+            UNION ALL
+            SELECT c.* FROM in_job w CROSS JOIN LATERAL (
+                SELECT d.id, d.webhook_id, d.next_attempt_at FROM webhook_deliveries d
+                WHERE d.webhook_id = w.webhook_id AND d.status = 'pending'
+                  AND d.enqueued_at >= d.next_attempt_at
+                  AND d.enqueued_at < statement_timestamp() - make_interval(secs => $3)
+                ORDER BY d.enqueued_at LIMIT $2) c
+         ), due AS (
+            SELECT id FROM (
+                SELECT id, next_attempt_at,
+                       row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at) AS n
+                FROM candidates) ranked
+            WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1
+         )
+         UPDATE webhook_deliveries d SET enqueued_at = clock_timestamp(),
             requeues = CASE WHEN d.enqueued_at >= d.next_attempt_at THEN d.requeues + 1
                             ELSE d.requeues END,
             status = CASE WHEN d.enqueued_at >= d.next_attempt_at AND d.requeues >= $4
                           THEN 'failed' ELSE d.status END
-         WHERE d.id IN (
-            SELECT id FROM (
-                SELECT id, next_attempt_at,
-                       row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at) AS n
-                FROM webhook_deliveries
-                WHERE status = 'pending' AND next_attempt_at <= statement_timestamp()
-                  AND (enqueued_at IS NULL OR enqueued_at < next_attempt_at
-                       OR enqueued_at < statement_timestamp() - make_interval(secs => $3))
-            ) due
-            WHERE n <= $2 ORDER BY next_attempt_at LIMIT $1)
+         WHERE d.id = ANY (ARRAY(SELECT id FROM due))
          RETURNING d.webhook_id, d.id, d.status",
         limit,
         per_webhook,

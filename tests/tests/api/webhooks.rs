@@ -902,3 +902,62 @@ async fn retention_deletes_old_events_with_their_deliveries_failed_ones_later() 
     assert_eq!(sweep().await.unwrap(), 1, "the failed one after 90 days");
     assert_eq!(count("webhook_events").await, 0);
 }
+
+/// Rows of `webhook_deliveries` read so far, by index and by sequential scans.
+async fn delivery_reads(app: &TestApp) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes
+                 WHERE relname = 'webhook_deliveries')::bigint
+              + (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables
+                 WHERE relname = 'webhook_deliveries')",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("table statistics")
+}
+
+#[tokio::test]
+async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
+    // The relay looks for due deliveries on every pass (every tick, and on every event's
+    // notification). It read, and sorted to cap each webhook, every due delivery and every
+    // delivery in a job, so a slow endpoint's backlog made each pass cost its size.
+    let mut env = LOCAL.to_vec();
+    env.push(("PARLEY_RECONCILE_AFTER_SECS", "600"));
+    let app = spawn_isolated_app(&env).await;
+    let receiver = Receiver::start().await;
+    let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
+    let n: i64 = 10_000;
+    // A backlog written straight into Postgres: n deliveries waiting for a job (due a minute
+    // ago) and n in jobs (enqueued at their due time, not attempted since), with their events.
+    sqlx::query(
+        "WITH ev AS (
+            INSERT INTO webhook_events (id, organization_id, event, data, relayed_at)
+            SELECT gen_random_uuid(), $1, 'lead.created', '{}'::jsonb, now()
+            FROM generate_series(1, 2 * $3) RETURNING id
+         ), numbered AS (SELECT id, row_number() OVER () AS i FROM ev)
+         INSERT INTO webhook_deliveries
+            (id, organization_id, webhook_id, event_id, event, next_attempt_at, enqueued_at)
+         SELECT gen_random_uuid(), $1, $2::uuid, id, 'lead.created', now() - interval '1 minute',
+                CASE WHEN i % 2 = 0 THEN now() - interval '1 minute' END
+         FROM numbered",
+    )
+    .bind(app.org_id)
+    .bind(&webhook)
+    .bind(n)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    // The worker starts once the backlog is in: passes that ran during the insert would walk its
+    // uncommitted rows, and report those reads late.
+    let _worker = app.spawn_worker(&env).await;
+    receiver.wait_for(1, 30).await; // the relay is taking the waiting ones
+    tokio::time::sleep(Duration::from_secs(1)).await; // statistics of the first passes are in
+    let before = delivery_reads(&app).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = delivery_reads(&app).await - before;
+    assert!(
+        read < n,
+        "{read} deliveries read in 3 s of relay passes over a backlog of {}",
+        2 * n
+    );
+}
