@@ -123,35 +123,34 @@ pub async fn take_due(
     //
     // Each webhook's oldest few, through two indexes by webhook (deliveries waiting for a job,
     // and deliveries in a job), visiting the webhooks that have any with a skip scan: a pass
-    // costs the webhooks with work and what it takes, not the size of their backlogs. The skip
-    // scan carries each row's id, which the indexes lack: an index-only scan marks no dead
-    // entry as dead, so until a vacuum each pass walked every entry its updates left behind
-    // (a plain index scan walks each once). The rows
-    // are then updated through their primary key (`= ANY (ARRAY(...))`: joined to the table, a
-    // small table without statistics was read whole for a hash join).
+    // costs the webhooks with pending deliveries (a few index descents each) and what it takes,
+    // not the size of their backlogs. Lost ones are first cut to `per_webhook` a webhook by when
+    // they were enqueued, then ranked with the rest by when they were due. The rows are updated
+    // through their primary key (`= ANY (ARRAY(...))`: joined to the table, a small table
+    // without statistics was read whole for a hash join), and only while still pending (a job
+    // may record one meanwhile).
     let rows = sqlx::query!(
-        "WITH RECURSIVE waiting(webhook_id, id) AS (
-            (SELECT d.webhook_id, d.id FROM webhook_deliveries d
-             WHERE d.status = 'pending'
-               AND (d.enqueued_at IS NULL OR d.enqueued_at < d.next_attempt_at)
-             ORDER BY d.webhook_id LIMIT 1)
+        "WITH RECURSIVE waiting(webhook_id) AS (
+            (SELECT webhook_id FROM webhook_deliveries
+             WHERE status = 'pending' AND (enqueued_at IS NULL OR enqueued_at < next_attempt_at)
+             ORDER BY webhook_id LIMIT 1)
             UNION ALL
-            SELECT n.* FROM waiting w CROSS JOIN LATERAL (
-                SELECT d.webhook_id, d.id FROM webhook_deliveries d
-                WHERE d.status = 'pending'
-                  AND (d.enqueued_at IS NULL OR d.enqueued_at < d.next_attempt_at)
-                  AND d.webhook_id > w.webhook_id
-                ORDER BY d.webhook_id LIMIT 1) n
-         ), in_job(webhook_id, id) AS (
-            (SELECT d.webhook_id, d.id FROM webhook_deliveries d
-             WHERE d.status = 'pending' AND d.enqueued_at >= d.next_attempt_at
-             ORDER BY d.webhook_id LIMIT 1)
+            SELECT (SELECT d.webhook_id FROM webhook_deliveries d
+                    WHERE d.status = 'pending'
+                      AND (d.enqueued_at IS NULL OR d.enqueued_at < d.next_attempt_at)
+                      AND d.webhook_id > w.webhook_id
+                    ORDER BY d.webhook_id LIMIT 1)
+            FROM waiting w WHERE w.webhook_id IS NOT NULL
+         ), in_job(webhook_id) AS (
+            (SELECT webhook_id FROM webhook_deliveries
+             WHERE status = 'pending' AND enqueued_at >= next_attempt_at
+             ORDER BY webhook_id LIMIT 1)
             UNION ALL
-            SELECT n.* FROM in_job w CROSS JOIN LATERAL (
-                SELECT d.webhook_id, d.id FROM webhook_deliveries d
-                WHERE d.status = 'pending' AND d.enqueued_at >= d.next_attempt_at
-                  AND d.webhook_id > w.webhook_id
-                ORDER BY d.webhook_id LIMIT 1) n
+            SELECT (SELECT d.webhook_id FROM webhook_deliveries d
+                    WHERE d.status = 'pending' AND d.enqueued_at >= d.next_attempt_at
+                      AND d.webhook_id > w.webhook_id
+                    ORDER BY d.webhook_id LIMIT 1)
+            FROM in_job w WHERE w.webhook_id IS NOT NULL
          ), candidates AS (
             SELECT c.* FROM waiting w CROSS JOIN LATERAL (
                 SELECT d.id, d.webhook_id, d.next_attempt_at FROM webhook_deliveries d
@@ -178,7 +177,7 @@ pub async fn take_due(
                             ELSE d.requeues END,
             status = CASE WHEN d.enqueued_at >= d.next_attempt_at AND d.requeues >= $4
                           THEN 'failed' ELSE d.status END
-         WHERE d.id = ANY (ARRAY(SELECT id FROM due))
+         WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND d.status = 'pending'
          RETURNING d.webhook_id, d.id, d.status",
         limit,
         per_webhook,

@@ -952,9 +952,14 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     let _worker = app.spawn_worker(&env).await;
     receiver.wait_for(1, 30).await; // the relay is taking the waiting ones
     tokio::time::sleep(Duration::from_secs(1)).await; // statistics of the first passes are in
-    let before = delivery_reads(&app).await;
+    let (before, posted_before) = (delivery_reads(&app).await, receiver.received().len());
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = delivery_reads(&app).await - before;
+    let posted = receiver.received().len() - posted_before;
+    assert!(
+        posted >= 20,
+        "the passes kept taking deliveries: {posted} posted in 3 s"
+    );
     assert!(
         read < n,
         "{read} deliveries read in 3 s of relay passes over a backlog of {}",
