@@ -83,6 +83,11 @@ pub async fn release_dispatch(
 ///
 /// Each call reads the whole `contact_ids` array (Postgres cannot read a slice of a stored
 /// array without the rest), so callers take few, large slices: docs/benchmarks.md.
+///
+/// A slice's transaction holds the broadcast's row `FOR NO KEY UPDATE`, as a fan-out's own
+/// update would: it keeps other fan-outs and updates off the row, and lets through the
+/// foreign-key checks of writes that reference it (`FOR UPDATE` held back, for the whole
+/// slice, every outcome write that added a counter shard of the broadcast).
 pub async fn fan_out(
     pool: &PgPool,
     id: Uuid,
@@ -96,7 +101,7 @@ pub async fn fan_out(
         r#"SELECT fanout_offset,
                 contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!",
                 dispatch_lease_token IS NOT DISTINCT FROM $3 AS "holds_lease!"
-         FROM broadcasts WHERE id = $1 FOR UPDATE"#,
+         FROM broadcasts WHERE id = $1 FOR NO KEY UPDATE"#,
         id,
         slice,
         token,
@@ -174,7 +179,7 @@ pub async fn fan_out_segment(
                 b.audience_filter IS NULL AS "first!",
                 b.dispatch_lease_token IS NOT DISTINCT FROM $2 AS "holds_lease!"
          FROM broadcasts b LEFT JOIN segments s ON s.id = b.segment_id
-         WHERE b.id = $1 FOR UPDATE OF b"#,
+         WHERE b.id = $1 FOR NO KEY UPDATE OF b"#,
         id,
         token,
     )
