@@ -588,13 +588,16 @@ async fn a_webhook_failing_for_too_long_is_disabled() {
 
 #[tokio::test]
 async fn a_dead_endpoint_does_not_hold_up_the_others() {
+    // The dead endpoint's two attempts outlast the test (a 60 s answer, a 30 s timeout): a
+    // third would mean a slot taken beyond the two. (With a 5 s timeout, a suite slow enough
+    // that the live endpoint took over 5 s saw the first two time out and two more arrive.)
     let (app, worker, fast) = setup(&[
         ("PARLEY_WEBHOOK_CONCURRENCY_PER_ENDPOINT", "2"),
-        ("PARLEY_WEBHOOK_TIMEOUT_MS", "5000"),
+        ("PARLEY_WEBHOOK_TIMEOUT_MS", "30000"),
     ])
     .await;
     let dead = Receiver::start().await;
-    dead.always(Answer::Sleep(Duration::from_secs(30)));
+    dead.always(Answer::Sleep(Duration::from_secs(60)));
     subscribe(&app, &dead.url, &["lead.created"]).await;
     subscribe(&app, &fast.url, &["lead.created"]).await;
     for i in 0..40 {
@@ -988,8 +991,8 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     // dead: Postgres leaves them while a writing transaction older than the take runs
     // anywhere on the server (in any database), so alone this reads 1,280 (the last pass's
     // only) and beside the whole suite up to 6,760 (all of them). Never the backlog.
-    // (With the entries of one due time merged into posting lists it read 4,560 alone:
-    // migration 20261126000018.)
+    // (With the entries of one due time merged into posting lists it read 4,560 alone, hence
+    // `deduplicate_items = off` on the relay's indexes.)
     assert!(
         read < n,
         "{read} deliveries read in {passes} passes over a backlog of {}",
