@@ -31,8 +31,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    observability::init_tracing(config.log_format);
-    match run(cli.command.unwrap_or(Command::Serve), config).await {
+    let command = cli.command.unwrap_or(Command::Serve);
+    let logs = match command {
+        Command::Serve => observability::LogTo::Stdout,
+        _ => observability::LogTo::Stderr,
+    };
+    observability::init_tracing(config.log_format, logs);
+    match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");

@@ -14,6 +14,9 @@ fn parley_api(args: &[&str]) -> std::process::Output {
         .env_clear()
         .env("DATABASE_URL", database_url())
         .env("REDIS_URL", "redis://127.0.0.1:6379")
+        // Every log line there is: they go to stderr, the result alone to stdout (a slow
+        // COMMIT's warning once landed in the JSON a script reads).
+        .env("RUST_LOG", "debug")
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .current_dir(std::env::temp_dir())
         .output()

@@ -63,12 +63,26 @@ fn recorder() -> PrometheusHandle {
         })
 }
 
-pub fn init_tracing(format: LogFormat) {
+/// Where log lines go: a service logs to stdout; a command whose stdout is its result (a key,
+/// a document) logs to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTo {
+    Stdout,
+    Stderr,
+}
+
+pub fn init_tracing(format: LogFormat, to: LogTo) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
+    let _ = match (format, to) {
+        (LogFormat::Json, LogTo::Stdout) => builder.json().flatten_event(true).try_init(),
+        (LogFormat::Json, LogTo::Stderr) => builder
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .try_init(),
+        (LogFormat::Text, LogTo::Stdout) => builder.try_init(),
+        (LogFormat::Text, LogTo::Stderr) => builder.with_writer(std::io::stderr).try_init(),
     };
 }

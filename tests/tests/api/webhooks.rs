@@ -926,10 +926,8 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     // notification). It read, and sorted to cap each webhook, every due delivery and every
     // delivery in a job, so a slow endpoint's backlog made each pass cost its size.
     //
-    // The passes run here, one after another on one session, with no worker: index entries
-    // of the rows a pass took are dead to every later pass, as they are in a database without
-    // long transactions. (Beside a busy worker, a pass may still walk the entries of the last
-    // few passes' takes, until no snapshot needs them: docs/jobs.md.)
+    // The passes run here one after another on one session, with no worker, so that what they
+    // read is counted exactly (below: what else they may read, docs/jobs.md).
     let app = spawn_isolated_app(LOCAL).await;
     let receiver = Receiver::start().await;
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
