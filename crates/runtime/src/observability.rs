@@ -4,6 +4,7 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
 use parley_config::LogFormat;
 use parley_types::metric_names::{SLA_BREACH_LAG, WEBHOOK_LATENCY};
@@ -74,15 +75,15 @@ pub enum LogTo {
 pub fn init_tracing(format: LogFormat, to: LogTo) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match (format, to) {
-        (LogFormat::Json, LogTo::Stdout) => builder.json().flatten_event(true).try_init(),
-        (LogFormat::Json, LogTo::Stderr) => builder
-            .json()
-            .flatten_event(true)
-            .with_writer(std::io::stderr)
-            .try_init(),
-        (LogFormat::Text, LogTo::Stdout) => builder.try_init(),
-        (LogFormat::Text, LogTo::Stderr) => builder.with_writer(std::io::stderr).try_init(),
+    let writer = match to {
+        LogTo::Stdout => BoxMakeWriter::new(std::io::stdout),
+        LogTo::Stderr => BoxMakeWriter::new(std::io::stderr),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
     };
 }

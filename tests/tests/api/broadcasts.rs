@@ -405,6 +405,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
 #[tokio::test]
 async fn a_fan_out_in_progress_lets_outcome_writes_through() {
     use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, record};
+    use sqlx::Connection;
     // A fan-out slice holds the broadcast's row for its whole transaction (up to 16,000
     // recipients written). Held `FOR UPDATE`, it stopped every outcome write that added a
     // counter shard of the broadcast, whose foreign-key check takes a key-share lock on the row.
@@ -433,7 +434,6 @@ async fn a_fan_out_in_progress_lets_outcome_writes_through() {
     .execute(&app.pool)
     .await
     .unwrap();
-    use sqlx::Connection;
     let mut holder = sqlx::PgConnection::connect(&app.database_url)
         .await
         .unwrap();
