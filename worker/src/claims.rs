@@ -136,6 +136,25 @@ impl Claims {
             .collect())
     }
 
+    /// The token holding each of `ids` now (one `MGET`); `None` when Redis cannot say.
+    pub async fn holders_now(&self, ids: &[Uuid]) -> Option<Vec<Option<String>>> {
+        match self.holders(ids).await {
+            Ok(holders) if holders.len() == ids.len() => Some(holders),
+            Ok(holders) => {
+                tracing::warn!(
+                    asked = ids.len(),
+                    answered = holders.len(),
+                    "claims not checked before an outcome write: a short reply"
+                );
+                None
+            }
+            Err(err) => {
+                tracing::warn!(%err, "claims not checked before an outcome write");
+                None
+            }
+        }
+    }
+
     /// The token holding each of `ids`, if any.
     async fn holders(&self, ids: &[Uuid]) -> Result<Vec<Option<String>>, redis::RedisError> {
         if ids.is_empty() {
@@ -162,7 +181,8 @@ impl Claims {
 }
 
 /// A job's claims while it works: kept by a heartbeat every third of the lease and checked
-/// again before each outcome write; the ids another job took over are lost to this one.
+/// again before each outcome write ([`Fence`]); the ids another job took over are lost to this
+/// one.
 pub struct Hold {
     claims: Claims,
     ids: Vec<Uuid>,
@@ -221,27 +241,12 @@ impl Hold {
         self.lost.lock().is_ok_and(|lost| lost.contains(&id))
     }
 
-    /// Checks `ids` right before their outcomes are written (one `MGET`) and returns those no
-    /// other job holds. A claim nobody holds (Redis lost it) is still this job's: the
-    /// heartbeat takes it again. With Redis unreachable they count as this job's: Postgres'
-    /// status guard still lets only the first outcome of a recipient stand.
-    pub async fn still_mine(&self, ids: &[Uuid]) -> Vec<Uuid> {
-        let token = self.token.to_string();
-        match self.claims.holders(ids).await {
-            Ok(holders) => lose(
-                &self.lost,
-                ids.iter()
-                    .zip(holders)
-                    .filter(|(_, holder)| holder.as_ref().is_some_and(|h| *h != token))
-                    .map(|(id, _)| *id)
-                    .collect(),
-            ),
-            Err(err) => tracing::warn!(%err, "claims not checked before an outcome write"),
+    /// What the worker's outcome writer checks before it writes this job's outcomes.
+    pub fn fence(&self) -> Fence {
+        Fence {
+            token: self.token.to_string(),
+            lost: self.lost.clone(),
         }
-        ids.iter()
-            .copied()
-            .filter(|id| !self.is_lost(*id))
-            .collect()
     }
 
     /// Gives the claims back (they would expire within a lease anyway).
@@ -252,6 +257,38 @@ impl Hold {
         if let Err(err) = self.claims.release(&self.ids, self.token).await {
             tracing::warn!(%err, "claims not released; they expire");
         }
+    }
+}
+
+/// A job's claims as its outcome writes see them: the statement that writes them checks the
+/// holders of all its recipients at once, right before it runs.
+#[derive(Clone)]
+pub struct Fence {
+    token: String,
+    lost: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+impl Fence {
+    /// Of `ids`, given their claims' `holders` read right before the write, those no other job
+    /// holds; the others are lost to this job. A claim nobody holds (Redis lost it) is still
+    /// this job's: its heartbeat takes it again. Without holders (Redis unreachable) they count
+    /// as this job's: Postgres' status guard still lets only the first outcome of a recipient
+    /// stand.
+    pub fn mine(&self, ids: &[Uuid], holders: Option<&[Option<String>]>) -> Vec<Uuid> {
+        if let Some(holders) = holders {
+            let taken_over = ids
+                .iter()
+                .zip(holders)
+                .filter(|(_, holder)| holder.as_ref().is_some_and(|h| *h != self.token))
+                .map(|(id, _)| *id)
+                .collect();
+            lose(&self.lost, taken_over);
+        }
+        let lost = self.lost.lock();
+        ids.iter()
+            .copied()
+            .filter(|id| !lost.as_ref().is_ok_and(|lost| lost.contains(id)))
+            .collect()
     }
 }
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::claims::Claims;
 use crate::endpoint_slots::EndpointSlots;
+use crate::outcomes::Outcomes;
 use crate::provider::Provider;
 use crate::rate_limit::RateLimiter;
 use crate::reporter::Reporter;
@@ -21,6 +22,8 @@ pub struct Ctx {
     pub pool: PgPool,
     pub redis: Redis,
     pub jobs: Jobs,
+    /// The process's writer of recipient outcomes, shared by its delivery jobs.
+    pub outcomes: Outcomes,
     pub config: Arc<Config>,
     pub provider: Arc<Provider>,
     pub limiter: RateLimiter,

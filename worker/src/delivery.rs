@@ -3,10 +3,11 @@
 //! Recipients are claimed in Redis first (one job at a time per recipient, short leases kept by
 //! a heartbeat: see [`crate::claims`]), skipped when their contact must not be contacted,
 //! rendered, rate-limited per channel and organization, and sent with the recipient id as
-//! idempotency key. Outcomes are written while the sends go on, each write taking all that
-//! arrived during the previous one (group commit, up to 100), through Postgres outages of up to
-//! a minute, and the counters follow by trigger in the same statement. At shutdown a job stops sending, writes what it sent and hands the rest back
-//! to the queue.
+//! idempotency key. Outcomes are written while the sends go on, each chunk taking all that
+//! arrived during the previous one's write, through the worker's one writer, whose
+//! statements take the chunks of all its jobs (see [`crate::outcomes`]); the counters follow
+//! by trigger in the same statement. At shutdown a job stops sending, writes what it sent and
+//! hands the rest back to the queue.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +21,7 @@ use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::templates::{max_message_chars, render};
-use parley_jobs::{DeliverRecipients, PAYLOAD_VERSION, QueueName};
+use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -28,12 +29,14 @@ use crate::claims::Hold;
 use crate::context::Ctx;
 use crate::provider::{Message, SendResult};
 use crate::status_watch::StatusWatch;
-use parley_types::metric_names::{OUTCOME_WRITE_FAILURES, RECIPIENTS};
+use parley_types::metric_names::RECIPIENTS;
 
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
-/// Outcomes written per statement, at most.
-const CHUNK: usize = 100;
+/// Outcomes a job lets wait, at most, and hands to the writer in one chunk: a whole job's, so
+/// that sends never wait on the writer. (At 100, one worker lost 5–7%: an outcome waits for
+/// the statement running and then its own, and sends paused meanwhile.)
+const CHUNK: usize = DELIVERY_BATCH;
 
 pub async fn handle(
     job: DeliverRecipients,
@@ -118,14 +121,18 @@ async fn send_all(
     );
     let message = Prepared::new(broadcast);
     let saw_failure = AtomicBool::new(false);
+    // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
+    let mut unanswered = claimed.len();
     let mut sends = futures::stream::iter(claimed)
         .map(|r| send_one(ctx, broadcast, &message, r, &watch, hold, &saw_failure))
         .buffer_unordered(IN_FLIGHT);
-    // Group commit: while the sends go on, each write takes what arrived during the previous
-    // one (up to CHUNK) in one statement. An outcome waits in memory for one write at most, so
-    // a crash loses (and a new worker resends) only what was sent in the last write's time.
-    // (Waiting a few milliseconds to gather larger writes bought no measurable speed and
-    // doubled the resends: docs/benchmarks.md.)
+    // Group commit: while the sends go on, each chunk takes what arrived during the previous
+    // one's write, and the worker's writer puts the chunks of all its jobs that came meanwhile
+    // in one statement. An outcome waits in memory for the statements running, then its own
+    // (a job's last chunk gets a statement beside the one running), so a crash loses (and a
+    // new worker resends) only what was sent in that time. (Waiting a few
+    // milliseconds to gather larger writes bought no measurable speed and doubled the resends:
+    // docs/benchmarks.md.)
     let mut ready: Vec<(Uuid, RecipientOutcome)> = Vec::new();
     let mut released = Vec::new();
     let mut writing: Option<Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + '_>>> = None;
@@ -133,20 +140,25 @@ async fn send_all(
     while sending || writing.is_some() || !ready.is_empty() {
         if writing.is_none() && !ready.is_empty() {
             let batch: Vec<_> = ready.drain(..ready.len().min(CHUNK)).collect();
-            writing = Some(Box::pin(record(ctx, hold, broadcast.channel, batch)));
+            let last = !sending && ready.is_empty();
+            writing = Some(Box::pin(record(ctx, hold, broadcast.channel, batch, last)));
         }
         tokio::select! {
-            // At most CHUNK outcomes wait: while a write is retried (Postgres is down),
-            // sending pauses once they are there.
-            outcome = sends.next(), if sending && ready.len() < CHUNK => match outcome {
-                Some((id, RecipientOutcome::Released)) => {
-                    if !hold.is_lost(id) {
-                        released.push(id);
-                    }
+            // At most CHUNK outcomes wait (a job carries no more): while a write is retried
+            // (Postgres is down), the sends go on and their outcomes wait for it.
+            outcome = sends.next(), if sending && ready.len() < CHUNK => {
+                let Some((id, outcome)) = outcome else {
+                    sending = false;
+                    continue;
+                };
+                unanswered = unanswered.saturating_sub(1);
+                sending = unanswered > 0;
+                if outcome != RecipientOutcome::Released {
+                    ready.push((id, outcome));
+                } else if !hold.is_lost(id) {
+                    released.push(id);
                 }
-                Some(outcome) => ready.push(outcome),
-                None => sending = false,
-            },
+            }
             written = async { writing.as_mut().expect("a write in flight").await }, if writing.is_some() => {
                 writing = None;
                 written?;
@@ -168,7 +180,7 @@ const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `statement` again on transient failures, with exponential backoff, until
 /// [`PATIENCE`] has passed since the first try (by the clock: attempts count, not only waits).
-async fn patiently<T, F, Fut>(statement: F) -> Result<T, sqlx::Error>
+pub(crate) async fn patiently<T, F, Fut>(statement: F) -> Result<T, sqlx::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
@@ -187,26 +199,16 @@ where
 }
 
 /// Writes a chunk of outcomes, fenced by the claims (an outcome of a recipient another job
-/// took over is not written: that job's stands), and counts them.
+/// took over is not written: that job's stands), and counts what was written.
 async fn record(
     ctx: &Ctx,
     hold: &Hold,
     channel: Channel,
-    mut chunk: Vec<(Uuid, RecipientOutcome)>,
+    chunk: Vec<(Uuid, RecipientOutcome)>,
+    last: bool,
 ) -> anyhow::Result<()> {
-    let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
-    let mine = hold.still_mine(&ids).await;
-    if mine.len() < ids.len() {
-        chunk.retain(|(id, _)| mine.contains(id));
-    }
-    patiently(|| db::delivery::record(&ctx.pool, &chunk))
-        .await
-        .inspect_err(|err| {
-            // The recipients stay pending; the reconciler takes them again, up to its ceiling.
-            metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => "recipient").increment(1);
-            tracing::error!(%err, recipients = chunk.len(), "recipient outcomes not recorded");
-        })?;
-    count(channel, &chunk);
+    let written = ctx.outcomes.write(chunk, hold.fence(), last).await?;
+    count(channel, &written);
     Ok(())
 }
 

@@ -14,6 +14,7 @@ pub mod job;
 pub mod maintenance;
 pub mod metrics;
 pub mod net;
+pub mod outcomes;
 pub mod periodic;
 pub mod process;
 pub mod provider;
@@ -94,11 +95,13 @@ impl Worker {
             config.worker.provider_retry_base,
             config.worker.provider_max_attempts,
         );
+        let claims = claims::Claims::new(redis.clone());
         let ctx = Ctx {
             pool: pool.clone(),
             jobs: Jobs::new(&redis),
+            outcomes: outcomes::Outcomes::spawn(pool.clone(), claims.clone()),
             limiter: RateLimiter::new(redis.clone(), rates),
-            claims: claims::Claims::new(redis.clone()),
+            claims,
             reporter: reporter::Reporter::new(redis.clone(), config.worker.tick_interval),
             endpoint_slots: endpoint_slots::EndpointSlots::new(
                 redis.clone(),

@@ -5,10 +5,10 @@ use parley_domain::Channel;
 use parley_domain::sla::SlaTarget;
 use parley_jobs::QueueName;
 use parley_types::metric_names::{
-    ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_WRITE_FAILURES, PROVIDER_CALLS,
-    PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED, RETENTION_DELETED,
-    RUNTIME_THREADS, SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS,
-    WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+    ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_STATEMENTS,
+    OUTCOME_WRITE_FAILURES, PROVIDER_CALLS, PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS,
+    RECONCILED, RETENTION_DELETED, RUNTIME_THREADS, SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES,
+    SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
@@ -80,6 +80,7 @@ pub fn register(queues: &[QueueName]) {
     for kind in ["webhook_event", "broadcast_recipient", "idempotency_key"] {
         metrics::counter!(RETENTION_DELETED, "kind" => kind).absolute(0);
     }
+    metrics::counter!(OUTCOME_STATEMENTS).absolute(0);
     for kind in ["webhook", "recipient"] {
         metrics::counter!(OUTCOME_WRITE_FAILURES, "kind" => kind).absolute(0);
         metrics::counter!(ATTEMPTS_EXHAUSTED, "kind" => kind).absolute(0);

@@ -53,6 +53,10 @@ pub const SLA_BACKLOG: &str = "parley_sla_checks_backlog";
 /// Outcomes of deliveries or recipients that could not be written, by kind (`webhook`,
 /// `recipient`); the work stays due and its attempt ceiling still holds (worker).
 pub const OUTCOME_WRITE_FAILURES: &str = "parley_outcome_write_failures_total";
+/// Statements that wrote recipient outcomes, whatever their result (worker): the sent, failed
+/// and skipped of `parley_broadcast_recipients_total` over it are the outcomes a statement
+/// carried.
+pub const OUTCOME_STATEMENTS: &str = "parley_recipient_outcome_statements_total";
 /// Deliveries or recipients given up because they reached their attempt ceiling without an
 /// outcome being recorded, by kind (worker).
 pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";

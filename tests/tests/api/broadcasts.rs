@@ -8,7 +8,7 @@ use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app, wait_until};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-async fn template(app: &TestApp, channel: &str, body: &str) -> String {
+pub(crate) async fn template(app: &TestApp, channel: &str, body: &str) -> String {
     app.post(
         "/api/v1/templates",
         json!({"name": "T", "channel": channel, "body": body, "subject": "Hello", "status": "active"}),
@@ -18,7 +18,7 @@ async fn template(app: &TestApp, channel: &str, body: &str) -> String {
     .id()
 }
 
-async fn send_now(app: &TestApp, template: &str, contacts: &[Uuid]) -> String {
+pub(crate) async fn send_now(app: &TestApp, template: &str, contacts: &[Uuid]) -> String {
     app.post(
         "/api/v1/broadcasts",
         json!({"broadcastName": "B", "templateId": template, "contactIds": contacts, "sendNow": true,
@@ -400,105 +400,6 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
             .unwrap()
             .is_some()
     );
-}
-
-#[tokio::test]
-async fn a_fan_out_in_progress_lets_outcome_writes_through() {
-    use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, record};
-    use sqlx::Connection;
-    // A fan-out slice holds the broadcast's row for its whole transaction (up to 16,000
-    // recipients written). Held `FOR UPDATE`, it stopped every outcome write that added a
-    // counter shard of the broadcast, whose foreign-key check takes a key-share lock on the row.
-    // No worker: the test plays the dispatcher, and holds its second slice mid-insert.
-    let app = spawn_isolated_app(&[]).await;
-    let contacts = seed::contacts(&app, 3).await;
-    let t = template(&app, "email", "Hello").await;
-    let id: Uuid = send_now(&app, &t, &contacts).await.parse().unwrap();
-    let (lease, token) = (Duration::from_secs(60), Uuid::now_v7());
-    let org = begin_dispatch(&app.pool, id, lease, token)
-        .await
-        .unwrap()
-        .expect("the lease")
-        .organization_id;
-    let (first, _) = fan_out(&app.pool, id, org, 2, lease, token)
-        .await
-        .unwrap()
-        .unwrap();
-    // The next slice's insert waits on an advisory lock the test holds.
-    sqlx::raw_sql(
-        "CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
-         CREATE TRIGGER test_hold BEFORE INSERT ON broadcast_recipients
-             FOR EACH STATEMENT EXECUTE FUNCTION test_hold();",
-    )
-    .execute(&app.pool)
-    .await
-    .unwrap();
-    let mut holder = sqlx::PgConnection::connect(&app.database_url)
-        .await
-        .unwrap();
-    sqlx::query("SELECT pg_advisory_lock(4242)")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    let pool = app.pool.clone();
-    let slice = tokio::spawn(async move { fan_out(&pool, id, org, 2, lease, token).await });
-    assert!(
-        wait_until(10, || async {
-            sqlx::query_scalar::<_, bool>(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event = 'advisory')",
-            )
-            .fetch_one(&app.pool)
-            .await
-            .unwrap()
-        })
-        .await,
-        "the slice waits mid-insert"
-    );
-    // An outcome written by a session whose counter shard the broadcast does not have yet.
-    let writer = loop {
-        let session = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                app.database_url
-                    .parse::<sqlx::postgres::PgConnectOptions>()
-                    .unwrap()
-                    .options([("lock_timeout", "5s")]),
-            )
-            .await
-            .unwrap();
-        let new_shard: bool = sqlx::query_scalar(
-            "SELECT NOT EXISTS (SELECT 1 FROM broadcast_counters
-                                WHERE broadcast_id = $1 AND shard = counter_shard())",
-        )
-        .bind(id)
-        .fetch_one(&session)
-        .await
-        .unwrap();
-        if new_shard {
-            break session;
-        }
-    };
-    let sent = RecipientOutcome::Sent {
-        message_id: Some("m-1".into()),
-    };
-    record(&writer, &[(first[0], sent)])
-        .await
-        .expect("the outcome is written while the slice is held");
-    sqlx::query("SELECT pg_advisory_unlock(4242)")
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    let (rest, done) = slice.await.unwrap().unwrap().unwrap();
-    assert_eq!((rest.len(), done), (1, true));
-    let (total, sent): (i32, i32) =
-        sqlx::query_as("SELECT total, sent FROM broadcast_totals WHERE broadcast_id = $1")
-            .bind(id)
-            .fetch_one(&app.pool)
-            .await
-            .unwrap();
-    assert_eq!((total, sent), (3, 1), "the counters hold both writes");
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ mod leads;
 mod lists;
 mod observability;
 mod openapi;
+mod outcome_writes;
 mod pooler;
 mod resources;
 mod scopes;
