@@ -95,6 +95,11 @@ impl Receiver {
         self.inner.lock().peak_in_flight
     }
 
+    /// The requests it is answering now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.lock().in_flight
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.inner.lock().received.clone()
     }
@@ -134,9 +139,18 @@ async fn receive(
             .or_else(|| s.always.clone())
             .unwrap_or(Answer::Status(200))
     };
-    let response = answer_with(answer).await;
-    inner.lock().in_flight -= 1;
-    response
+    let _counted = InFlight(inner);
+    answer_with(answer).await
+}
+
+/// Counts a request out of `in_flight` when its handler ends: answered, or dropped because its
+/// client went away (a sender's timeout).
+struct InFlight(Arc<Mutex<Inner>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().in_flight -= 1;
+    }
 }
 
 async fn answer_with(answer: Answer) -> Response {
@@ -166,5 +180,29 @@ async fn answer_with(answer: Answer) -> Response {
                 .insert("location", to.parse().expect("location"));
             r
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_whose_client_gave_up_is_no_longer_in_flight() {
+        let receiver = Receiver::start().await;
+        receiver.always(Answer::Sleep(Duration::from_secs(60)));
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        for _ in 0..2 {
+            let sent = client.post(&receiver.url).body("{}").send().await;
+            assert!(sent.is_err_and(|e| e.is_timeout()));
+            assert!(
+                crate::wait_until(5, || async { receiver.in_flight() == 0 }).await,
+                "the dropped handler is counted out"
+            );
+        }
+        assert_eq!(receiver.peak_in_flight(), 1);
     }
 }

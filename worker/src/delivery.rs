@@ -130,8 +130,8 @@ async fn send_all(
     // one's write, and the worker's writer puts the chunks of all its jobs that came meanwhile
     // in one statement. An outcome waits in memory for the statements running, then its own
     // (a job's last chunk gets a statement beside the one running), so a crash loses (and a
-    // new worker resends) only what was sent in that time. (Waiting a few
-    // milliseconds to gather larger writes bought no measurable speed and doubled the resends:
+    // new worker resends) only what was sent in that time. (Waiting a few milliseconds to
+    // gather larger writes bought no measurable speed and doubled the resends:
     // docs/benchmarks.md.)
     let mut ready: Vec<(Uuid, RecipientOutcome)> = Vec::new();
     let mut released = Vec::new();
