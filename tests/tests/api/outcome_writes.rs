@@ -5,20 +5,28 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, record};
+use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, fan_out_segment, record};
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, spawn_isolated_app, wait_until};
 use parley_worker::claims::{Claims, Hold};
 use parley_worker::outcomes::{Chunk, Outcomes};
+use serde_json::json;
 use sqlx::Connection;
 use uuid::Uuid;
 
 use crate::broadcasts::{send_now, template};
 
+#[derive(Clone, Copy)]
+enum Audience {
+    Contacts,
+    Segment,
+}
+
 /// A sendNow broadcast of `contacts` recipients whose dispatch lease the test holds, and
 /// claims on a Redis prefix of its own.
 struct Dispatching {
     app: TestApp,
+    audience: Audience,
     redis: Redis,
     claims: Claims,
     id: Uuid,
@@ -29,10 +37,36 @@ struct Dispatching {
 
 impl Dispatching {
     async fn new(contacts: usize) -> Dispatching {
+        Self::to(contacts, Audience::Contacts).await
+    }
+
+    async fn to(contacts: usize, audience: Audience) -> Dispatching {
         let app = spawn_isolated_app(&[]).await;
         let contacts = seed::contacts(&app, contacts).await;
         let t = template(&app, "email", "Hello").await;
-        let id: Uuid = send_now(&app, &t, &contacts).await.parse().unwrap();
+        let id: Uuid = match audience {
+            Audience::Contacts => send_now(&app, &t, &contacts).await,
+            Audience::Segment => {
+                let segment = app
+                    .post(
+                        "/api/v1/segments",
+                        json!({"name": "Seeded", "filter": {"source": "seed"}}),
+                    )
+                    .await
+                    .id();
+                app.post(
+                    "/api/v1/broadcasts",
+                    json!({"broadcastName": "B", "templateId": t, "segmentId": segment,
+                           "sendNow": true,
+                           "templateVariables": {"body": [{"type": "text", "value": "A-1"}]}}),
+                )
+                .await
+                .expect(201)
+                .id()
+            }
+        }
+        .parse()
+        .unwrap();
         let (lease, token) = (Duration::from_secs(60), Uuid::now_v7());
         let org = begin_dispatch(&app.pool, id, lease, token)
             .await
@@ -47,6 +81,7 @@ impl Dispatching {
             app,
             claims: Claims::new(redis.clone()),
             redis,
+            audience,
             id,
             org,
             lease,
@@ -59,14 +94,20 @@ impl Dispatching {
         &self,
         n: i32,
     ) -> impl Future<Output = Result<Option<(Vec<Uuid>, bool)>, sqlx::Error>> + use<> {
-        let (pool, id, org, lease, token) = (
+        let (pool, audience, id, org, lease, token) = (
             self.app.pool.clone(),
+            self.audience,
             self.id,
             self.org,
             self.lease,
             self.token,
         );
-        async move { fan_out(&pool, id, org, n, lease, token).await }
+        async move {
+            match audience {
+                Audience::Contacts => fan_out(&pool, id, org, n, lease, token).await,
+                Audience::Segment => fan_out_segment(&pool, id, org, n, lease, token).await,
+            }
+        }
     }
 
     /// Whether a session of the test's database comes to wait on a lock (within 10 s).
@@ -279,11 +320,20 @@ async fn the_outcome_of_a_recipient_another_job_took_over_is_not_written() {
 
 #[tokio::test]
 async fn a_fan_out_in_progress_lets_outcome_writes_through() {
+    outcome_writes_pass_a_fan_out_in_progress(Audience::Contacts).await;
+}
+
+#[tokio::test]
+async fn a_segments_fan_out_in_progress_lets_outcome_writes_through() {
+    outcome_writes_pass_a_fan_out_in_progress(Audience::Segment).await;
+}
+
+async fn outcome_writes_pass_a_fan_out_in_progress(audience: Audience) {
     // A fan-out slice holds the broadcast's row for its whole transaction (up to 16,000
     // recipients written). Held `FOR UPDATE`, it stopped every outcome write that added a
     // counter shard of the broadcast, whose foreign-key check takes a key-share lock on the row.
     // The test holds its second slice mid-insert.
-    let d = Dispatching::new(3).await;
+    let d = Dispatching::to(3, audience).await;
     let (first, _) = d.fan_out(2).await.unwrap().unwrap();
     // The next slice's insert waits on an advisory lock the test holds.
     sqlx::raw_sql(
