@@ -15,7 +15,7 @@
 //! other than Postgres' availability writes its chunks again one by one, so that a chunk
 //! Postgres refuses fails only its own job.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -175,6 +175,7 @@ async fn fence(claims: &Claims, batch: &mut [Handed]) {
             holders.as_ref().and_then(|holders| holders.get(at..at + n)),
         );
         if mine.len() < n {
+            let mine: HashSet<Uuid> = mine.into_iter().collect();
             h.chunk.retain(|(id, _)| mine.contains(id));
         }
         at += n;
@@ -182,35 +183,31 @@ async fn fence(claims: &Claims, batch: &mut [Handed]) {
 }
 
 async fn write_batch(pool: &PgPool, batch: Vec<Handed>, statements: &AtomicU64) {
-    let rows: Chunk = batch.iter().flat_map(|h| h.chunk.iter().cloned()).collect();
-    match write(pool, &rows, statements).await {
+    match write(pool, &batch, statements).await {
         Ok(()) => batch.into_iter().for_each(|h| h.answer(Ok(()))),
         Err(err) if batch.len() > 1 && !db::error::is_transient_error(&err) => {
             tracing::warn!(%err, chunks = batch.len(), "outcomes refused; each job's written alone");
             for h in batch {
-                let result = write(pool, &h.chunk, statements).await;
+                let result = write(pool, std::slice::from_ref(&h), statements).await;
                 let result = result.map_err(|err| failed(&err, h.chunk.len()));
                 h.answer(result);
             }
         }
         Err(err) => {
-            let err = failed(&err, rows.len());
+            let err = failed(&err, batch.iter().map(|h| h.chunk.len()).sum());
             batch.into_iter().for_each(|h| h.answer(Err(err.clone())));
         }
     }
 }
 
-/// One statement, through Postgres outages of up to a minute; none for no rows (all taken
-/// over by other jobs).
-async fn write(
-    pool: &PgPool,
-    rows: &[(Uuid, RecipientOutcome)],
-    statements: &AtomicU64,
-) -> Result<(), sqlx::Error> {
-    if rows.is_empty() {
+/// The chunks of `batch` in one statement, through Postgres outages of up to a minute; none
+/// for no outcomes (all taken over by other jobs).
+async fn write(pool: &PgPool, batch: &[Handed], statements: &AtomicU64) -> Result<(), sqlx::Error> {
+    if batch.iter().all(|h| h.chunk.is_empty()) {
         return Ok(());
     }
-    let result = patiently(|| db::delivery::record(pool, rows)).await;
+    let rows = || batch.iter().flat_map(|h| &h.chunk);
+    let result = patiently(|| db::delivery::record(pool, rows())).await;
     statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(OUTCOME_STATEMENTS).increment(1);
     result

@@ -388,12 +388,12 @@ pub enum RecipientOutcome {
 
 /// Records outcomes in one statement (the counters follow by trigger); a recipient no longer
 /// pending keeps the outcome it has. Released recipients are not written.
-pub async fn record(
+pub async fn record<'a>(
     db: impl PgExecutor<'_>,
-    outcomes: &[(Uuid, RecipientOutcome)],
+    outcomes: impl IntoIterator<Item = &'a (Uuid, RecipientOutcome)>,
 ) -> Result<(), sqlx::Error> {
     let outcomes: Vec<&(Uuid, RecipientOutcome)> = outcomes
-        .iter()
+        .into_iter()
         .filter(|(_, o)| *o != RecipientOutcome::Released)
         .collect();
     if outcomes.is_empty() {

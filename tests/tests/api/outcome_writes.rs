@@ -172,85 +172,99 @@ async fn hold(d: &Dispatching, ids: &[Uuid]) -> Hold {
         .expect("the claims")
 }
 
-/// A writer, and its first statement (the outcome of `first`, a job's chunk that is not its
-/// last) waiting on the recipient's row, locked by the session returned: the chunks handed
-/// meanwhile wait for the next statement.
-async fn writer_held(
-    d: &Dispatching,
-    first: Uuid,
-) -> (
-    Outcomes,
-    tokio::task::JoinHandle<anyhow::Result<Chunk>>,
-    sqlx::PgConnection,
-) {
-    let holder = d
-        .hold(format!(
-            "SELECT 1 FROM broadcast_recipients WHERE id = '{first}' FOR UPDATE"
-        ))
-        .await;
-    let outcomes = Outcomes::spawn(d.app.pool.clone(), d.claims.clone());
-    let job = hold(d, &[first]).await;
-    let held = tokio::spawn(outcomes.write(vec![(first, sent(0))], job.fence(), false));
-    assert!(d.a_session_waits().await, "the first statement waits");
-    (outcomes, held, holder)
+/// A writer, and its first statement (the outcome of `r[0]`, a job's chunk that is not its
+/// last) waiting on the recipient's row, locked by `holder`: the chunks handed meanwhile wait
+/// for the next statement. Two more jobs hold `r[1]` and `r[2]`.
+struct Held {
+    d: Dispatching,
+    r: Vec<Uuid>,
+    outcomes: Outcomes,
+    first: tokio::task::JoinHandle<anyhow::Result<Chunk>>,
+    holder: sqlx::PgConnection,
+    jobs: [Hold; 2],
+}
+
+impl Held {
+    async fn new() -> Held {
+        let d = Dispatching::new(3).await;
+        let (r, _) = d.fan_out(3).await.unwrap().unwrap();
+        let holder = d
+            .hold(format!(
+                "SELECT 1 FROM broadcast_recipients WHERE id = '{}' FOR UPDATE",
+                r[0]
+            ))
+            .await;
+        let outcomes = Outcomes::spawn(d.app.pool.clone(), d.claims.clone());
+        let job = hold(&d, &r[0..1]).await;
+        let first = tokio::spawn(outcomes.write(vec![(r[0], sent(0))], job.fence(), false));
+        assert!(d.a_session_waits().await, "the first statement waits");
+        let jobs = [hold(&d, &r[1..2]).await, hold(&d, &r[2..3]).await];
+        Held {
+            d,
+            r,
+            outcomes,
+            first,
+            holder,
+            jobs,
+        }
+    }
+
+    /// Hands `outcome` of `r[i]` (i = 1 or 2) as its job's chunk.
+    fn write(
+        &self,
+        i: usize,
+        outcome: RecipientOutcome,
+        last: bool,
+    ) -> impl Future<Output = anyhow::Result<Chunk>> + use<> {
+        self.outcomes
+            .write(vec![(self.r[i], outcome)], self.jobs[i - 1].fence(), last)
+    }
 }
 
 #[tokio::test]
 async fn one_statement_writes_the_outcomes_several_jobs_handed_meanwhile() {
     // A worker's delivery jobs hand their outcomes to one writer; each statement takes all
     // that came while the previous one ran, so statements follow processes, not jobs.
-    let d = Dispatching::new(3).await;
-    let (r, _) = d.fan_out(3).await.unwrap().unwrap();
-    let (outcomes, held, holder) = writer_held(&d, r[0]).await;
-    let jobs = [hold(&d, &r[1..2]).await, hold(&d, &r[2..3]).await];
-    let (second, third) = (
-        outcomes.write(vec![(r[1], sent(1))], jobs[0].fence(), false),
-        outcomes.write(vec![(r[2], sent(2))], jobs[1].fence(), false),
-    );
-    holder.close().await.unwrap();
+    let h = Held::new().await;
+    let (second, third) = (h.write(1, sent(1), false), h.write(2, sent(2), false));
+    h.holder.close().await.unwrap();
     assert_eq!(
-        held.await.unwrap().unwrap(),
-        vec![(r[0], sent(0))],
+        h.first.await.unwrap().unwrap(),
+        vec![(h.r[0], sent(0))],
         "a job gets its chunk back, written"
     );
     second.await.unwrap();
     third.await.unwrap();
     assert_eq!(
-        outcomes.statements(),
+        h.outcomes.statements(),
         2,
         "the second and third chunks in one statement"
     );
-    assert!(d.statuses().await.values().all(|s| s == "sent"));
-    assert_eq!(d.totals().await, (3, 3));
+    assert!(h.d.statuses().await.values().all(|s| s == "sent"));
+    assert_eq!(h.d.totals().await, (3, 3));
 }
 
 #[tokio::test]
 async fn an_outcome_postgres_refuses_fails_its_own_job_only() {
     // Postgres refuses a whole statement for one bad row: the writer writes its chunks again
     // one by one, so that another job's outcomes (messages sent) are not lost with it.
-    let d = Dispatching::new(3).await;
-    let (r, _) = d.fan_out(3).await.unwrap().unwrap();
-    let (outcomes, held, holder) = writer_held(&d, r[0]).await;
+    let h = Held::new().await;
     let refused = RecipientOutcome::Failed {
         code: "x".into(),
         message: "a NUL \0 that Postgres' text refuses".into(),
     };
-    let jobs = [hold(&d, &r[1..2]).await, hold(&d, &r[2..3]).await];
-    let (bad, good) = (
-        outcomes.write(vec![(r[1], refused)], jobs[0].fence(), false),
-        outcomes.write(vec![(r[2], sent(2))], jobs[1].fence(), false),
-    );
-    holder.close().await.unwrap();
-    held.await.unwrap().unwrap();
+    let (bad, good) = (h.write(1, refused, false), h.write(2, sent(2), false));
+    h.holder.close().await.unwrap();
+    h.first.await.unwrap().unwrap();
     assert!(bad.await.is_err(), "the refused chunk's job learns it");
     good.await.expect("the other chunk is written");
-    assert_eq!(outcomes.statements(), 4, "together, then each alone");
-    let statuses = d.statuses().await;
+    assert_eq!(h.outcomes.statements(), 4, "together, then each alone");
+    let (r, statuses) = (&h.r, h.d.statuses().await);
     assert_eq!(
         [&statuses[&r[0]], &statuses[&r[1]], &statuses[&r[2]]],
         ["sent", "pending", "sent"]
     );
-    assert_eq!(d.totals().await, (3, 2));
+    assert_eq!(h.d.totals().await, (3, 2));
 }
 
 #[tokio::test]
@@ -258,28 +272,22 @@ async fn only_a_jobs_last_chunk_gets_a_statement_beside_the_one_running() {
     // A job whose sends are done holds its slot until its last chunk is written: that chunk
     // gets a statement of its own beside the one running. Any other chunk waits for it, so
     // that statements follow the worker processes.
-    let d = Dispatching::new(3).await;
-    let (r, _) = d.fan_out(3).await.unwrap().unwrap();
-    let (outcomes, held, holder) = writer_held(&d, r[0]).await;
-    let jobs = [hold(&d, &r[1..2]).await, hold(&d, &r[2..3]).await];
-    let waits = tokio::spawn(outcomes.write(vec![(r[1], sent(1))], jobs[0].fence(), false));
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        outcomes.write(vec![(r[2], sent(2))], jobs[1].fence(), true),
-    )
-    .await
-    .expect("written while the first statement still waits")
-    .unwrap();
-    assert!(!held.is_finished());
+    let h = Held::new().await;
+    let waits = tokio::spawn(h.write(1, sent(1), false));
+    tokio::time::timeout(Duration::from_secs(10), h.write(2, sent(2), true))
+        .await
+        .expect("written while the first statement still waits")
+        .unwrap();
+    assert!(!h.first.is_finished());
     assert!(
         !waits.is_finished(),
         "a chunk that is not a job's last waits"
     );
-    holder.close().await.unwrap();
-    held.await.unwrap().unwrap();
+    h.holder.close().await.unwrap();
+    h.first.await.unwrap().unwrap();
     waits.await.unwrap().unwrap();
-    assert_eq!(outcomes.statements(), 3);
-    assert_eq!(d.totals().await, (3, 3));
+    assert_eq!(h.outcomes.statements(), 3);
+    assert_eq!(h.d.totals().await, (3, 3));
 }
 
 #[tokio::test]
