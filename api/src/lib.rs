@@ -6,6 +6,7 @@ pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod openapi;
+pub mod org_permits;
 pub mod retention;
 pub mod routes;
 pub mod scopes;

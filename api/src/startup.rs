@@ -64,6 +64,18 @@ impl Application {
             config.db_max_connections,
             config.http.request_timeout,
         )?;
+        // Refuses to start without a statement timeout when Postgres answers (a process that
+        // starts while Postgres is away refuses every connection without one instead).
+        match db::api_connection_check(
+            config.database_url.expose_secret(),
+            config.http.request_timeout,
+        )
+        .await
+        {
+            Ok(Some(())) => {}
+            Ok(None) => tracing::warn!("Postgres not reached at start; serving until it is"),
+            Err(err) => anyhow::bail!("{err}"),
+        }
         // Redis is not needed to serve: usage counting fails open and enqueues are left to
         // the worker's reconciler while it is away.
         let redis =
@@ -82,6 +94,10 @@ impl Application {
             config: Arc::new(config),
             metrics: metrics_handle(),
             clock,
+            counts: crate::org_permits::OrgPermits::new(
+                "segment_counts",
+                crate::org_permits::COUNTS_PER_ORG,
+            ),
         };
         let uploads = state.storage.clone().map(|storage| {
             (

@@ -21,6 +21,8 @@ pub struct AppState {
     pub storage: Option<Storage>,
     /// The time the SLA rules read.
     pub clock: Clock,
+    /// Segment counts each organization runs at once.
+    pub counts: crate::org_permits::OrgPermits,
 }
 
 impl AppState {

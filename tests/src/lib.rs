@@ -134,6 +134,38 @@ async fn isolated_database() -> String {
     format!("{}/{name}", server_and_name(&database_url()).0)
 }
 
+/// Sets the statement timeout of the database at `url` for every new session.
+pub async fn set_statement_timeout(url: &str, timeout: &str) {
+    let (_, name) = server_and_name(url);
+    let admin = admin().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE \"{name}\" SET statement_timeout = '{timeout}'"
+    )))
+    .execute(&admin)
+    .await
+    .expect("set the database's statement timeout");
+    admin.close().await;
+}
+
+/// A database of its own cloned from the migrated template, dropped when this is.
+pub struct ScratchDatabase {
+    pub url: String,
+}
+
+impl ScratchDatabase {
+    pub async fn new() -> Self {
+        ScratchDatabase {
+            url: isolated_database().await,
+        }
+    }
+}
+
+impl Drop for ScratchDatabase {
+    fn drop(&mut self) {
+        drop_database(self.url.clone());
+    }
+}
+
 fn drop_database(url: String) {
     // Drop cannot await; a short-lived runtime on its own thread does the work.
     let done = std::thread::spawn(move || {
@@ -272,6 +304,10 @@ pub fn through_pgbouncer(url: &str) -> String {
 /// Workers join with [`TestApp::pooled_settings`].
 pub async fn spawn_pooled_app(extra: &[(&str, &str)]) -> TestApp {
     let url = isolated_database().await;
+    // PgBouncer drops the startup options that carry the API's statement timeout; the API
+    // refuses connections without one, so the database carries it, as a deployment's role
+    // would (docs/operations.md, PgBouncer).
+    set_statement_timeout(&url, "30s").await;
     let pooled = through_pgbouncer(&url);
     let mut settings: Vec<(&str, &str)> = vec![
         ("DATABASE_URL", &pooled),

@@ -21,7 +21,7 @@ use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::templates::{max_message_chars, render};
-use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName};
+use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName, SLOT_LEASE};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -56,7 +56,33 @@ pub async fn handle(
     Ok(())
 }
 
+/// Runs the job holding its organization's slot (renewed meanwhile), then gives the slot back
+/// so that the organization's next job takes its turn.
 async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
+    let keep = {
+        let jobs = ctx.jobs.clone();
+        let slot = DeliverRecipients {
+            recipient_ids: Vec::new(),
+            ..job.clone()
+        };
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SLOT_LEASE / 3).await;
+                if let Err(err) = jobs.slot_held(&slot).await {
+                    tracing::warn!(%err, "organization's delivery slot not renewed");
+                }
+            }
+        })
+    };
+    let result = send_batch(ctx, job).await;
+    keep.abort();
+    if let Err(err) = ctx.jobs.slot_done(job).await {
+        tracing::warn!(%err, "organization's delivery slot not given back; it expires");
+    }
+    result
+}
+
+async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
     if job.version != PAYLOAD_VERSION {
         tracing::error!(
             version = job.version,
@@ -67,7 +93,12 @@ async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
     // The claims first: a job out of the queue holds its recipients from its first step on,
     // so the reconciler never finds them both unqueued and unclaimed.
     let lease = ctx.settings().recipient_lease;
-    let Some(hold) = Hold::take(&ctx.claims, &job.recipient_ids, lease).await? else {
+    let hold = Hold::take(&ctx.claims, &job.recipient_ids, lease).await?;
+    // This job left the ready list: the next job in turn takes its place.
+    if let Err(err) = ctx.jobs.refill().await {
+        tracing::warn!(%err, "delivery queue not topped up from the lanes; the ticker will");
+    }
+    let Some(hold) = hold else {
         return Ok(());
     };
     let result = async {
@@ -84,7 +115,7 @@ async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
     // A worker shutting down hands back what it did not send, so that another worker takes
     // it up at once rather than after the reconciler's wait.
     if ctx.stopping.is_cancelled() && !released.is_empty() {
-        ctx.jobs.deliver(job.broadcast_id, &released).await?;
+        ctx.jobs.deliver(&job.lane(), &released).await?;
         tracing::info!(
             recipients = released.len(),
             "unsent recipients handed back at shutdown"

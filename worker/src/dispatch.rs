@@ -1,13 +1,16 @@
 //! The broadcast-dispatch job: claims a broadcast (one dispatcher at a time, by lease), writes
-//! its recipients in slices of the audience and enqueues them in delivery batches, without ever
-//! holding the whole audience in memory. After a resume it enqueues every pending recipient.
+//! its recipients in slices of the audience and parks them in delivery batches in the
+//! broadcast's lane, without ever holding the whole audience in memory. After a resume it
+//! enqueues every pending recipient. A job writes slices for [`TURN`] at most, then gives the
+//! broadcast to a new job at the queue's back, so a large audience does not hold a dispatch
+//! slot while other organizations' broadcasts wait for one.
 
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data, TaskId};
 use parley_db as db;
-use parley_domain::broadcasts::BroadcastStatus;
-use parley_jobs::{DispatchBroadcast, PAYLOAD_VERSION, QueueName};
+use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
+use parley_jobs::{DispatchBroadcast, Lane, PAYLOAD_VERSION, QueueName};
 use tracing::Instrument;
 
 use crate::context::Ctx;
@@ -21,6 +24,8 @@ const MAX_SLICE: i32 = 16_000;
 /// A dispatcher's hold on a broadcast, renewed at every slice (one takes well under a second):
 /// a dead dispatcher's broadcast is free again when its job comes back (after 10 s).
 const LEASE: Duration = Duration::from_secs(10);
+/// How long one job writes slices before it hands the rest of the fan-out to a new job.
+const TURN: Duration = Duration::from_secs(1);
 
 pub async fn handle(
     job: DispatchBroadcast,
@@ -52,12 +57,26 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
     let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE, token).await? else {
         return Ok(());
     };
+    let lane = Lane {
+        organization_id: state.organization_id,
+        broadcast_id: id,
+        high: state.priority == SendPriority::High,
+    };
+    let started = std::time::Instant::now();
     let result = async {
         let mut done = state.fanout_done;
-        let mut size = FIRST_SLICE;
+        // A later turn starts at the largest slice: the audience is large.
+        let mut size = if state.fanout_started {
+            MAX_SLICE
+        } else {
+            FIRST_SLICE
+        };
         while !done {
+            if started.elapsed() >= TURN {
+                return Ok(Turn::Over);
+            }
             if db::delivery::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
-                return Ok(());
+                return Ok(Turn::Done);
             }
             let org = state.organization_id;
             let slice = if state.segment_id.is_some() {
@@ -67,9 +86,9 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
             };
             let Some((recipients, finished)) = slice else {
                 tracing::warn!("dispatch lease lost to another dispatcher; leaving the rest to it");
-                return Ok(());
+                return Ok(Turn::Done);
             };
-            ctx.jobs.deliver(id, &recipients).await?;
+            ctx.jobs.deliver(&lane, &recipients).await?;
             done = finished;
             size = (size * 2).min(MAX_SLICE);
         }
@@ -81,16 +100,27 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
                 let Some(last) = ids.iter().max().copied() else {
                     break;
                 };
-                ctx.jobs.deliver(id, &ids).await?;
+                ctx.jobs.deliver(&lane, &ids).await?;
                 after = Some(last);
             }
         }
         if let Some(status) = db::delivery::finish_if_done(&ctx.pool, id).await? {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended");
         }
-        anyhow::Ok(())
+        anyhow::Ok(Turn::Done)
     }
     .await;
     db::delivery::release_dispatch(&ctx.pool, id, token).await?;
-    result
+    if let Turn::Over = result? {
+        // Released first, so that the next job takes the lease at once.
+        ctx.jobs.dispatch(id, job.requeue).await?;
+    }
+    Ok(())
+}
+
+/// How a dispatch job ended.
+enum Turn {
+    Done,
+    /// Its turn ran out with the fan-out unfinished: a new job goes on.
+    Over,
 }

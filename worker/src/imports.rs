@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data, TaskId};
@@ -18,13 +20,15 @@ use crate::context::Ctx;
 
 /// Rows per transaction.
 const BATCH: usize = 5_000;
-/// A job's hold on its import, renewed by every batch.
+/// A job's hold on its import, renewed every third of it while the job runs (a slow download
+/// filling a batch must not lose it) and by every batch.
 const LEASE: Duration = Duration::from_secs(60);
 /// Jobs an import may take before it fails (a file that kills its worker must not loop).
 const MAX_ATTEMPTS: i16 = 5;
-/// The longest line a file may have: a longer one fails the import (bounds what one row
-/// costs to hold and parse).
-const MAX_LINE: usize = 1 << 20;
+/// The longest record a file may have, in bytes, whatever its quotes and line ends: a longer
+/// one fails the import (bounds what one row costs to hold and parse: a quote never closed
+/// would otherwise make the rest of the file one cell).
+const MAX_RECORD: u64 = 1 << 20;
 /// Columns a CSV may have.
 const MAX_COLUMNS: usize = 100;
 /// What a rejected row's reason keeps (a parser's message may quote the whole row).
@@ -64,10 +68,13 @@ struct Batch {
 }
 
 async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
-    let Some(job) = db::imports::begin(&ctx.pool, id, LEASE).await? else {
+    let per_org = ctx.settings().imports_per_org;
+    let Some(job) = db::imports::begin(&ctx.pool, id, LEASE, per_org).await? else {
         return Ok(());
     };
     let token = job.token;
+    let org = job.organization_id;
+    let renewing = tokio::spawn(renew_lease(ctx.pool.clone(), id, token));
     tracing::info!(import_id = %id, rows_done = job.rows_done, attempt = job.attempts, "contact import started");
     let result = async {
         if job.attempts > MAX_ATTEMPTS {
@@ -82,10 +89,7 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
                     .await;
             }
         };
-        let reader = LineGuard {
-            inner: reader,
-            since_newline: 0,
-        };
+        let reader = RecordGuard::new(reader);
         run_file(
             ctx,
             id,
@@ -98,6 +102,11 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
         .await
     }
     .await;
+    renewing.abort();
+    // The organization's next import waiting for its turn starts now, not at reconciliation.
+    if let Some(next) = db::imports::next_waiting(&ctx.pool, org).await? {
+        ctx.jobs.import_contacts(next).await?;
+    }
     match result {
         Ok(()) => Ok(()),
         Err(db::imports::ImportError::LeaseLost) => {
@@ -116,11 +125,11 @@ async fn run_file(
     org: Uuid,
     format: ImportFormat,
     rows_done: i32,
-    reader: LineGuard,
+    reader: RecordGuard,
 ) -> Result<(), db::imports::ImportError> {
     let (out, mut batches) = mpsc::channel::<Batch>(2);
     let done = i64::from(rows_done);
-    let parser = tokio::task::spawn_blocking(move || parse(Box::new(reader), format, done, &out));
+    let parser = tokio::task::spawn_blocking(move || parse(reader, format, done, &out));
     while let Some(b) = batches.recv().await {
         db::imports::apply_batch(
             &ctx.pool,
@@ -146,30 +155,69 @@ async fn run_file(
     Ok(())
 }
 
-/// Fails the read when a line runs past [`MAX_LINE`] bytes.
-struct LineGuard {
-    inner: Box<dyn Read + Send>,
-    since_newline: usize,
+/// Renews the import's lease every third of it until aborted or lost.
+async fn renew_lease(pool: sqlx::PgPool, id: Uuid, token: Uuid) {
+    loop {
+        tokio::time::sleep(LEASE / 3).await;
+        match db::imports::renew(&pool, id, token, LEASE).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(err) => tracing::warn!(import_id = %id, %err, "import lease not renewed"),
+        }
+    }
 }
 
-impl Read for LineGuard {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        for b in &buf[..n] {
-            if *b == b'\n' {
-                self.since_newline = 0;
-            } else {
-                self.since_newline += 1;
-                if self.since_newline > MAX_LINE {
-                    return Err(std::io::Error::other(format!(
-                        "a line is longer than {} KiB",
-                        MAX_LINE / 1024
-                    )));
-                }
-            }
+/// Fails the read when the record being read runs past [`MAX_RECORD`] bytes: the parser
+/// marks where each record ends ([`RecordGuard::boundary`]), so the bound follows the
+/// format's own records (a quoted CSV cell may hold line ends) and any line end.
+struct RecordGuard {
+    inner: Box<dyn Read + Send>,
+    /// Bytes handed to the parser.
+    read: u64,
+    /// Where the last record ended, as the parser counts.
+    boundary: Arc<AtomicU64>,
+}
+
+impl RecordGuard {
+    fn new(inner: Box<dyn Read + Send>) -> Self {
+        RecordGuard {
+            inner,
+            read: 0,
+            boundary: Arc::new(AtomicU64::new(0)),
         }
+    }
+}
+
+/// The parser's side of a [`RecordGuard`]: where the last whole record ended.
+#[derive(Clone)]
+struct Boundary(Arc<AtomicU64>);
+
+impl Boundary {
+    fn set(&self, at: u64) {
+        self.0.store(at, Ordering::Relaxed);
+    }
+}
+
+/// What a parser may hold ahead of its records (its read buffer): on top of [`MAX_RECORD`].
+const READ_AHEAD: u64 = 64 * 1024;
+
+impl Read for RecordGuard {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let boundary = self.boundary.load(Ordering::Relaxed);
+        if self.read.saturating_sub(boundary) > MAX_RECORD + READ_AHEAD {
+            return Err(std::io::Error::other(record_too_long()));
+        }
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
         Ok(n)
     }
+}
+
+fn record_too_long() -> String {
+    format!(
+        "a record is longer than {} KiB (a quote never closed makes the rest of the file one cell)",
+        MAX_RECORD / 1024
+    )
 }
 
 fn short(reason: String) -> String {
@@ -259,11 +307,12 @@ impl Read for ChannelReader {
 /// Parses the file and sends its batches; rows up to `done` were done by an earlier job. An
 /// error is why the file cannot be read at all (a bad row is rejected, never the file).
 fn parse(
-    reader: Box<dyn Read + Send>,
+    reader: RecordGuard,
     format: ImportFormat,
     done: i64,
     out: &mpsc::Sender<Batch>,
 ) -> Result<(), String> {
+    let boundary = Boundary(reader.boundary.clone());
     let mut batch = Batch::default();
     let mut n = 0i64;
     // `false` when the receiving side stopped (a database error): nothing more to do.
@@ -321,7 +370,14 @@ fn parse(
             if !headers.iter().any(|h| h == "email" || h == "phone") {
                 return Err("the CSV header names neither an email nor a phone column".to_owned());
             }
-            for record in csv.records() {
+            boundary.set(csv.position().byte());
+            let mut records = csv.records();
+            while let Some(record) = records.next() {
+                let end = records.reader().position().byte();
+                if end.saturating_sub(boundary.0.load(Ordering::Relaxed)) > MAX_RECORD {
+                    return Err(record_too_long());
+                }
+                boundary.set(end);
                 n += 1;
                 // The line the record starts on (the header is line 1; a quoted cell may span
                 // lines, and empty lines are skipped).
@@ -342,7 +398,15 @@ fn parse(
                             reason: e.to_string(),
                         })
                         .and_then(|raw| ImportRow::parse(row, raw)),
-                    Err(e) if e.is_io_error() => return Err(format!("the file broke off: {e}")),
+                    Err(e) if e.is_io_error() => {
+                        return Err(match e.into_kind() {
+                            csv::ErrorKind::Io(io) if io.to_string() == record_too_long() => {
+                                record_too_long()
+                            }
+                            csv::ErrorKind::Io(io) => format!("the file broke off: {io}"),
+                            other => format!("the file broke off: {other:?}"),
+                        });
+                    }
                     Err(e) => Err(RejectedRow {
                         row,
                         reason: e.to_string(),
@@ -357,14 +421,14 @@ fn parse(
             let mut lines = BufReader::new(reader);
             let mut line = Vec::new();
             let mut row = 0i64;
+            let mut at = 0u64;
             loop {
-                line.clear();
-                let read = lines
-                    .read_until(b'\n', &mut line)
-                    .map_err(|e| format!("the file broke off: {e}"))?;
+                let read = next_line(&mut lines, &mut line)?;
                 if read == 0 {
                     break;
                 }
+                at += read as u64;
+                boundary.set(at);
                 row += 1;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
@@ -387,4 +451,96 @@ fn parse(
         let _ = out.blocking_send(batch);
     }
     Ok(())
+}
+
+/// Reads the next NDJSON line into `line` (without its end): a line ends at `\n`, `\r\n` or
+/// `\r` (JSON escapes both inside strings, so neither is part of a value). Returns the bytes
+/// consumed, 0 at the end; a line past [`MAX_RECORD`] is an error, found before it is held.
+fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Result<usize, String> {
+    line.clear();
+    let mut consumed = 0;
+    loop {
+        let buf = reader
+            .fill_buf()
+            .map_err(|e| format!("the file broke off: {e}"))?;
+        if buf.is_empty() {
+            return Ok(consumed);
+        }
+        match buf.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            Some(end) => {
+                line.extend_from_slice(&buf[..end]);
+                let cr = buf[end] == b'\r';
+                reader.consume(end + 1);
+                consumed += end + 1;
+                // A `\r\n` is one line end.
+                if cr {
+                    let next = reader
+                        .fill_buf()
+                        .map_err(|e| format!("the file broke off: {e}"))?;
+                    if next.first() == Some(&b'\n') {
+                        reader.consume(1);
+                        consumed += 1;
+                    }
+                }
+                if line.len() as u64 > MAX_RECORD {
+                    return Err(record_too_long());
+                }
+                return Ok(consumed);
+            }
+            None => {
+                let n = buf.len();
+                line.extend_from_slice(buf);
+                reader.consume(n);
+                consumed += n;
+                if line.len() as u64 > MAX_RECORD {
+                    return Err(record_too_long());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8]) -> Vec<String> {
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut line = Vec::new();
+        let mut out = Vec::new();
+        while next_line(&mut reader, &mut line).unwrap() > 0 {
+            out.push(String::from_utf8(line.clone()).unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn ndjson_lines_end_at_any_line_end() {
+        assert_eq!(lines(b"a\nb\r\nc\rd"), ["a", "b", "c", "d"]);
+        assert_eq!(lines(b"a\r\r\nb\n"), ["a", "", "b"]);
+    }
+
+    #[test]
+    fn a_line_past_the_bound_is_refused_before_it_is_held() {
+        let long = vec![b'x'; MAX_RECORD as usize + 10];
+        let mut reader = BufReader::new(&long[..]);
+        let mut line = Vec::new();
+        assert!(next_line(&mut reader, &mut line).is_err());
+    }
+
+    #[test]
+    fn a_guarded_reader_stops_past_a_record_and_its_read_ahead() {
+        let data = vec![b'"'; (MAX_RECORD + READ_AHEAD) as usize * 2];
+        let mut guard = RecordGuard::new(Box::new(std::io::Cursor::new(data)));
+        let mut buf = [0u8; 8192];
+        let mut total = 0u64;
+        let err = loop {
+            match guard.read(&mut buf) {
+                Ok(n) => total += n as u64,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.to_string(), record_too_long());
+        assert!(total <= MAX_RECORD + READ_AHEAD + 8192, "{total}");
+    }
 }

@@ -98,7 +98,9 @@ impl Worker {
         let claims = claims::Claims::new(redis.clone());
         let ctx = Ctx {
             pool: pool.clone(),
-            jobs: Jobs::new(&redis),
+            jobs: Jobs::new(&redis)
+                .with_ready_target(config.worker.delivery_ready_jobs)
+                .with_slots_per_org(config.worker.delivery_jobs_per_org),
             outcomes: outcomes::Outcomes::spawn(pool.clone(), claims.clone()),
             limiter: RateLimiter::new(redis.clone(), rates),
             claims,

@@ -47,6 +47,11 @@ impl Periodic for Ticker {
         if let Err(err) = queue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
         }
+        // Delivery jobs move from their lanes as jobs start; this pass covers a lane whose
+        // producer failed to top the ready list up.
+        if let Err(err) = ctx.jobs.refill().await {
+            tracing::warn!(%err, "delivery queue not topped up from the lanes this tick");
+        }
         if n.is_multiple_of(RECONCILE_EVERY) {
             if redis_emptied(ctx).await {
                 tracing::warn!(
@@ -142,8 +147,18 @@ async fn reconcile(
         for (broadcast, recipient) in stale {
             by_broadcast.entry(broadcast).or_default().push(recipient);
         }
+        let broadcasts: Vec<uuid::Uuid> = by_broadcast.keys().copied().collect();
+        let lanes = db::delivery::lanes(&ctx.pool, &broadcasts).await?;
         for (broadcast, recipients) in by_broadcast {
-            ctx.jobs.deliver(broadcast, &recipients).await?;
+            let Some(lane) = lanes.get(&broadcast) else {
+                continue;
+            };
+            let lane = parley_jobs::Lane {
+                organization_id: lane.organization_id,
+                broadcast_id: broadcast,
+                high: lane.high,
+            };
+            ctx.jobs.deliver(&lane, &recipients).await?;
         }
     }
     for (channel, status) in db::receipts::apply_early(&ctx.pool, BATCH).await? {
@@ -202,7 +217,11 @@ async fn export_depths(ctx: &Ctx) {
             .set(depth.ready as f64);
         metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
             .set(depth.scheduled as f64);
+        if *queue == QueueName::RecipientDelivery {
+            metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "parked")
+                .set(depth.parked as f64);
+        }
         metrics::gauge!(QUEUE_AGE, "queue" => queue.as_str())
-            .set(depth.oldest_ready_age.unwrap_or_default().as_secs_f64());
+            .set(depth.oldest_age.unwrap_or_default().as_secs_f64());
     }
 }

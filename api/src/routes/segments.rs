@@ -135,7 +135,8 @@ async fn delete(
 /// How many contacts the segment holds now, and how many of them a broadcast would skip.
 #[utoipa::path(get, path = "/api/v1/segments/{id}/count", tag = "segments",
     params(("id" = Uuid, Path, description = "Segment id")),
-    responses((status = 200, description = "The counts", body = Envelope<SegmentCount>)))]
+    responses((status = 200, description = "The counts (exact up to 10,000: `totalExact`)", body = Envelope<SegmentCount>),
+        (status = 429, description = "The organization runs as many counts as it may at once", body = ErrorEnvelope)))]
 async fn count(
     State(s): State<AppState>,
     t: Tenant,
@@ -144,6 +145,8 @@ async fn count(
     let segment = db::segments::get(&s.pool, t.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
+    // Held while counting: an organization's parallel counts past its permits are refused.
+    let _permit = s.counts.take(t.org_id)?;
     Ok(Reply::ok(
         db::segments::count(&s.pool, t.org_id, &segment.filter).await?,
     ))

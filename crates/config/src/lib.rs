@@ -134,6 +134,16 @@ pub struct WorkerSettings {
     /// Jobs run at once on the webhook queue, whose jobs mostly wait on receivers
     /// (`PARLEY_WEBHOOK_WORKER_CONCURRENCY`).
     pub webhook_concurrency: usize,
+    /// Delivery jobs kept in the ready list, topped up from the broadcasts' lanes in turn
+    /// (`PARLEY_DELIVERY_READY_JOBS`): what a new broadcast's first job waits behind.
+    pub delivery_ready_jobs: usize,
+    /// Delivery jobs of one organization ready or running at once, across all workers
+    /// (`PARLEY_DELIVERY_JOBS_PER_ORG`): an organization at its limit waits its turn, the
+    /// others do not.
+    pub delivery_jobs_per_org: usize,
+    /// Imports of one organization that run at once (`PARLEY_IMPORTS_PER_ORG`); the others
+    /// wait, queued.
+    pub imports_per_org: i64,
     /// How often an idle consumer looks for jobs besides the wake-ups of its queue
     /// (`PARLEY_WORKER_POLL_MS`).
     pub poll_interval: Duration,
@@ -258,6 +268,9 @@ impl From<Vars> for Config {
                 concurrency: v.PARLEY_WORKER_CONCURRENCY,
                 threads: v.PARLEY_WORKER_THREADS,
                 webhook_concurrency: v.PARLEY_WEBHOOK_WORKER_CONCURRENCY,
+                delivery_ready_jobs: v.PARLEY_DELIVERY_READY_JOBS,
+                delivery_jobs_per_org: v.PARLEY_DELIVERY_JOBS_PER_ORG,
+                imports_per_org: v.PARLEY_IMPORTS_PER_ORG,
                 poll_interval: ms(v.PARLEY_WORKER_POLL_MS),
                 drain_timeout: secs(v.PARLEY_WORKER_DRAIN_SECS),
                 tick_interval: ms(v.PARLEY_TICK_MS),

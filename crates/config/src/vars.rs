@@ -83,6 +83,12 @@ pub(crate) struct Vars {
     pub PARLEY_WORKER_THREADS: Option<usize>,
     #[arg(long, default_value_t = 16, value_parser = positive::<usize>())]
     pub PARLEY_WEBHOOK_WORKER_CONCURRENCY: usize,
+    #[arg(long, default_value_t = 8, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub PARLEY_DELIVERY_READY_JOBS: usize,
+    #[arg(long, default_value_t = 3, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10000))]
+    pub PARLEY_DELIVERY_JOBS_PER_ORG: usize,
+    #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<i64>::new().range(1..=1000))]
+    pub PARLEY_IMPORTS_PER_ORG: i64,
     #[arg(long, default_value_t = 1000, value_parser = positive::<u64>())]
     pub PARLEY_WORKER_POLL_MS: u64,
     #[arg(long, default_value_t = 25)]

@@ -8,7 +8,7 @@ use parley_types::time::Timestamp;
 
 use parley_domain::Channel;
 use parley_domain::broadcasts::{
-    Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, RecipientFilter,
+    Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, RecipientFilter, SendPriority,
     TemplateVariables,
 };
 use parley_types::list::{Page, PageRequest};
@@ -24,9 +24,9 @@ pub async fn insert(
             channel, template_channel, status, is_draft, send_now, scheduled_at,
             sender_email_address_id, subject_override, template_variables, email_variables,
             contact_ids, message_length, has_emojis, has_images, has_links, queued_at,
-            created_at, updated_at, segment_id)
+            created_at, updated_at, segment_id, priority)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-            $19, $20, $21, $22, $23, $24)",
+            $19, $20, $21, $22, $23, $24, $25)",
         b.id,
         b.organization_id,
         &b.broadcast_name,
@@ -51,6 +51,7 @@ pub async fn insert(
         b.created_at,
         b.updated_at,
         b.segment_id,
+        b.priority.as_str(),
     )
     .execute(db)
     .await
@@ -137,7 +138,7 @@ pub async fn get_many(
             b.broadcast_name AS "broadcast_name!", b.description, b.template_id AS "template_id!",
             b.channel AS "channel!", b.template_channel AS "template_channel!",
             b.status AS "status!", b.is_draft AS "is_draft!", b.send_now AS "send_now!",
-            b.scheduled_at, b.sender_email_address_id, b.subject_override, b.template_variables,
+            b.priority AS "priority!: SendPriority", b.scheduled_at, b.sender_email_address_id, b.subject_override, b.template_variables,
             b.email_variables, b.error_message,
             CASE WHEN b.segment_id IS NULL THEN b.contact_count
                  ELSE coalesce(k.total, 0) END AS "audience_size!",
@@ -339,6 +340,7 @@ struct BroadcastRow {
     status: BroadcastStatus,
     is_draft: bool,
     send_now: bool,
+    priority: SendPriority,
     scheduled_at: Option<Timestamp>,
     sender_email_address_id: Option<String>,
     subject_override: Option<String>,
@@ -383,6 +385,7 @@ impl From<BroadcastRow> for Broadcast {
             status: r.status,
             is_draft: r.is_draft,
             send_now: r.send_now,
+            priority: r.priority,
             scheduled_at: r.scheduled_at,
             sender_email_address_id: r.sender_email_address_id,
             subject_override: r.subject_override,

@@ -10,7 +10,9 @@ use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use parley_domain::Channel;
-use parley_domain::broadcasts::{BroadcastStatus, RecipientStatus, TemplateVariables};
+use parley_domain::broadcasts::{
+    BroadcastStatus, RecipientStatus, SendPriority, TemplateVariables,
+};
 use parley_domain::segments::SegmentFilter;
 use parley_domain::webhooks::EventName;
 use parley_types::time::Timestamp;
@@ -26,6 +28,9 @@ pub struct DispatchState {
     pub fanout_done: bool,
     /// The audience is this segment's contacts, not `contact_ids`.
     pub segment_id: Option<Uuid>,
+    pub priority: SendPriority,
+    /// Some recipients are written already (an earlier job's turn).
+    pub fanout_started: bool,
 }
 
 /// Takes the broadcast's dispatch lease if it is queued or sending and nobody holds it; a
@@ -39,7 +44,7 @@ pub async fn begin_dispatch(
 ) -> Result<Option<DispatchState>, sqlx::Error> {
     sqlx::query_as!(
         DispatchState,
-        "UPDATE broadcasts b SET
+        r#"UPDATE broadcasts b SET
             dispatch_lease_until = clock_timestamp() + make_interval(secs => $2),
             dispatch_lease_token = $3,
             status = 'sending',
@@ -49,7 +54,9 @@ pub async fn begin_dispatch(
          FROM templates t
          WHERE b.id = $1 AND t.id = b.template_id AND b.status IN ('queued', 'sending')
            AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
-         RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id",
+         RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id,
+            b.priority AS "priority: SendPriority",
+            (b.fanout_offset > 0 OR b.fanout_after IS NOT NULL) AS "fanout_started!""#,
         id,
         secs(lease),
         token,
@@ -252,6 +259,7 @@ pub struct DeliveryContext {
     pub message_subject: Option<String>,
     pub template_variables: Option<Json<TemplateVariables>>,
     pub email_variables: Option<Json<serde_json::Value>>,
+    pub priority: SendPriority,
 }
 
 pub async fn delivery_context(
@@ -260,9 +268,9 @@ pub async fn delivery_context(
 ) -> Result<Option<DeliveryContext>, sqlx::Error> {
     sqlx::query_as!(
         DeliveryContext,
-        "SELECT id, organization_id, status, channel, template_id, message_body, message_subject,
-                template_variables, email_variables
-         FROM broadcasts WHERE id = $1",
+        r#"SELECT id, organization_id, status, channel, template_id, message_body, message_subject,
+                template_variables, email_variables, priority AS "priority: SendPriority"
+         FROM broadcasts WHERE id = $1"#,
         id,
     )
     .fetch_optional(db)
@@ -637,6 +645,37 @@ pub async fn requeue(
 pub struct StaleRecipients {
     pub requeued: Vec<(Uuid, Uuid)>,
     pub given_up: Vec<Uuid>,
+}
+
+/// Where a broadcast's jobs take their turn: its organization, and whether it is `high`.
+#[derive(Debug, Clone, Copy)]
+pub struct BroadcastLane {
+    pub organization_id: Uuid,
+    pub high: bool,
+}
+
+/// The lanes of `broadcasts` (those that exist).
+pub async fn lanes(
+    db: impl PgExecutor<'_>,
+    broadcasts: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, BroadcastLane>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT id, organization_id, priority AS "priority: SendPriority"
+         FROM broadcasts WHERE id = ANY($1)"#,
+        broadcasts,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let lane = BroadcastLane {
+                organization_id: r.organization_id,
+                high: r.priority == SendPriority::High,
+            };
+            (r.id, lane)
+        })
+        .collect())
 }
 
 /// Sending broadcasts that are done but not yet ended (an ending check that was missed).

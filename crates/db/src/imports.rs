@@ -126,26 +126,34 @@ pub enum ImportError {
     Db(#[from] sqlx::Error),
 }
 
-/// Takes an unfinished import for `lease` (renewed by every batch); `None` when it is
-/// finished, gone, or held by a running job.
+/// Takes an unfinished import for `lease` (renewed on a timer and by every batch); `None`
+/// when it is finished, gone, held by a running job, or when `per_org` imports of its
+/// organization run already (it waits, queued: [`next_waiting`] or the reconciler starts it).
+/// Two imports starting in the same instant may both pass the count: the bound is
+/// `per_org`, give or take a simultaneous start.
 pub async fn begin(
     pool: &PgPool,
     id: Uuid,
     lease: Duration,
+    per_org: i64,
 ) -> Result<Option<ImportJob>, sqlx::Error> {
     let token = Uuid::now_v7();
     let row = sqlx::query!(
-        r#"UPDATE contact_imports SET status = 'running',
+        r#"UPDATE contact_imports i SET status = 'running',
             started_at = coalesce(started_at, clock_timestamp()),
             lease_until = clock_timestamp() + make_interval(secs => $2),
             lease_token = $3, attempts = attempts + 1
          WHERE id = $1 AND status IN ('queued', 'running')
            AND (lease_until IS NULL OR lease_until < clock_timestamp())
+           AND (SELECT count(*) FROM contact_imports o
+                WHERE o.organization_id = i.organization_id AND o.status = 'running'
+                  AND o.id <> i.id AND o.lease_until > clock_timestamp()) < $4
          RETURNING organization_id, format AS "format: ImportFormat", data, download_url, rows,
             attempts"#,
         id,
         lease.as_secs_f64(),
         token,
+        per_org,
     )
     .fetch_optional(pool)
     .await?;
@@ -158,6 +166,41 @@ pub async fn begin(
         token,
         attempts: r.attempts,
     }))
+}
+
+/// Renews the lease `token` holds; false when it no longer holds it.
+pub async fn renew(
+    pool: &PgPool,
+    id: Uuid,
+    token: Uuid,
+    lease: Duration,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE contact_imports SET lease_until = clock_timestamp() + make_interval(secs => $3)
+         WHERE id = $1 AND lease_token = $2 AND status = 'running'",
+        id,
+        token,
+        lease.as_secs_f64(),
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The organization's import that has waited longest for its turn (queued, held by no job),
+/// marked enqueued now: the caller enqueues it.
+pub async fn next_waiting(pool: &PgPool, org: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE contact_imports SET enqueued_at = clock_timestamp()
+         WHERE id = (
+            SELECT id FROM contact_imports
+            WHERE organization_id = $1 AND status = 'queued' AND lease_until IS NULL
+            ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING id",
+        org,
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// What one batch did.

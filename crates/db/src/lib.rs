@@ -58,16 +58,63 @@ pub fn api_pool(
     max_connections: u32,
     statement_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
-    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
-    let statement_ms = statement_timeout.as_millis().to_string();
-    let idle_ms = (statement_timeout * 2).as_millis().to_string();
+    let options = api_connect_options(url, statement_timeout)?;
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
-        .connect_lazy_with(options.options([
-            ("statement_timeout", statement_ms.as_str()),
-            ("idle_in_transaction_session_timeout", idle_ms.as_str()),
-        ])))
+        // A pooler may drop the startup options without a word (PgBouncer's
+        // `ignore_startup_parameters = options`): a connection without a statement timeout
+        // is refused, so no statement of a request can run unbounded.
+        .after_connect(|conn, _| Box::pin(async move { require_statement_timeout(conn).await }))
+        .connect_lazy_with(options))
+}
+
+/// How the API connects: the statement timeout (and twice it for a transaction left idle) as
+/// startup options.
+fn api_connect_options(
+    url: &str,
+    statement_timeout: Duration,
+) -> Result<sqlx::postgres::PgConnectOptions, sqlx::Error> {
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    let statement_ms = statement_timeout.as_millis().to_string();
+    let idle_ms = (statement_timeout * 2).as_millis().to_string();
+    Ok(options.options([
+        ("statement_timeout", statement_ms.as_str()),
+        ("idle_in_transaction_session_timeout", idle_ms.as_str()),
+    ]))
+}
+
+/// Whether the API's connections would carry a statement timeout: one connection made as the
+/// pool makes them, checked. `Ok(None)`: Postgres was not reached (nothing is known yet).
+pub async fn api_connection_check(
+    url: &str,
+    statement_timeout: Duration,
+) -> Result<Option<()>, sqlx::Error> {
+    use sqlx::Connection;
+    let options = api_connect_options(url, statement_timeout)?;
+    let mut conn = match sqlx::PgConnection::connect_with(&options).await {
+        Ok(conn) => conn,
+        Err(_) => return Ok(None),
+    };
+    let checked = require_statement_timeout(&mut conn).await;
+    let _ = conn.close().await;
+    checked.map(Some)
+}
+
+/// Fails unless a statement timeout is in force on `conn` (`SHOW statement_timeout` is not 0).
+pub async fn require_statement_timeout(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    let timeout: Option<String> = sqlx::query_scalar!("SHOW statement_timeout")
+        .fetch_one(&mut *conn)
+        .await?;
+    match timeout.as_deref() {
+        Some("0") | None => Err(sqlx::Error::Configuration(
+            "statement_timeout is not in force on the API's database connections (a pooler \
+             dropped the startup option?): set it on the database role, e.g. ALTER ROLE \
+             parley_api SET statement_timeout = '30s' (docs/operations.md, PgBouncer)"
+                .into(),
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// The worker's pool: commits do not wait for the WAL to reach disk. A Postgres crash may

@@ -6,7 +6,7 @@ use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use parley_domain::segments::{Segment, SegmentCount, SegmentFilter};
-use parley_types::list::{Page, PageRequest};
+use parley_types::list::{EXACT_TOTAL_UP_TO, Page, PageRequest};
 use parley_types::time::Timestamp;
 
 struct Row {
@@ -162,16 +162,23 @@ pub async fn count(
     org: Uuid,
     f: &SegmentFilter,
 ) -> Result<SegmentCount, sqlx::Error> {
+    // Bounded like list totals: the count stops after EXACT_TOTAL_UP_TO + 1 contacts, so its
+    // cost does not grow with the organization past that (the filter's columns are indexed).
     let mut qb = QueryBuilder::new(
         "SELECT count(*), count(*) FILTER (WHERE c.do_not_contact),
             count(*) FILTER (WHERE c.messaging_a_opted_out AND NOT c.do_not_contact)
-         FROM contacts c",
+         FROM (SELECT c.do_not_contact, c.messaging_a_opted_out FROM contacts c",
     );
     push_filter(&mut qb, org, f);
+    qb.push(" LIMIT ")
+        .push_bind(EXACT_TOTAL_UP_TO + 1)
+        .push(") c");
     let (contacts, do_not_contact, messaging_a_opted_out): (i64, i64, i64) =
         qb.build_query_as().fetch_one(pool).await?;
+    let total_exact = contacts <= EXACT_TOTAL_UP_TO;
     Ok(SegmentCount {
-        contacts,
+        contacts: contacts.min(EXACT_TOTAL_UP_TO),
+        total_exact,
         do_not_contact,
         messaging_a_opted_out,
     })

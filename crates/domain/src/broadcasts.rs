@@ -33,6 +33,16 @@ parley_types::text_enum!(
 );
 
 parley_types::text_enum!(
+    /// How a broadcast's messages take their turn: `high` (transactional: a one-time code, an
+    /// order update) goes ahead of every organization's `normal` (bulk) work, within its own
+    /// organization's limits.
+    SendPriority {
+        Normal = "normal",
+        High = "high",
+    }
+);
+
+parley_types::text_enum!(
     /// Where one recipient stands. Statuses only move forward: pending, then sent, delivered,
     /// read, replied; `failed` from pending or sent; `skipped` from pending.
     RecipientStatus {
@@ -195,6 +205,7 @@ pub struct Broadcast {
     pub status: BroadcastStatus,
     pub is_draft: bool,
     pub send_now: bool,
+    pub priority: SendPriority,
     pub scheduled_at: Option<Timestamp>,
     pub sender_email_address_id: Option<String>,
     pub subject_override: Option<String>,
@@ -511,6 +522,10 @@ pub struct CreateBroadcast {
     /// A future time to send at.
     pub scheduled_at: Option<Timestamp>,
     pub send_now: Option<bool>,
+    /// `high` for transactional messages, sent ahead of bulk work (`normal`, the default).
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub priority: Option<SendPriority>,
     pub sender_email_address_id: Option<ShortText>,
     pub subject_override: Option<ShortText>,
     pub template_variables: Option<TemplateVariables>,
@@ -547,6 +562,7 @@ impl CreateBroadcast {
             status,
             is_draft: status == BroadcastStatus::Draft,
             send_now: status == BroadcastStatus::Queued,
+            priority: self.priority.unwrap_or(SendPriority::Normal),
             scheduled_at: self.scheduled_at,
             sender_email_address_id: self.sender_email_address_id.map(Into::into),
             subject_override: self.subject_override.map(Into::into),

@@ -125,12 +125,15 @@ impl UpdateSegment {
 }
 
 /// `GET /segments/{id}/count`: the contacts the segment holds now, and of them those a
-/// broadcast would skip.
+/// broadcast would skip. Counted like list totals: exact up to 10,000; past that `contacts` is
+/// 10,000, `totalExact` false, and the two figures below count among the first 10,001 only.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SegmentCount {
     pub contacts: i64,
+    /// False when the segment holds more than `contacts`.
+    pub total_exact: bool,
     /// Marked do-not-contact: skipped on every channel.
     pub do_not_contact: i64,
     /// Opted out of `messaging_a` (and not do-not-contact): skipped on that channel.

@@ -13,9 +13,13 @@ use apalis_redis::{Config, RedisStorage};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+mod lanes;
 pub mod redis_conn;
 
+use crate::lanes::Lanes;
+pub use crate::lanes::{Lane, Parked, SLOT_LEASE};
 use crate::redis_conn::{Conn, Redis};
+use parley_types::metric_names::ORG_LIMIT_HITS;
 
 /// Version of every payload below; a worker drops (and logs) payloads of another version.
 pub const PAYLOAD_VERSION: u16 = 1;
@@ -75,6 +79,31 @@ pub struct DeliverRecipients {
     pub version: u16,
     pub broadcast_id: Uuid,
     pub recipient_ids: Vec<Uuid>,
+    /// Its organization and tier, so that what it hands back goes to the same lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub high: bool,
+    /// When it was parked in its lane (Unix milliseconds): the reconciler counts it as
+    /// waiting from then, in the lane and in the ready list alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_at_ms: Option<i64>,
+    /// Its organization's slot, held from the lane until the job ends ([`Jobs::slot_held`],
+    /// [`Jobs::slot_done`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+}
+
+impl DeliverRecipients {
+    /// The lane its recipients go back to (a job of before lanes: the bulk lane of an
+    /// unknown organization, which is a lane of its own).
+    pub fn lane(&self) -> Lane {
+        Lane {
+            organization_id: self.organization_id.unwrap_or_default(),
+            broadcast_id: self.broadcast_id,
+            high: self.high,
+        }
+    }
 }
 
 /// Attempt a batch of webhook deliveries (of one webhook, as the relay groups them).
@@ -146,7 +175,20 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
 pub struct Jobs {
     conn: Conn,
     prefix: String,
+    /// Delivery jobs the ready list is topped up to from the lanes.
+    ready_target: usize,
+    /// Delivery jobs of one organization ready or running at once.
+    slots_per_org: usize,
 }
+
+/// Delivery jobs kept ready by default: enough that a worker's free slots find one at once
+/// (each job that starts tops the list up again), few enough that a new broadcast's first job
+/// waits behind little (docs/jobs.md, Fair share).
+pub const DEFAULT_READY_JOBS: usize = 8;
+/// Delivery jobs of one organization ready or running at once, by default: fewer than one
+/// worker's slots (`PARLEY_WORKER_CONCURRENCY`, 4), so that one organization never takes a
+/// whole worker.
+pub const DEFAULT_SLOTS_PER_ORG: usize = 3;
 
 /// Recipients per delivery job.
 pub const DELIVERY_BATCH: usize = 200;
@@ -160,7 +202,47 @@ impl Jobs {
         Jobs {
             conn: redis.conn.clone(),
             prefix: redis.prefix().to_owned(),
+            ready_target: DEFAULT_READY_JOBS,
+            slots_per_org: DEFAULT_SLOTS_PER_ORG,
         }
+    }
+
+    /// Sets how many delivery jobs of one organization are ready or running at once.
+    pub fn with_slots_per_org(mut self, jobs: usize) -> Self {
+        self.slots_per_org = jobs.max(1);
+        self
+    }
+
+    /// Keeps the slot of a running delivery job (every third of [`lanes::SLOT_LEASE`]).
+    pub async fn slot_held(&self, job: &DeliverRecipients) -> Result<(), redis::RedisError> {
+        let (Some(org), Some(slot)) = (job.organization_id, job.slot.as_deref()) else {
+            return Ok(());
+        };
+        let mut conn = self.conn.clone();
+        self.lanes().renew_slot(&mut conn, org, slot).await
+    }
+
+    /// Gives an ended delivery job's slot back, and tops the ready list up: its
+    /// organization's next job may now take its place.
+    pub async fn slot_done(&self, job: &DeliverRecipients) -> Result<(), JobError> {
+        if let (Some(org), Some(slot)) = (job.organization_id, job.slot.as_deref()) {
+            let mut conn = self.conn.clone();
+            self.lanes()
+                .release_slot(&mut conn, org, slot)
+                .await
+                .map_err(|e| JobError(e.to_string()))?;
+        }
+        self.refill().await
+    }
+
+    /// Sets how many delivery jobs the ready list is topped up to (at least 1).
+    pub fn with_ready_target(mut self, jobs: usize) -> Self {
+        self.ready_target = jobs.max(1);
+        self
+    }
+
+    fn lanes(&self) -> Lanes {
+        Lanes::new(&queue_name(&self.prefix, QueueName::RecipientDelivery))
     }
 
     pub fn storage<T>(&self, queue: QueueName) -> RedisStorage<T, Conn> {
@@ -176,20 +258,75 @@ impl Jobs {
         self.push(QueueName::BroadcastDispatch, vec![job]).await
     }
 
-    /// Enqueues delivery jobs of at most [`DELIVERY_BATCH`] recipients each.
-    pub async fn deliver(&self, broadcast_id: Uuid, recipients: &[Uuid]) -> Result<(), JobError> {
+    /// Parks delivery jobs of at most [`DELIVERY_BATCH`] recipients each in their lane, then
+    /// tops the ready list up from the lanes in turn ([`lanes`]).
+    pub async fn deliver(&self, lane: &Lane, recipients: &[Uuid]) -> Result<(), JobError> {
         if recipients.is_empty() {
             return Ok(());
         }
-        let jobs = recipients
-            .chunks(DELIVERY_BATCH)
-            .map(|chunk| DeliverRecipients {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut entries = Vec::with_capacity(recipients.len().div_ceil(DELIVERY_BATCH));
+        for chunk in recipients.chunks(DELIVERY_BATCH) {
+            let job = DeliverRecipients {
                 version: PAYLOAD_VERSION,
-                broadcast_id,
+                broadcast_id: lane.broadcast_id,
                 recipient_ids: chunk.to_vec(),
+                organization_id: Some(lane.organization_id),
+                high: lane.high,
+                parked_at_ms: Some(now_ms),
+                slot: None,
+            };
+            let json = serde_json::to_string(&job).map_err(|e| JobError(e.to_string()))?;
+            entries.push(lanes::parked_entry(now_ms, &json));
+        }
+        let mut conn = self.conn.clone();
+        self.lanes()
+            .park(&mut conn, lane, &entries)
+            .await
+            .map_err(|e| JobError(e.to_string()))?;
+        self.refill().await
+    }
+
+    /// Tops the delivery queue's ready list up to its target from the lanes, in turn. Called
+    /// after parking, by every delivery job as it starts, and by the ticker.
+    pub async fn refill(&self) -> Result<(), JobError> {
+        let lanes = self.lanes();
+        let ready = queue_config(&self.prefix, QueueName::RecipientDelivery).active_jobs_list();
+        let mut conn = self.conn.clone();
+        let (taken, passed) = lanes
+            .take(&mut conn, &ready, self.ready_target, self.slots_per_org)
+            .await
+            .map_err(|e| JobError(e.to_string()))?;
+        if passed > 0 {
+            metrics::counter!(ORG_LIMIT_HITS, "limit" => "delivery_jobs").increment(passed);
+        }
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let n = taken.len();
+        let jobs: Vec<DeliverRecipients> = taken
+            .into_iter()
+            .filter_map(|(slot, entry)| {
+                let (_, json) = lanes::split_entry(&entry)?;
+                match serde_json::from_str::<DeliverRecipients>(json) {
+                    Ok(job) => Some(DeliverRecipients {
+                        slot: Some(slot),
+                        ..job
+                    }),
+                    Err(err) => {
+                        tracing::error!(%err, "a parked delivery job could not be read; dropped");
+                        None
+                    }
+                }
             })
             .collect();
-        self.push(QueueName::RecipientDelivery, jobs).await
+        let pushed = self.push(QueueName::RecipientDelivery, jobs).await;
+        // Out of transit either way: what was not pushed is lost like a lost queue, and the
+        // reconciler finds its recipients.
+        if let Err(err) = lanes.arrived(&mut conn, n).await {
+            tracing::debug!(%err, "transit count not lowered; it expires");
+        }
+        pushed
     }
 
     /// Enqueues webhook delivery jobs, keeping each webhook's deliveries together: (webhook,
@@ -337,12 +474,33 @@ impl Jobs {
         queue: QueueName,
         wait: Duration,
     ) -> Result<Duration, redis::RedisError> {
-        Ok(wait
-            + self
-                .depth(queue)
-                .await?
-                .oldest_ready_age
-                .unwrap_or_default())
+        Ok(wait + self.depth(queue).await?.oldest_age.unwrap_or_default())
+    }
+
+    /// The oldest park time among the delivery jobs of the ready list (at most its first
+    /// [`READY_READ`]): one parked long in its lane may reach the list behind younger ones.
+    async fn oldest_parked_ready(&self) -> Result<Option<i64>, redis::RedisError> {
+        let config = queue_config(&self.prefix, QueueName::RecipientDelivery);
+        let mut conn = self.conn.clone();
+        let ids: Vec<String> = redis::cmd("LRANGE")
+            .arg(config.active_jobs_list())
+            .arg(0)
+            .arg(READY_READ - 1)
+            .query_async(&mut conn)
+            .await?;
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let data: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+            .arg(config.job_data_hash())
+            .arg(&ids)
+            .query_async(&mut conn)
+            .await?;
+        Ok(data
+            .iter()
+            .flatten()
+            .filter_map(|bytes| serde_json::from_slice::<ParkTime>(bytes).ok()?.parked_at_ms)
+            .min())
     }
 
     /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how
@@ -357,22 +515,44 @@ impl Jobs {
             .query_async(&mut conn)
             .await?;
         let now_ms = chrono::Utc::now().timestamp_millis();
+        let age = |ms: i64| Duration::from_millis(u64::try_from(now_ms - ms).unwrap_or(0));
+        let oldest_ready_age = head.as_deref().and_then(ulid_millis).map(age);
+        let (parked, oldest_parked) = if queue == QueueName::RecipientDelivery {
+            let lanes = self.lanes().parked(&mut conn).await?;
+            let in_ready = self.oldest_parked_ready().await?;
+            let oldest = [lanes.oldest_ms, in_ready].into_iter().flatten().min();
+            (lanes.jobs, oldest.map(age))
+        } else {
+            (0, None)
+        };
         Ok(QueueDepth {
             ready,
             scheduled,
-            oldest_ready_age: head
-                .as_deref()
-                .and_then(ulid_millis)
-                .map(|ms| Duration::from_millis(u64::try_from(now_ms - ms).unwrap_or(0))),
+            parked,
+            oldest_ready_age,
+            oldest_age: oldest_ready_age.max(oldest_parked),
         })
     }
+}
+
+/// Ready delivery jobs read for their park time.
+const READY_READ: usize = 100;
+
+#[derive(Deserialize)]
+struct ParkTime {
+    parked_at_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueDepth {
     pub ready: u64,
     pub scheduled: u64,
+    /// Delivery jobs waiting in their lanes for the ready list.
+    pub parked: u64,
+    /// How long the ready list's head has waited there.
     pub oldest_ready_age: Option<Duration>,
+    /// How long the job that has waited longest has waited, in a lane or the ready list.
+    pub oldest_age: Option<Duration>,
 }
 
 /// The creation time (Unix milliseconds) in a ULID, the id apalis-redis gives each job: its

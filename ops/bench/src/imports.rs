@@ -4,6 +4,11 @@
 //! enqueue until the import is `completed`; then the same file again (every row unchanged).
 //! The worker's peak RSS is read from /proc. Usage (through ops/bench/imports):
 //! parley-bench-imports [N...]   (default 1000000)
+//!
+//! `parley-bench-imports unclosed [MiB]` (default 100) instead downloads a CSV of that size whose
+//! second line opens a quote never closed (served by this process on 127.0.0.1, as an upload's
+//! presigned URL would be), and prints the worker's resident memory idle and at its peak, and
+//! how the import ended.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -45,12 +50,91 @@ async fn run_import(
     }
 }
 
+/// Serves `mib` MiB of CSV whose second line opens a quote never closed, on 127.0.0.1; its URL.
+async fn unclosed_file(mib: usize) -> anyhow::Result<String> {
+    let mut body = String::from("email,name\nada@example.com,\"Ada\n");
+    while body.len() < mib << 20 {
+        body.push_str("grace@example.com,Grace Hopper of the United States Navy\n");
+    }
+    let body = bytes::Bytes::from(body);
+    let app = axum::Router::new().route(
+        "/file.csv",
+        axum::routing::get(move || {
+            let body = body.clone();
+            async move { body }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/file.csv", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
+
+async fn unclosed(mib: usize) -> anyhow::Result<()> {
+    let bench = Bench::new("parley_bench_imports").await?;
+    let url = unclosed_file(mib).await?;
+    let worker = bench.spawn("parley-worker", &[])?;
+    let redis = parley_jobs::redis_conn::Redis::connect(
+        &parley_jobs::redis_conn::RedisTarget::new(
+            &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
+            false,
+        ),
+        &bench.prefix,
+    )
+    .await?;
+    let jobs = parley_jobs::Jobs::new(&redis);
+    // Idle: started, connected, its loops running.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (idle, _) = rss(worker.0.id()).unwrap_or_default();
+    let import = parley_db::imports::create(
+        &bench.pool,
+        bench.org,
+        ImportFormat::Csv,
+        None,
+        None,
+        Some(&url),
+    )
+    .await?;
+    let started = Instant::now();
+    jobs.import_contacts(import.id).await?;
+    let ended = loop {
+        let now = parley_db::imports::get(&bench.pool, bench.org, import.id)
+            .await?
+            .expect("the import");
+        if matches!(now.status.as_str(), "completed" | "failed") {
+            break now;
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            bail!("the import did not end in 5 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (_, peak) = rss(worker.0.id()).unwrap_or_default();
+    println!(
+        "| file (MiB) | worker RSS idle (MiB) | worker peak RSS (MiB) | peak over idle (MiB) | import | took (s) | errorMessage |"
+    );
+    println!("|---:|---:|---:|---:|---|---:|---|");
+    println!(
+        "| {mib} | {:.1} | {:.1} | {:.1} | {} | {:.2} | {} |",
+        idle as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        peak.saturating_sub(idle) as f64 / 1024.0,
+        ended.status,
+        started.elapsed().as_secs_f64(),
+        ended.error_message.unwrap_or_default()
+    );
+    drop(worker);
+    bench.finish().await
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("unclosed") {
+        let mib = args.get(1).map_or(Ok(100), |a| a.parse())?;
+        return unclosed(mib).await;
+    }
+    let sizes: Vec<usize> = args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
     let sizes = if sizes.is_empty() {
         vec![1_000_000]
     } else {

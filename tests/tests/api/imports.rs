@@ -200,12 +200,12 @@ async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holde
     )
     .await
     .unwrap();
-    let dead = parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60))
+    let dead = parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60), 2)
         .await
         .unwrap()
         .expect("the first job takes it");
     assert!(
-        parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60))
+        parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60), 2)
             .await
             .unwrap()
             .is_none(),
@@ -236,4 +236,125 @@ async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holde
         late,
         Err(parley_db::imports::ImportError::LeaseLost)
     ));
+}
+
+/// Uploads `bytes` as a completed file of the test's organization; its id.
+async fn uploaded(app: &TestApp, bytes: Vec<u8>) -> String {
+    let upload = app
+        .post(
+            "/api/v1/files/presigned-upload",
+            json!({"filename": "contacts.csv", "contentType": "text/csv",
+                   "fileSize": bytes.len(), "fileType": "document"}),
+        )
+        .await;
+    upload.expect(201);
+    let file = upload.body["fileId"].as_str().unwrap().to_owned();
+    let put = reqwest::Client::new()
+        .put(upload.body["uploadUrl"].as_str().unwrap())
+        .header("content-type", "text/csv")
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success());
+    app.post(&format!("/api/v1/files/{file}/complete"), json!({}))
+        .await
+        .expect(200);
+    file
+}
+
+#[tokio::test]
+async fn a_quote_never_closed_fails_its_import_and_the_worker_imports_the_next_file() {
+    let app = spawn_isolated_storage_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    // 3 MiB after an opening quote: one cell to a csv reader, however many lines it spans.
+    let mut csv = String::from("email,name\nada@example.com,\"Ada\n");
+    while csv.len() < 3 << 20 {
+        csv.push_str("grace@example.com,Grace\n");
+    }
+    let file = uploaded(&app, csv.into_bytes()).await;
+    let failed = import(&app, json!({"format": "csv", "fileId": file})).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("a record is longer than 1024 KiB"),
+        "{failed}"
+    );
+    assert_eq!(contacts(&app).await, 0);
+    let next = import(
+        &app,
+        json!({"format": "csv", "data": "email,name\nada@example.com,Ada\n"}),
+    )
+    .await;
+    assert_eq!(next["status"], "completed", "{next}");
+    assert_eq!(counts(&next), [1, 1, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn files_with_carriage_return_line_ends_import() {
+    let app = spawn_isolated_storage_app(&[]).await;
+    let _worker = app.spawn_worker(&[]).await;
+    // Over 1 MiB of `\r` line ends: once read as one line of that length, and refused.
+    let mut csv = String::from("email,name\r");
+    let mut n = 0;
+    while csv.len() < (1 << 20) + 4096 {
+        write!(csv, "user{n}@example.com,User {n}\r").unwrap();
+        n += 1;
+    }
+    let file = uploaded(&app, csv.into_bytes()).await;
+    let done = import(&app, json!({"format": "csv", "fileId": file})).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(counts(&done), [n, n, 0, 0, 0]);
+    let ndjson = "{\"email\":\"a@example.com\"}\r{\"email\":\"b@example.com\"}\r\n{\"email\":\"c@example.com\"}";
+    let lines = import(&app, json!({"format": "ndjson", "data": ndjson})).await;
+    assert_eq!(counts(&lines), [3, 3, 0, 0, 0], "{lines}");
+}
+
+#[tokio::test]
+async fn an_organization_runs_at_most_its_share_of_imports_at_once() {
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app.spawn_worker(&[("PARLEY_IMPORTS_PER_ORG", "1")]).await;
+    let mut ids = Vec::new();
+    for file in 0..3 {
+        let mut csv = String::from("email,name\n");
+        for i in 0..15_000 {
+            writeln!(csv, "f{file}-user{i}@example.com,User {i}").unwrap();
+        }
+        let created = app
+            .post(
+                "/api/v1/contacts/imports",
+                json!({"format": "csv", "data": csv}),
+            )
+            .await;
+        created.expect(201);
+        ids.push(created.id());
+    }
+    // Every few milliseconds, how many of the organization's imports run.
+    let most = std::sync::atomic::AtomicI64::new(0);
+    let all_ended = parley_tests::wait_until(120, || async {
+        let (running, ended): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status = 'running'),
+                    count(*) FILTER (WHERE status IN ('completed', 'failed'))
+             FROM contact_imports WHERE organization_id = $1",
+        )
+        .bind(app.org_id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        most.fetch_max(running, std::sync::atomic::Ordering::Relaxed);
+        ended == 3
+    })
+    .await;
+    assert!(all_ended, "the imports did not all end");
+    assert_eq!(
+        most.into_inner(),
+        1,
+        "imports of one organization ran side by side"
+    );
+    for id in &ids {
+        assert_eq!(finished(&app, id).await["status"], "completed");
+    }
+    assert_eq!(contacts(&app).await, 45_000);
 }

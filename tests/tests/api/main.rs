@@ -8,6 +8,7 @@ mod cluster;
 mod contacts;
 mod conversations;
 mod errors;
+mod fairness;
 mod faq;
 mod files;
 mod hostile;

@@ -75,3 +75,24 @@ async fn the_api_and_a_worker_run_through_pgbouncer() {
     // checks.
     scenario::events_and_breaches_arrive(&app, &receiver, 20, 20).await;
 }
+
+/// PgBouncer drops the startup option that carries the API's statement timeout: the API
+/// refuses to start on connections without one. (With the database carrying one, it starts:
+/// the test above.)
+#[tokio::test]
+async fn the_api_refuses_to_start_when_its_connections_have_no_statement_timeout() {
+    let db = parley_tests::ScratchDatabase::new().await;
+    let pooled = parley_tests::through_pgbouncer(&db.url);
+    let settings = [
+        ("DATABASE_URL", pooled.as_str()),
+        ("PARLEY_DATABASE_SESSION_URL", db.url.as_str()),
+        ("PARLEY_AUTO_MIGRATE", "false"),
+    ];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let config = parley_tests::test_config("parley-test-no-timeout", &settings);
+    let refused = parley_api::startup::Application::build(config, Some(listener)).await;
+    let why = format!("{:#}", refused.err().expect("the API refused to start"));
+    assert!(why.contains("statement_timeout is not in force"), "{why}");
+}

@@ -1,0 +1,14 @@
+-- Issue 25: tenant isolation.
+-- A broadcast's priority: `high` (transactional) lanes are taken before any bulk lane
+-- (docs/jobs.md, Fair share).
+ALTER TABLE broadcasts ADD COLUMN priority text NOT NULL DEFAULT 'normal'
+    CHECK (priority IN ('normal', 'high'));
+
+-- Segment filters on country and language are answered through an index, so a bounded count
+-- stops after its bound instead of reading every contact of the organization.
+CREATE INDEX contacts_country ON contacts (organization_id, country) WHERE country IS NOT NULL;
+CREATE INDEX contacts_language ON contacts (organization_id, language) WHERE language IS NOT NULL;
+
+-- Running imports per organization are counted through this index.
+CREATE INDEX contact_imports_running ON contact_imports (organization_id)
+    WHERE status = 'running';
