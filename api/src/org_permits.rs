@@ -16,7 +16,10 @@ pub const COUNTS_PER_ORG: usize = 2;
 #[derive(Clone)]
 pub struct OrgPermits {
     limit: usize,
+    /// The metric's label.
     what: &'static str,
+    /// What the answer calls them.
+    noun: &'static str,
     held: Arc<Mutex<HashMap<Uuid, usize>>>,
 }
 
@@ -27,10 +30,11 @@ pub struct Permit {
 }
 
 impl OrgPermits {
-    pub fn new(what: &'static str, limit: usize) -> Self {
+    pub fn new(what: &'static str, noun: &'static str, limit: usize) -> Self {
         OrgPermits {
             limit,
             what,
+            noun,
             held: Default::default(),
         }
     }
@@ -44,7 +48,7 @@ impl OrgPermits {
             return Err(AppError::RateLimited {
                 message: format!(
                     "at most {} {} of an organization run at once; try again shortly",
-                    self.limit, self.what
+                    self.limit, self.noun
                 ),
                 retry_after: 1,
             });
@@ -75,7 +79,7 @@ mod tests {
 
     #[test]
     fn an_organization_past_its_permits_is_refused_and_others_are_not() {
-        let permits = OrgPermits::new("segment counts", 2);
+        let permits = OrgPermits::new("segment_counts", "segment counts", 2);
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
         let first = permits.take(a).unwrap();
         let _second = permits.take(a).unwrap();

@@ -72,8 +72,11 @@ impl Application {
         )
         .await
         {
-            Ok(Some(())) => {}
-            Ok(None) => tracing::warn!("Postgres not reached at start; serving until it is"),
+            Ok(None) => {}
+            Ok(Some(why)) => tracing::warn!(
+                error = %why,
+                "no database connection at start; serving, and checking each connection made"
+            ),
             Err(err) => anyhow::bail!("{err}"),
         }
         // Redis is not needed to serve: usage counting fails open and enqueues are left to
@@ -96,6 +99,7 @@ impl Application {
             clock,
             counts: crate::org_permits::OrgPermits::new(
                 "segment_counts",
+                "segment counts",
                 crate::org_permits::COUNTS_PER_ORG,
             ),
         };

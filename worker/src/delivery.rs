@@ -21,13 +21,14 @@ use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::templates::{max_message_chars, render};
-use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName, SLOT_LEASE};
+use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName, SLOT_RENEW};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::claims::Hold;
 use crate::context::Ctx;
 use crate::provider::{Message, SendResult};
+use crate::renewal::Renewal;
 use crate::status_watch::StatusWatch;
 use parley_types::metric_names::RECIPIENTS;
 
@@ -59,15 +60,16 @@ pub async fn handle(
 /// Runs the job holding its organization's slot (renewed meanwhile), then gives the slot back
 /// so that the organization's next job takes its turn.
 async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
-    let keep = {
+    // Renewed from the start: the job may have waited in the ready list.
+    let _slot = {
         let jobs = ctx.jobs.clone();
         let slot = DeliverRecipients {
             recipient_ids: Vec::new(),
             ..job.clone()
         };
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(SLOT_LEASE / 3).await;
+        Renewal::every(SLOT_RENEW, move || {
+            let (jobs, slot) = (jobs.clone(), slot.clone());
+            async move {
                 if let Err(err) = jobs.slot_held(&slot).await {
                     tracing::warn!(%err, "organization's delivery slot not renewed");
                 }
@@ -75,7 +77,6 @@ async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
         })
     };
     let result = send_batch(ctx, job).await;
-    keep.abort();
     if let Err(err) = ctx.jobs.slot_done(job).await {
         tracing::warn!(%err, "organization's delivery slot not given back; it expires");
     }
@@ -196,10 +197,11 @@ async fn send_all(
             }
         }
     }
-    if let Some(status) =
+    if let Some((status, org)) =
         patiently(|| db::delivery::finish_if_done(&ctx.pool, job.broadcast_id)).await?
     {
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
+        crate::dispatch::start_next(ctx, org).await?;
     }
     Ok(released)
 }

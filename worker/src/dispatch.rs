@@ -54,7 +54,9 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
     }
     let id = job.broadcast_id;
     let token = uuid::Uuid::now_v7();
-    let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE, token).await? else {
+    let per_org = ctx.settings().broadcasts_per_org;
+    let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE, token, per_org).await?
+    else {
         return Ok(());
     };
     let lane = Lane {
@@ -104,16 +106,28 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
                 after = Some(last);
             }
         }
-        if let Some(status) = db::delivery::finish_if_done(&ctx.pool, id).await? {
+        if let Some((status, org)) = db::delivery::finish_if_done(&ctx.pool, id).await? {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended");
+            start_next(ctx, org).await?;
         }
         anyhow::Ok(Turn::Done)
     }
     .await;
-    db::delivery::release_dispatch(&ctx.pool, id, token).await?;
+    let handed_on = matches!(result, Ok(Turn::Over));
+    db::delivery::release_dispatch(&ctx.pool, id, token, handed_on).await?;
     if let Turn::Over = result? {
         // Released first, so that the next job takes the lease at once.
         ctx.jobs.dispatch(id, job.requeue).await?;
+    }
+    Ok(())
+}
+
+/// A broadcast of `org` ended: its broadcast queued longest, waiting for one of the
+/// organization's sending spots (`PARLEY_BROADCASTS_PER_ORG`), starts now rather than at the
+/// reconciler's next look.
+pub async fn start_next(ctx: &Ctx, org: uuid::Uuid) -> anyhow::Result<()> {
+    if let Some(next) = db::delivery::next_queued(&ctx.pool, org).await? {
+        ctx.jobs.dispatch(next, false).await?;
     }
     Ok(())
 }

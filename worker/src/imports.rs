@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::context::Ctx;
+use crate::renewal::Renewal;
 
 /// Rows per transaction.
 const BATCH: usize = 5_000;
@@ -74,7 +75,10 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
     };
     let token = job.token;
     let org = job.organization_id;
-    let renewing = tokio::spawn(renew_lease(ctx.pool.clone(), id, token));
+    let _lease = {
+        let pool = ctx.pool.clone();
+        Renewal::every(LEASE / 3, move || renew_lease(pool.clone(), id, token))
+    };
     tracing::info!(import_id = %id, rows_done = job.rows_done, attempt = job.attempts, "contact import started");
     let result = async {
         if job.attempts > MAX_ATTEMPTS {
@@ -102,7 +106,6 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
         .await
     }
     .await;
-    renewing.abort();
     // The organization's next import waiting for its turn starts now, not at reconciliation.
     if let Some(next) = db::imports::next_waiting(&ctx.pool, org).await? {
         ctx.jobs.import_contacts(next).await?;
@@ -155,15 +158,13 @@ async fn run_file(
     Ok(())
 }
 
-/// Renews the import's lease every third of it until aborted or lost.
+/// Renews the import's lease (see [`Renewal`]); a lease lost to another job is that job's now,
+/// and this job's writes are refused.
 async fn renew_lease(pool: sqlx::PgPool, id: Uuid, token: Uuid) {
-    loop {
-        tokio::time::sleep(LEASE / 3).await;
-        match db::imports::renew(&pool, id, token, LEASE).await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(err) => tracing::warn!(import_id = %id, %err, "import lease not renewed"),
-        }
+    match db::imports::renew(&pool, id, token, LEASE).await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(import_id = %id, "import lease lost to another job"),
+        Err(err) => tracing::warn!(import_id = %id, %err, "import lease not renewed"),
     }
 }
 

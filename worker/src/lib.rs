@@ -20,6 +20,7 @@ pub mod process;
 pub mod provider;
 pub mod rate_limit;
 pub mod relay;
+pub mod renewal;
 pub mod reporter;
 pub mod sla_checks;
 pub mod sla_scheduler;

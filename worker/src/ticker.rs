@@ -120,17 +120,30 @@ async fn reconcile(
         ctx.jobs.import_contacts(id).await?;
     }
     let recipient_after = after(QueueName::RecipientDelivery, usual).await?;
-    let mut ids: Vec<uuid::Uuid> =
-        db::delivery::stale_recipients(&ctx.pool, recipient_after, None, BATCH)
-            .await?
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect();
+    // Work behind its broadcast's waiting jobs (parked in its lane, or ready) is late, not
+    // lost: each broadcast is bounded by its oldest waiting job.
+    let waiting = ctx.jobs.waiting_since().await?;
+    let at = |ms: i64| Timestamp(chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default());
+    let oldest = waiting.since.iter().map(|(_, t)| *t).min();
+    let mut bounds = db::delivery::StaleBounds {
+        after: recipient_after,
+        before: None,
+        waiting: waiting.since.iter().map(|(b, t)| (*b, at(*t))).collect(),
+        waiting_else: oldest.filter(|_| waiting.truncated).map(at),
+        wait: usual,
+    };
+    let mut ids: Vec<uuid::Uuid> = db::delivery::stale_recipients(&ctx.pool, &bounds, BATCH)
+        .await?
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
     let mut requeue_after = recipient_after;
     if let Some((lease, emptied)) = quick {
         requeue_after = after(QueueName::RecipientDelivery, lease).await?;
-        let lost_with_redis =
-            db::delivery::stale_recipients(&ctx.pool, requeue_after, Some(emptied), BATCH).await?;
+        bounds.after = requeue_after;
+        bounds.before = Some(emptied);
+        bounds.wait = lease;
+        let lost_with_redis = db::delivery::stale_recipients(&ctx.pool, &bounds, BATCH).await?;
         ids.extend(lost_with_redis.into_iter().map(|(_, id)| id));
         ids.sort_unstable();
         ids.dedup();
@@ -166,8 +179,9 @@ async fn reconcile(
             .increment(1);
     }
     for id in db::delivery::done_but_sending(&ctx.pool, BATCH).await? {
-        if let Some(status) = db::delivery::finish_if_done(&ctx.pool, id).await? {
+        if let Some((status, org)) = db::delivery::finish_if_done(&ctx.pool, id).await? {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended by the reconciler");
+            crate::dispatch::start_next(ctx, org).await?;
         }
     }
     Ok(())

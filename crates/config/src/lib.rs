@@ -144,6 +144,9 @@ pub struct WorkerSettings {
     /// Imports of one organization that run at once (`PARLEY_IMPORTS_PER_ORG`); the others
     /// wait, queued.
     pub imports_per_org: i64,
+    /// Broadcasts of one organization sending at once (`PARLEY_BROADCASTS_PER_ORG`); the
+    /// others stay queued until one ends.
+    pub broadcasts_per_org: i64,
     /// How often an idle consumer looks for jobs besides the wake-ups of its queue
     /// (`PARLEY_WORKER_POLL_MS`).
     pub poll_interval: Duration,
@@ -271,6 +274,7 @@ impl From<Vars> for Config {
                 delivery_ready_jobs: v.PARLEY_DELIVERY_READY_JOBS,
                 delivery_jobs_per_org: v.PARLEY_DELIVERY_JOBS_PER_ORG,
                 imports_per_org: v.PARLEY_IMPORTS_PER_ORG,
+                broadcasts_per_org: v.PARLEY_BROADCASTS_PER_ORG,
                 poll_interval: ms(v.PARLEY_WORKER_POLL_MS),
                 drain_timeout: secs(v.PARLEY_WORKER_DRAIN_SECS),
                 tick_interval: ms(v.PARLEY_TICK_MS),

@@ -89,6 +89,8 @@ pub(crate) struct Vars {
     pub PARLEY_DELIVERY_JOBS_PER_ORG: usize,
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<i64>::new().range(1..=1000))]
     pub PARLEY_IMPORTS_PER_ORG: i64,
+    #[arg(long, default_value_t = 20, value_parser = RangedU64ValueParser::<i64>::new().range(1..=100000))]
+    pub PARLEY_BROADCASTS_PER_ORG: i64,
     #[arg(long, default_value_t = 1000, value_parser = positive::<u64>())]
     pub PARLEY_WORKER_POLL_MS: u64,
     #[arg(long, default_value_t = 25)]

@@ -34,13 +34,17 @@ pub struct DispatchState {
 }
 
 /// Takes the broadcast's dispatch lease if it is queued or sending and nobody holds it; a
-/// queued broadcast starts sending, with its template's content captured. `None` when the
-/// broadcast is not there, not sendable, or held by another dispatcher.
+/// queued broadcast starts sending, with its template's content captured, unless
+/// `per_org` broadcasts of its organization are sending already (it stays queued until one
+/// ends: [`next_queued`]). `None` when the broadcast is not there, not sendable, waiting for
+/// its organization's turn, or held by another dispatcher. Two broadcasts starting in the same
+/// instant may both pass the count.
 pub async fn begin_dispatch(
     db: impl PgExecutor<'_>,
     id: Uuid,
     lease: Duration,
     token: Uuid,
+    per_org: i64,
 ) -> Result<Option<DispatchState>, sqlx::Error> {
     sqlx::query_as!(
         DispatchState,
@@ -54,28 +58,55 @@ pub async fn begin_dispatch(
          FROM templates t
          WHERE b.id = $1 AND t.id = b.template_id AND b.status IN ('queued', 'sending')
            AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
+           AND (b.status = 'sending'
+                OR (SELECT count(*) FROM broadcasts o
+                    WHERE o.organization_id = b.organization_id AND o.status = 'sending') < $4)
          RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id,
             b.priority AS "priority: SendPriority",
             (b.fanout_offset > 0 OR b.fanout_after IS NOT NULL) AS "fanout_started!""#,
         id,
         secs(lease),
         token,
+        per_org,
     )
     .fetch_optional(db)
     .await
 }
 
-/// Gives the lease up, if `token` still holds it.
+/// The organization's broadcast queued longest that no dispatcher holds, its queue time
+/// renewed: the caller enqueues its dispatch (a broadcast of the organization ended, so one
+/// waiting for a sending spot may start).
+pub async fn next_queued(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE broadcasts SET queued_at = clock_timestamp()
+         WHERE id = (
+            SELECT id FROM broadcasts
+            WHERE organization_id = $1 AND status = 'queued'
+              AND (dispatch_lease_until IS NULL OR dispatch_lease_until < clock_timestamp())
+            ORDER BY queued_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING id",
+        org,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Gives the lease up, if `token` still holds it. `handed_on`: a new dispatch job is about
+/// to take over (a turn ended), so the queue time is renewed and the reconciler does not take
+/// the unfinished fan-out for lost meanwhile.
 pub async fn release_dispatch(
     db: impl PgExecutor<'_>,
     id: Uuid,
     token: Uuid,
+    handed_on: bool,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE broadcasts SET dispatch_lease_until = NULL, dispatch_lease_token = NULL
+        "UPDATE broadcasts SET dispatch_lease_until = NULL, dispatch_lease_token = NULL,
+            queued_at = CASE WHEN $3 THEN clock_timestamp() ELSE queued_at END
          WHERE id = $1 AND dispatch_lease_token = $2",
         id,
         token,
+        handed_on,
     )
     .execute(db)
     .await
@@ -469,12 +500,12 @@ pub async fn record<'a>(
 
 /// Ends a broadcast whose audience is written and whose recipients are all past `pending`:
 /// `completed`, or `failed` when none was sent, with its `broadcast.sent` or
-/// `broadcast.failed` event in the same transaction. Returns the final status when this call
-/// ended it.
+/// `broadcast.failed` event in the same transaction. Returns the final status and the
+/// organization when this call ended it.
 pub async fn finish_if_done(
     pool: &PgPool,
     id: Uuid,
-) -> Result<Option<BroadcastStatus>, sqlx::Error> {
+) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let ended = sqlx::query!(
         r#"UPDATE broadcasts b SET
@@ -503,7 +534,7 @@ pub async fn finish_if_done(
         super::outbox::emit(&mut tx, org, event, &broadcast).await?;
     }
     tx.commit().await?;
-    Ok(Some(status))
+    Ok(Some((status, org)))
 }
 
 /// Pauses a sending broadcast on the service's own account.
@@ -572,30 +603,56 @@ pub async fn now(db: impl PgExecutor<'_>) -> Result<Timestamp, sqlx::Error> {
         .await
 }
 
-/// Pending recipients of sending broadcasts whose job seems lost (enqueued longer than
-/// `after` ago, and before `before` when given): (broadcast, recipient). Read only: the caller
-/// leaves out those a worker still holds a claim on, and passes the rest to [`requeue`].
+/// Pending recipients of sending broadcasts whose job seems lost: enqueued longer than
+/// `after` ago, before `before` when given, and, for a broadcast with jobs still waiting
+/// (`waiting`: broadcast and its oldest waiting job's park time; `waiting_else` for any other
+/// broadcast, when given), `wait` before that time (a job behind others of its broadcast is
+/// late, not lost). Returns (broadcast, recipient). Read only: the caller leaves out those a
+/// worker still holds a claim on, and passes the rest to [`requeue`].
 pub async fn stale_recipients(
     db: impl PgExecutor<'_>,
-    after: Duration,
-    before: Option<Timestamp>,
+    bounds: &StaleBounds,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
-    // One bound, stable within the statement: an index condition (see docs/jobs.md).
+    let (broadcasts, since): (Vec<Uuid>, Vec<chrono::DateTime<chrono::Utc>>) =
+        bounds.waiting.iter().map(|(b, t)| (*b, t.0)).unzip();
+    // Every bound is stable within the statement and the broadcast: an index condition of
+    // each broadcast's scan (see docs/jobs.md).
     let rows = sqlx::query!(
-        "SELECT r.broadcast_id, r.id FROM broadcasts b
-         JOIN broadcast_recipients r ON r.broadcast_id = b.id AND r.status = 'pending'
+        r#"SELECT s.broadcast_id AS "broadcast_id!", s.id AS "id!" FROM broadcasts b
+         LEFT JOIN unnest($4::uuid[], $5::timestamptz[]) AS w(broadcast_id, since)
+           ON w.broadcast_id = b.id
+         CROSS JOIN LATERAL (
+            SELECT r.broadcast_id, r.id FROM broadcast_recipients r
+            WHERE r.broadcast_id = b.id AND r.status = 'pending'
+              AND r.enqueued_at < least(statement_timestamp() - make_interval(secs => $1),
+                                        coalesce($3, 'infinity'::timestamptz),
+                                        coalesce(coalesce(w.since, $6) - make_interval(secs => $7),
+                                                 'infinity'::timestamptz))
+            LIMIT $2) s
          WHERE b.status = 'sending'
-           AND r.enqueued_at < least(statement_timestamp() - make_interval(secs => $1),
-                                     coalesce($3, 'infinity'::timestamptz))
-         LIMIT $2",
-        secs(after),
+         LIMIT $2"#,
+        secs(bounds.after),
         limit,
-        before,
+        bounds.before,
+        &broadcasts,
+        &since,
+        bounds.waiting_else,
+        secs(bounds.wait),
     )
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(|r| (r.broadcast_id, r.id)).collect())
+}
+
+/// The bounds of [`stale_recipients`].
+#[derive(Debug, Clone, Default)]
+pub struct StaleBounds {
+    pub after: Duration,
+    pub before: Option<Timestamp>,
+    pub waiting: Vec<(Uuid, Timestamp)>,
+    pub waiting_else: Option<Timestamp>,
+    pub wait: Duration,
 }
 
 /// Marks lost recipients (of [`stale_recipients`], still pending and stale) as enqueued

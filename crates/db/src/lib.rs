@@ -85,20 +85,21 @@ fn api_connect_options(
 }
 
 /// Whether the API's connections would carry a statement timeout: one connection made as the
-/// pool makes them, checked. `Ok(None)`: Postgres was not reached (nothing is known yet).
+/// pool makes them, checked. `Ok(Some(why))`: no connection could be made (nothing is known
+/// yet); `Err`: connected, and no timeout is in force.
 pub async fn api_connection_check(
     url: &str,
     statement_timeout: Duration,
-) -> Result<Option<()>, sqlx::Error> {
+) -> Result<Option<sqlx::Error>, sqlx::Error> {
     use sqlx::Connection;
     let options = api_connect_options(url, statement_timeout)?;
     let mut conn = match sqlx::PgConnection::connect_with(&options).await {
         Ok(conn) => conn,
-        Err(_) => return Ok(None),
+        Err(why) => return Ok(Some(why)),
     };
     let checked = require_statement_timeout(&mut conn).await;
     let _ = conn.close().await;
-    checked.map(Some)
+    checked.map(|()| None)
 }
 
 /// Fails unless a statement timeout is in force on `conn` (`SHOW statement_timeout` is not 0).

@@ -20,7 +20,8 @@
 //! A job lost between its lane and the ready list (a process killed in between, a Redis
 //! flushed) is lost like any queued job: its recipients stay pending in Postgres and the
 //! reconciler enqueues them again. The reconciler's "lost" bound counts parked jobs as
-//! waiting ([`Lanes::oldest_waiting`]).
+//! waiting, broadcast by broadcast: `<queue>:fair:heads` keeps each lane's head time
+//! ([`crate::Jobs::waiting_since`]).
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -42,12 +43,17 @@ impl Lane {
     }
 }
 
-/// Parks jobs in a lane, putting the lane (and its organization) in turn when they were not.
-/// KEYS: the tier's organization ring, the organization's broadcast ring, the lane.
-/// ARGV: organization, broadcast, then the jobs.
+/// Parks jobs in a lane, putting the lane (and its organization) in turn when they were not,
+/// and noting the lane's head time when none is noted (the lane was empty, or the note lost).
+/// KEYS: the tier's organization ring, the organization's broadcast ring, the lane, the heads
+/// set, the parked counter. ARGV: organization, broadcast, then the jobs.
 static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"redis.call('rpush', KEYS[3], unpack(ARGV, 3))
+        redis.call('incrby', KEYS[5], #ARGV - 2)
+        local head = redis.call('lindex', KEYS[3], 0)
+        local t = tonumber(string.match(head, '^(%d+) ')) or 0
+        redis.call('zadd', KEYS[4], 'NX', t, ARGV[2])
         if not redis.call('lpos', KEYS[2], ARGV[2]) then
             redis.call('rpush', KEYS[2], ARGV[2])
         end
@@ -98,7 +104,15 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
                     if b then
                         local lane = ARGV[2] .. 'lane:' .. b
                         local job = redis.call('lpop', lane)
+                        local head = redis.call('lindex', lane, 0)
+                        if head then
+                            local t = tonumber(string.match(head, '^(%d+) ')) or 0
+                            redis.call('zadd', ARGV[2] .. 'heads', t, b)
+                        else
+                            redis.call('zrem', ARGV[2] .. 'heads', b)
+                        end
                         if job then
+                            redis.call('decr', ARGV[2] .. 'parked')
                             local slot = tostring(redis.call('incr', ARGV[2] .. 'seq'))
                             redis.call('zadd', busy, now + tonumber(ARGV[5]), slot)
                             redis.call('pexpire', busy, ARGV[5])
@@ -133,38 +147,16 @@ static RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
     )
 });
 
-/// The parked jobs, and the oldest park time among the lanes' heads (every lane is oldest
-/// first), visiting at most ARGV[2] lanes. KEYS: the high ring, the bulk ring. ARGV: the key
-/// prefix of rings and lanes, the most lanes to visit.
-static PARKED: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"local jobs, oldest, visited = 0, -1, 0
-        for i, tier in ipairs({'high', 'bulk'}) do
-            for _, org in ipairs(redis.call('lrange', KEYS[i], 0, -1)) do
-                local orgring = ARGV[1] .. 'org:' .. tier .. ':' .. org
-                for _, b in ipairs(redis.call('lrange', orgring, 0, -1)) do
-                    visited = visited + 1
-                    if visited > tonumber(ARGV[2]) then return {jobs, oldest} end
-                    local lane = ARGV[1] .. 'lane:' .. b
-                    jobs = jobs + redis.call('llen', lane)
-                    local head = redis.call('lindex', lane, 0)
-                    if head then
-                        local t = tonumber(string.match(head, '^(%d+) '))
-                        if t and (oldest < 0 or t < oldest) then oldest = t end
-                    end
-                end
-            end
-        end
-        return {jobs, oldest}",
-    )
-});
-
-/// Lanes visited, at most, when counting what waits in them.
-const MAX_LANES_READ: usize = 10_000;
+/// Lane heads read at most for the reconciler; past it, the oldest bounds them all.
+const MAX_HEADS_READ: isize = 10_000;
 /// Jobs parked per script call: well under what `unpack()` takes.
 const PARK_BATCH: usize = 1_000;
-/// How long a job's slot lasts unless renewed: a dead worker's slots are free after it.
-pub const SLOT_LEASE: Duration = Duration::from_secs(30);
+/// How long a job's slot lasts unless renewed (every [`SLOT_RENEW`] from the job's start): a
+/// dead worker's slots are free after it. Long enough that a job waiting in the ready list
+/// behind busy workers keeps it.
+pub const SLOT_LEASE: Duration = Duration::from_secs(120);
+/// How often a running job renews its slot.
+pub const SLOT_RENEW: Duration = Duration::from_secs(10);
 /// How long a refill's jobs count as in transit at most (a producer killed between taking
 /// them and pushing them must not shrink the ready list for good).
 const TRANSIT_EXPIRY: Duration = Duration::from_secs(5);
@@ -198,6 +190,14 @@ impl Lanes {
         format!("{}transit", self.prefix)
     }
 
+    fn heads(&self) -> String {
+        format!("{}heads", self.prefix)
+    }
+
+    fn parked_count(&self) -> String {
+        format!("{}parked", self.prefix)
+    }
+
     /// Parks `jobs` (serialized, each starting with its park time in Unix milliseconds and a
     /// space) in `lane`.
     pub(crate) async fn park<C: redis::aio::ConnectionLike>(
@@ -212,6 +212,8 @@ impl Lanes {
             let mut call = PARK.key(self.ring(lane.tier()));
             call.key(format!("{}org:{}:{org}", self.prefix, lane.tier()))
                 .key(format!("{}lane:{broadcast}", self.prefix))
+                .key(self.heads())
+                .key(self.parked_count())
                 .arg(&org)
                 .arg(&broadcast);
             for job in chunk {
@@ -288,35 +290,65 @@ impl Lanes {
             .map(|_| ())
     }
 
-    /// `n` jobs taken by [`Lanes::take`] are in the ready list.
+    /// `n` jobs taken by [`Lanes::take`] are in the ready list (a count that fell to 0 or
+    /// below, after it expired, is removed rather than left negative).
     pub(crate) async fn arrived<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
         n: usize,
     ) -> Result<(), redis::RedisError> {
-        redis::cmd("DECRBY")
-            .arg(self.transit())
+        static ARRIVED: LazyLock<redis::Script> = LazyLock::new(|| {
+            redis::Script::new(
+                r"if redis.call('decrby', KEYS[1], ARGV[1]) <= 0 then redis.call('del', KEYS[1]) end
+                return 1",
+            )
+        });
+        ARRIVED
+            .key(self.transit())
             .arg(n)
-            .query_async::<i64>(conn)
+            .invoke_async::<i64>(conn)
             .await
             .map(|_| ())
     }
 
+    /// What waits in the lanes: the parked jobs, and the oldest lane head.
     pub(crate) async fn parked<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
     ) -> Result<Parked, redis::RedisError> {
-        let (jobs, oldest): (u64, i64) = PARKED
-            .key(self.ring("high"))
-            .key(self.ring("bulk"))
-            .arg(&self.prefix)
-            .arg(MAX_LANES_READ)
-            .invoke_async(conn)
+        let (jobs, oldest): (Option<i64>, Vec<(String, f64)>) = redis::pipe()
+            .get(self.parked_count())
+            .zrange_withscores(self.heads(), 0, 0)
+            .query_async(conn)
             .await?;
         Ok(Parked {
-            jobs,
-            oldest_ms: (oldest >= 0).then_some(oldest),
+            jobs: u64::try_from(jobs.unwrap_or(0)).unwrap_or(0),
+            oldest_ms: oldest.first().map(|(_, t)| *t as i64),
         })
+    }
+
+    /// Each broadcast with parked jobs and its lane head's park time (Unix milliseconds); true
+    /// when there were more than [`MAX_HEADS_READ`] (the rest are left out).
+    pub(crate) async fn heads_of<C: redis::aio::ConnectionLike>(
+        &self,
+        conn: &mut C,
+    ) -> Result<(Vec<(Uuid, i64)>, bool), redis::RedisError> {
+        let heads: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(self.heads())
+            .arg(0)
+            .arg(MAX_HEADS_READ)
+            .arg("WITHSCORES")
+            .query_async(conn)
+            .await?;
+        let truncated = heads.len() > MAX_HEADS_READ as usize;
+        Ok((
+            heads
+                .into_iter()
+                .take(MAX_HEADS_READ as usize)
+                .filter_map(|(b, t)| Some((b.parse().ok()?, t as i64)))
+                .collect(),
+            truncated,
+        ))
     }
 }
 

@@ -17,7 +17,7 @@ mod lanes;
 pub mod redis_conn;
 
 use crate::lanes::Lanes;
-pub use crate::lanes::{Lane, Parked, SLOT_LEASE};
+pub use crate::lanes::{Lane, Parked, SLOT_LEASE, SLOT_RENEW};
 use crate::redis_conn::{Conn, Redis};
 use parley_types::metric_names::ORG_LIMIT_HITS;
 
@@ -284,7 +284,11 @@ impl Jobs {
             .park(&mut conn, lane, &entries)
             .await
             .map_err(|e| JobError(e.to_string()))?;
-        self.refill().await
+        // Parked is enqueued: a refill that fails now is made by the next job or tick.
+        if let Err(err) = self.refill().await {
+            tracing::warn!(%err, "delivery queue not topped up from the lanes; the ticker will");
+        }
+        Ok(())
     }
 
     /// Tops the delivery queue's ready list up to its target from the lanes, in turn. Called
@@ -474,12 +478,49 @@ impl Jobs {
         queue: QueueName,
         wait: Duration,
     ) -> Result<Duration, redis::RedisError> {
-        Ok(wait + self.depth(queue).await?.oldest_age.unwrap_or_default())
+        Ok(wait
+            + self
+                .depth(queue)
+                .await?
+                .oldest_ready_age
+                .unwrap_or_default())
+    }
+
+    /// For each broadcast with delivery jobs waiting (parked in its lane, or in the ready list
+    /// with a park time), the oldest of their park times: its work enqueued before that is
+    /// not behind a waiting job. The reconciler bounds each broadcast by it, so a broadcast
+    /// parked for long (a large one behind its organization's slots) is late, not lost,
+    /// without holding back the recovery of other broadcasts' lost work.
+    pub async fn waiting_since(&self) -> Result<Waiting, redis::RedisError> {
+        let mut conn = self.conn.clone();
+        let (heads, truncated) = self.lanes().heads_of(&mut conn).await?;
+        let mut since: std::collections::HashMap<Uuid, i64> = heads.into_iter().collect();
+        for (broadcast, parked) in self.parked_in_ready().await? {
+            since
+                .entry(broadcast)
+                .and_modify(|t| *t = (*t).min(parked))
+                .or_insert(parked);
+        }
+        Ok(Waiting {
+            since: since.into_iter().collect(),
+            truncated,
+        })
     }
 
     /// The oldest park time among the delivery jobs of the ready list (at most its first
     /// [`READY_READ`]): one parked long in its lane may reach the list behind younger ones.
     async fn oldest_parked_ready(&self) -> Result<Option<i64>, redis::RedisError> {
+        Ok(self
+            .parked_in_ready()
+            .await?
+            .into_iter()
+            .map(|(_, t)| t)
+            .min())
+    }
+
+    /// (broadcast, park time) of the delivery jobs in the ready list (at most its first
+    /// [`READY_READ`]).
+    async fn parked_in_ready(&self) -> Result<Vec<(Uuid, i64)>, redis::RedisError> {
         let config = queue_config(&self.prefix, QueueName::RecipientDelivery);
         let mut conn = self.conn.clone();
         let ids: Vec<String> = redis::cmd("LRANGE")
@@ -489,7 +530,7 @@ impl Jobs {
             .query_async(&mut conn)
             .await?;
         if ids.is_empty() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let data: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
             .arg(config.job_data_hash())
@@ -499,8 +540,11 @@ impl Jobs {
         Ok(data
             .iter()
             .flatten()
-            .filter_map(|bytes| serde_json::from_slice::<ParkTime>(bytes).ok()?.parked_at_ms)
-            .min())
+            .filter_map(|bytes| {
+                let job = serde_json::from_slice::<ParkTime>(bytes).ok()?;
+                Some((job.broadcast_id, job.parked_at_ms?))
+            })
+            .collect())
     }
 
     /// Jobs waiting in a queue, read from Redis itself: ready ones, scheduled ones, and how
@@ -540,7 +584,18 @@ const READY_READ: usize = 100;
 
 #[derive(Deserialize)]
 struct ParkTime {
+    broadcast_id: Uuid,
     parked_at_ms: Option<i64>,
+}
+
+/// What [`Jobs::waiting_since`] found.
+#[derive(Debug, Default)]
+pub struct Waiting {
+    /// (broadcast, oldest park time of its waiting jobs, Unix milliseconds).
+    pub since: Vec<(Uuid, i64)>,
+    /// More broadcasts had parked jobs than were read: those left out are bounded by the
+    /// oldest time of all (late rather than taken for lost).
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

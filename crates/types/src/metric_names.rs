@@ -64,6 +64,6 @@ pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";
 /// `sum()` is a fleet's threads, to weigh against the cores they share (worker).
 pub const RUNTIME_THREADS: &str = "parley_worker_runtime_threads";
 /// Requests or work held back because an organization reached one of its own limits, by
-/// limit (`segment_counts` in the API; `imports` in the worker): one series per limit, not per
-/// organization.
+/// limit (`segment_counts` in the API; `delivery_jobs` in the worker, each time the lanes pass
+/// an organization over): one series per limit, not per organization.
 pub const ORG_LIMIT_HITS: &str = "parley_org_limit_hits_total";

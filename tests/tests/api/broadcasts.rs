@@ -351,10 +351,10 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
     let id: Uuid = send_now(&app, &t, &contacts).await.parse().unwrap();
     let lease = Duration::from_secs(60);
     let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-    let state = begin_dispatch(&app.pool, id, lease, a).await.unwrap();
+    let state = begin_dispatch(&app.pool, id, lease, a, 20).await.unwrap();
     assert!(state.is_some(), "A takes the lease");
     assert!(
-        begin_dispatch(&app.pool, id, lease, b)
+        begin_dispatch(&app.pool, id, lease, b, 20)
             .await
             .unwrap()
             .is_none(),
@@ -368,7 +368,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
         .unwrap();
     let org = state.unwrap().organization_id;
     assert!(
-        begin_dispatch(&app.pool, id, lease, b)
+        begin_dispatch(&app.pool, id, lease, b, 20)
             .await
             .unwrap()
             .is_some()
@@ -380,9 +380,9 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
             .unwrap()
             .is_none()
     );
-    release_dispatch(&app.pool, id, a).await.unwrap();
+    release_dispatch(&app.pool, id, a, false).await.unwrap();
     assert!(
-        begin_dispatch(&app.pool, id, lease, c)
+        begin_dispatch(&app.pool, id, lease, c, 20)
             .await
             .unwrap()
             .is_none(),
@@ -393,9 +393,9 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
         .unwrap()
         .unwrap();
     assert_eq!((recipients.len(), done), (2, false));
-    release_dispatch(&app.pool, id, b).await.unwrap();
+    release_dispatch(&app.pool, id, b, false).await.unwrap();
     assert!(
-        begin_dispatch(&app.pool, id, lease, c)
+        begin_dispatch(&app.pool, id, lease, c, 20)
             .await
             .unwrap()
             .is_some()

@@ -226,3 +226,82 @@ async fn another_organizations_requests_are_answered_while_one_counts_its_segmen
     let refused = counts.iter().find(|r| r.status == 429).unwrap();
     assert_eq!(refused.code(), "rate_limited");
 }
+
+#[tokio::test]
+async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_not() {
+    let provider = FakeProvider::start().await;
+    provider.delay(Duration::from_millis(50));
+    let app = spawn_isolated_app(&[]).await;
+    let _worker = app
+        .spawn_worker(&[
+            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
+            ("PARLEY_BROADCASTS_PER_ORG", "1"),
+        ])
+        .await;
+    let (a_org, a_key) = app.new_org("Organization A").await;
+    let (b_org, b_key) = app.new_org("Organization B").await;
+    let first = contacts_of(&app, a_org, 2_000).await;
+    let second = contacts_of(&app, a_org, 5).await;
+    let b_contacts = contacts_of(&app, b_org, 5).await;
+    let a1 = send_now(&app, &a_key, &first, "normal").await;
+    wait_sending(&app, &a_key, &a1, 30).await;
+    let a2 = send_now(&app, &a_key, &second, "normal").await;
+    let b = send_now(&app, &b_key, &b_contacts, "normal").await;
+    // B has a spot of its own; A's second broadcast waits for A's first.
+    let a1_then = completed_while(&app, &b_key, &b, &a_key, &a1, 30).await;
+    assert_eq!(a1_then["status"], "sending", "{a1_then}");
+    assert_eq!(broadcast(&app, &a_key, &a2).await["status"], "queued");
+    let done = parley_tests::wait_until(60, || async {
+        broadcast(&app, &a_key, &a2).await["status"] == "completed"
+    })
+    .await;
+    assert!(
+        done,
+        "A's second broadcast did not start when the first ended"
+    );
+    let a1_end = broadcast(&app, &a_key, &a1).await;
+    let a2_end = broadcast(&app, &a_key, &a2).await;
+    assert_eq!(a1_end["status"], "completed");
+    assert!(
+        a2_end["startedAt"].as_str() >= a1_end["completedAt"].as_str(),
+        "A's second broadcast started before its first ended: {a2_end} {a1_end}"
+    );
+}
+
+#[tokio::test]
+async fn recipients_waiting_in_their_lane_are_late_not_lost() {
+    let provider = FakeProvider::start().await;
+    provider.delay(Duration::from_millis(50));
+    let app = spawn_isolated_app(&[]).await;
+    // Lost after one second: the broadcast's jobs wait in its lane far longer than that.
+    let _worker = app
+        .spawn_worker(&[
+            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
+            ("PARLEY_RECONCILE_AFTER_SECS", "1"),
+        ])
+        .await;
+    let (org, key) = app.new_org("Organization A").await;
+    let contacts = contacts_of(&app, org, 4_000).await;
+    let id = send_now(&app, &key, &contacts, "normal").await;
+    let done = parley_tests::wait_until(120, || async {
+        broadcast(&app, &key, &id).await["status"] == "completed"
+    })
+    .await;
+    assert!(done, "the broadcast did not complete");
+    let b = broadcast(&app, &key, &id).await;
+    assert_eq!(b["sentCount"], 4_000, "{b}");
+    let requeued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = $1::uuid AND requeues > 0",
+    )
+    .bind(&id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(requeued, 0, "parked recipients were taken for lost");
+    let keys: std::collections::HashSet<String> = provider
+        .calls()
+        .into_iter()
+        .map(|c| c.idempotency_key)
+        .collect();
+    assert_eq!(keys.len(), 4_000);
+}

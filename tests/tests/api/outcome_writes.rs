@@ -68,7 +68,7 @@ impl Dispatching {
         .parse()
         .unwrap();
         let (lease, token) = (Duration::from_secs(60), Uuid::now_v7());
-        let org = begin_dispatch(&app.pool, id, lease, token)
+        let org = begin_dispatch(&app.pool, id, lease, token, 20)
             .await
             .unwrap()
             .expect("the lease")

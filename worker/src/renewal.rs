@@ -1,0 +1,59 @@
+//! Renewing a lease on a timer while the work that holds it runs: the task stops when its
+//! guard is dropped, whether the work ended, failed, panicked or was dropped at shutdown (a
+//! renewal that outlived its work would hold the lease for good).
+
+use std::future::Future;
+use std::time::Duration;
+
+pub struct Renewal(tokio::task::JoinHandle<()>);
+
+impl Renewal {
+    /// Calls `renew` now and then every `period` until dropped.
+    pub fn every<F, Fut>(period: Duration, mut renew: F) -> Self
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        Renewal(tokio::spawn(async move {
+            loop {
+                renew().await;
+                tokio::time::sleep(period).await;
+            }
+        }))
+    }
+}
+
+impl Drop for Renewal {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_runs_until_its_guard_is_dropped() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let renewal = Renewal::every(Duration::from_secs(10), move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 3, "now, at 10 s and at 20 s");
+        drop(renewal);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            3,
+            "none after the guard is dropped"
+        );
+    }
+}
