@@ -17,3 +17,6 @@ CREATE INDEX contact_imports_running ON contact_imports (organization_id)
 
 -- Sending broadcasts per organization are counted through this index (PARLEY_BROADCASTS_PER_ORG).
 CREATE INDEX broadcasts_sending ON broadcasts (organization_id) WHERE status = 'sending';
+
+-- The SLA scheduler takes due checks organization by organization (a skip scan of this index).
+CREATE INDEX sla_checks_due_by_org ON sla_checks (organization_id, due_at) WHERE enqueued_at IS NULL;

@@ -425,9 +425,12 @@ async fn sync_checks(conn: &mut PgConnection, s: &mut SlaState) -> Result<(), sq
     Ok(())
 }
 
+/// Due checks one organization gives to one pass of the SLA scheduler, at most: one job's.
+pub const DUE_PER_ORG: i64 = 250;
+
 /// Checks whose time has come by `now` and that no job holds, marked enqueued, oldest first,
-/// at most `limit`. With `lost_after`, also those enqueued longer ago than that (their job was
-/// lost with Redis or with a worker).
+/// at most `limit` and at most [`DUE_PER_ORG`] of one organization. With `lost_after`, instead
+/// those enqueued longer ago than that (their job was lost with Redis or with a worker).
 pub async fn take_due_checks(
     pool: &PgPool,
     limit: i64,
@@ -448,15 +451,33 @@ pub async fn take_due_checks(
             .fetch_all(pool)
             .await
         }
+        // Fair across organizations: each organization with unenqueued checks is found by a
+        // skip scan of the index by organization (one descent each, with its first due time),
+        // each gives at most DUE_PER_ORG of its due checks, oldest first, and the oldest of
+        // those go. 100,000 deadlines of one organization falling due together no longer go
+        // ahead of another's single one.
         None => {
             sqlx::query_scalar!(
-                "UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
-                    SELECT id FROM sla_checks
-                    WHERE enqueued_at IS NULL AND due_at <= $2
-                    ORDER BY due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-                 RETURNING id",
+                r#"WITH RECURSIVE orgs(org, first_due) AS (
+                    (SELECT organization_id, due_at FROM sla_checks WHERE enqueued_at IS NULL
+                     ORDER BY organization_id, due_at LIMIT 1)
+                    UNION ALL
+                    SELECT n.organization_id, n.due_at FROM orgs CROSS JOIN LATERAL (
+                        SELECT organization_id, due_at FROM sla_checks
+                        WHERE enqueued_at IS NULL AND organization_id > orgs.org
+                        ORDER BY organization_id, due_at LIMIT 1) n
+                 )
+                 UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id IN (
+                    SELECT d.id FROM orgs CROSS JOIN LATERAL (
+                        SELECT id, due_at FROM sla_checks
+                        WHERE organization_id = orgs.org AND enqueued_at IS NULL AND due_at <= $2
+                        ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED) d
+                    WHERE orgs.first_due <= $2
+                    ORDER BY d.due_at LIMIT $1)
+                 RETURNING id"#,
                 limit,
                 now,
+                DUE_PER_ORG,
             )
             .fetch_all(pool)
             .await

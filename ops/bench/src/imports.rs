@@ -50,6 +50,19 @@ async fn run_import(
     }
 }
 
+/// A producer of jobs for the bench's workers (its Redis prefix).
+async fn producer(bench: &Bench) -> anyhow::Result<parley_jobs::Jobs> {
+    let redis = parley_jobs::redis_conn::Redis::connect(
+        &parley_jobs::redis_conn::RedisTarget::new(
+            &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
+            false,
+        ),
+        &bench.prefix,
+    )
+    .await?;
+    Ok(parley_jobs::Jobs::new(&redis))
+}
+
 /// Serves `mib` MiB of CSV whose second line opens a quote never closed, on 127.0.0.1; its URL.
 async fn unclosed_file(mib: usize) -> anyhow::Result<String> {
     let mut body = String::from("email,name\nada@example.com,\"Ada\n");
@@ -74,15 +87,7 @@ async fn unclosed(mib: usize) -> anyhow::Result<()> {
     let bench = Bench::new("parley_bench_imports").await?;
     let url = unclosed_file(mib).await?;
     let worker = bench.spawn("parley-worker", &[])?;
-    let redis = parley_jobs::redis_conn::Redis::connect(
-        &parley_jobs::redis_conn::RedisTarget::new(
-            &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
-            false,
-        ),
-        &bench.prefix,
-    )
-    .await?;
-    let jobs = parley_jobs::Jobs::new(&redis);
+    let jobs = producer(&bench).await?;
     // Idle: started, connected, its loops running.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (idle, _) = rss(worker.0.id()).unwrap_or_default();
@@ -152,15 +157,7 @@ async fn main() -> anyhow::Result<()> {
         }
         let csv = csv.into_bytes();
         let worker = bench.spawn("parley-worker", &[])?;
-        let redis = parley_jobs::redis_conn::Redis::connect(
-            &parley_jobs::redis_conn::RedisTarget::new(
-                &parley_bench::env("REDIS_URL", "redis://127.0.0.1:6379"),
-                false,
-            ),
-            &bench.prefix,
-        )
-        .await?;
-        let jobs = parley_jobs::Jobs::new(&redis);
+        let jobs = producer(&bench).await?;
         let (first, i1) = run_import(&bench, &jobs, &csv).await?;
         if i1["created"] != n as i64 {
             bail!("expected {n} created: {i1}");

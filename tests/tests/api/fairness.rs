@@ -25,6 +25,36 @@ async fn contacts_of(app: &TestApp, org: Uuid, n: usize) -> Vec<Uuid> {
     ids
 }
 
+/// One worker sending email through a provider that answers after `delay`.
+struct Rig {
+    app: TestApp,
+    provider: FakeProvider,
+    _worker: parley_tests::TestWorker,
+}
+
+impl Rig {
+    async fn start(delay: Duration, worker_env: &[(&str, &str)]) -> Rig {
+        let provider = FakeProvider::start().await;
+        provider.delay(delay);
+        let app = spawn_isolated_app(&[]).await;
+        let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
+        env.extend_from_slice(worker_env);
+        let _worker = app.spawn_worker(&env).await;
+        Rig {
+            app,
+            provider,
+            _worker,
+        }
+    }
+
+    /// A new organization with `n` contacts: its id, its key and the contacts.
+    async fn org(&self, name: &str, n: usize) -> (Uuid, String, Vec<Uuid>) {
+        let (org, key) = self.app.new_org(name).await;
+        let contacts = contacts_of(&self.app, org, n).await;
+        (org, key, contacts)
+    }
+}
+
 /// An organization's email broadcast to `contacts`, sent now with `priority`; its id.
 async fn send_now(app: &TestApp, key: &str, contacts: &[Uuid], priority: &str) -> String {
     let template = app
@@ -91,21 +121,15 @@ async fn completed_while(
 
 #[tokio::test]
 async fn a_small_broadcast_is_sent_while_another_organizations_large_one_is_sending() {
-    let provider = FakeProvider::start().await;
-    provider.delay(Duration::from_millis(50));
-    let app = spawn_isolated_app(&[]).await;
-    let _worker = app
-        .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
-        .await;
-    let (a_org, a_key) = app.new_org("Organization A").await;
-    let (b_org, b_key) = app.new_org("Organization B").await;
+    let rig = Rig::start(Duration::from_millis(50), &[]).await;
+    let app = &rig.app;
     // 30 jobs of 200 at 50 ms a message: seconds of work for A.
-    let a_contacts = contacts_of(&app, a_org, 6_000).await;
-    let b_contacts = contacts_of(&app, b_org, 5).await;
-    let a = send_now(&app, &a_key, &a_contacts, "normal").await;
-    wait_sending(&app, &a_key, &a, 30).await;
-    let b = send_now(&app, &b_key, &b_contacts, "normal").await;
-    let a_then = completed_while(&app, &b_key, &b, &a_key, &a, 30).await;
+    let (_, a_key, a_contacts) = rig.org("Organization A", 6_000).await;
+    let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let a = send_now(app, &a_key, &a_contacts, "normal").await;
+    wait_sending(app, &a_key, &a, 30).await;
+    let b = send_now(app, &b_key, &b_contacts, "normal").await;
+    let a_then = completed_while(app, &b_key, &b, &a_key, &a, 30).await;
     assert_eq!(
         a_then["status"], "sending",
         "A's broadcast ended before B's 5 recipients were sent: {a_then}"
@@ -114,30 +138,28 @@ async fn a_small_broadcast_is_sent_while_another_organizations_large_one_is_send
         a_then["pendingCount"].as_i64().unwrap() > 1_000,
         "B waited for most of A's broadcast: {a_then}"
     );
-    assert_eq!(broadcast(&app, &b_key, &b).await["sentCount"], 5);
+    assert_eq!(broadcast(app, &b_key, &b).await["sentCount"], 5);
 }
 
 #[tokio::test]
 async fn a_high_priority_broadcast_goes_ahead_of_queued_bulk_work() {
-    let provider = FakeProvider::start().await;
-    provider.delay(Duration::from_millis(50));
-    let app = spawn_isolated_app(&[]).await;
     // One job at a time, and no organization limit in the way: only the order counts.
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
+    let rig = Rig::start(
+        Duration::from_millis(50),
+        &[
             ("PARLEY_WORKER_CONCURRENCY", "1"),
             ("PARLEY_DELIVERY_JOBS_PER_ORG", "100"),
             ("PARLEY_DELIVERY_READY_JOBS", "2"),
-        ])
-        .await;
-    let (org, key) = app.new_org("Organization A").await;
-    let bulk_contacts = contacts_of(&app, org, 4_000).await;
-    let urgent_contacts = contacts_of(&app, org, 3).await;
-    let bulk = send_now(&app, &key, &bulk_contacts, "normal").await;
-    wait_sending(&app, &key, &bulk, 30).await;
-    let urgent = send_now(&app, &key, &urgent_contacts, "high").await;
-    let bulk_then = completed_while(&app, &key, &urgent, &key, &bulk, 60).await;
+        ],
+    )
+    .await;
+    let app = &rig.app;
+    let (org, key, bulk_contacts) = rig.org("Organization A", 4_000).await;
+    let urgent_contacts = contacts_of(app, org, 3).await;
+    let bulk = send_now(app, &key, &bulk_contacts, "normal").await;
+    wait_sending(app, &key, &bulk, 30).await;
+    let urgent = send_now(app, &key, &urgent_contacts, "high").await;
+    let bulk_then = completed_while(app, &key, &urgent, &key, &bulk, 60).await;
     assert!(
         bulk_then["pendingCount"].as_i64().unwrap() > 1_000,
         "the high-priority broadcast waited for the bulk one: {bulk_then}"
@@ -146,25 +168,17 @@ async fn a_high_priority_broadcast_goes_ahead_of_queued_bulk_work() {
 
 #[tokio::test]
 async fn one_organizations_send_rate_spaces_its_sends_without_slowing_another() {
-    let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
     // 100 messages a second per organization; A's 8 jobs would hold every slot of the worker
     // while they wait for their turn, but A holds at most 3 of its 4.
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
-            ("PARLEY_CHANNEL_EMAIL_RATE", "100"),
-        ])
-        .await;
-    let (a_org, a_key) = app.new_org("Organization A").await;
-    let (b_org, b_key) = app.new_org("Organization B").await;
-    let a_contacts = contacts_of(&app, a_org, 1_600).await;
-    let b_contacts = contacts_of(&app, b_org, 5).await;
-    let a = send_now(&app, &a_key, &a_contacts, "normal").await;
-    wait_sending(&app, &a_key, &a, 30).await;
+    let rig = Rig::start(Duration::ZERO, &[("PARLEY_CHANNEL_EMAIL_RATE", "100")]).await;
+    let app = &rig.app;
+    let (_, a_key, a_contacts) = rig.org("Organization A", 1_600).await;
+    let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let a = send_now(app, &a_key, &a_contacts, "normal").await;
+    wait_sending(app, &a_key, &a, 30).await;
     let started = std::time::Instant::now();
-    let b = send_now(&app, &b_key, &b_contacts, "normal").await;
-    let a_then = completed_while(&app, &b_key, &b, &a_key, &a, 30).await;
+    let b = send_now(app, &b_key, &b_contacts, "normal").await;
+    let a_then = completed_while(app, &b_key, &b, &a_key, &a, 30).await;
     let b_took = started.elapsed();
     // A's rate held: at 100 a second, at most about 100 more than the seconds elapsed allow.
     let a_sent = a_then["sentCount"].as_i64().unwrap();
@@ -229,38 +243,33 @@ async fn another_organizations_requests_are_answered_while_one_counts_its_segmen
 
 #[tokio::test]
 async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_not() {
-    let provider = FakeProvider::start().await;
-    provider.delay(Duration::from_millis(50));
-    let app = spawn_isolated_app(&[]).await;
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
-            ("PARLEY_BROADCASTS_PER_ORG", "1"),
-        ])
-        .await;
-    let (a_org, a_key) = app.new_org("Organization A").await;
-    let (b_org, b_key) = app.new_org("Organization B").await;
-    let first = contacts_of(&app, a_org, 2_000).await;
-    let second = contacts_of(&app, a_org, 5).await;
-    let b_contacts = contacts_of(&app, b_org, 5).await;
-    let a1 = send_now(&app, &a_key, &first, "normal").await;
-    wait_sending(&app, &a_key, &a1, 30).await;
-    let a2 = send_now(&app, &a_key, &second, "normal").await;
-    let b = send_now(&app, &b_key, &b_contacts, "normal").await;
+    let rig = Rig::start(
+        Duration::from_millis(50),
+        &[("PARLEY_BROADCASTS_PER_ORG", "1")],
+    )
+    .await;
+    let app = &rig.app;
+    let (a_org, a_key, first) = rig.org("Organization A", 2_000).await;
+    let second = contacts_of(app, a_org, 5).await;
+    let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let a1 = send_now(app, &a_key, &first, "normal").await;
+    wait_sending(app, &a_key, &a1, 30).await;
+    let a2 = send_now(app, &a_key, &second, "normal").await;
+    let b = send_now(app, &b_key, &b_contacts, "normal").await;
     // B has a spot of its own; A's second broadcast waits for A's first.
-    let a1_then = completed_while(&app, &b_key, &b, &a_key, &a1, 30).await;
+    let a1_then = completed_while(app, &b_key, &b, &a_key, &a1, 30).await;
     assert_eq!(a1_then["status"], "sending", "{a1_then}");
-    assert_eq!(broadcast(&app, &a_key, &a2).await["status"], "queued");
+    assert_eq!(broadcast(app, &a_key, &a2).await["status"], "queued");
     let done = parley_tests::wait_until(60, || async {
-        broadcast(&app, &a_key, &a2).await["status"] == "completed"
+        broadcast(app, &a_key, &a2).await["status"] == "completed"
     })
     .await;
     assert!(
         done,
         "A's second broadcast did not start when the first ended"
     );
-    let a1_end = broadcast(&app, &a_key, &a1).await;
-    let a2_end = broadcast(&app, &a_key, &a2).await;
+    let a1_end = broadcast(app, &a_key, &a1).await;
+    let a2_end = broadcast(app, &a_key, &a2).await;
     assert_eq!(a1_end["status"], "completed");
     assert!(
         a2_end["startedAt"].as_str() >= a1_end["completedAt"].as_str(),
@@ -270,25 +279,21 @@ async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_
 
 #[tokio::test]
 async fn recipients_waiting_in_their_lane_are_late_not_lost() {
-    let provider = FakeProvider::start().await;
-    provider.delay(Duration::from_millis(50));
-    let app = spawn_isolated_app(&[]).await;
     // Lost after one second: the broadcast's jobs wait in its lane far longer than that.
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
-            ("PARLEY_RECONCILE_AFTER_SECS", "1"),
-        ])
-        .await;
-    let (org, key) = app.new_org("Organization A").await;
-    let contacts = contacts_of(&app, org, 4_000).await;
-    let id = send_now(&app, &key, &contacts, "normal").await;
+    let rig = Rig::start(
+        Duration::from_millis(50),
+        &[("PARLEY_RECONCILE_AFTER_SECS", "1")],
+    )
+    .await;
+    let app = &rig.app;
+    let (_, key, contacts) = rig.org("Organization A", 4_000).await;
+    let id = send_now(app, &key, &contacts, "normal").await;
     let done = parley_tests::wait_until(120, || async {
-        broadcast(&app, &key, &id).await["status"] == "completed"
+        broadcast(app, &key, &id).await["status"] == "completed"
     })
     .await;
     assert!(done, "the broadcast did not complete");
-    let b = broadcast(&app, &key, &id).await;
+    let b = broadcast(app, &key, &id).await;
     assert_eq!(b["sentCount"], 4_000, "{b}");
     let requeued: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM broadcast_recipients WHERE broadcast_id = $1::uuid AND requeues > 0",
@@ -298,10 +303,59 @@ async fn recipients_waiting_in_their_lane_are_late_not_lost() {
     .await
     .unwrap();
     assert_eq!(requeued, 0, "parked recipients were taken for lost");
-    let keys: std::collections::HashSet<String> = provider
+    let keys: std::collections::HashSet<String> = rig
+        .provider
         .calls()
         .into_iter()
         .map(|c| c.idempotency_key)
         .collect();
     assert_eq!(keys.len(), 4_000);
+}
+
+#[tokio::test]
+async fn due_sla_checks_are_taken_organization_by_organization() {
+    let app = spawn_isolated_app(&[]).await;
+    let (a, _) = app.new_org("Organization A").await;
+    let (b, _) = app.new_org("Organization B").await;
+    // Check rows alone (their states' foreign keys off for this fixture): A's 1,000 fell due an
+    // hour ago, B's one a minute ago.
+    let mut tx = app.pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO sla_checks (id, organization_id, sla_state_id, target, kind, due_at)
+         SELECT gen_random_uuid(), o.org, gen_random_uuid(), 'resolution', 'deadline',
+                now() - o.ago
+         FROM (VALUES ($1::uuid, interval '1 hour', 1000), ($2::uuid, interval '1 minute', 1))
+              AS o(org, ago, n), generate_series(1, o.n)",
+    )
+    .bind(a)
+    .bind(b)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let taken =
+        parley_db::sla::take_due_checks(&app.pool, 500, None, parley_types::time::Timestamp::now())
+            .await
+            .unwrap();
+    let (of_a, of_b): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE organization_id = $2),
+                count(*) FILTER (WHERE organization_id = $3)
+         FROM sla_checks WHERE id = ANY($1)",
+    )
+    .bind(&taken)
+    .bind(a)
+    .bind(b)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(of_b, 1, "B's due check waited behind A's");
+    assert_eq!(
+        of_a,
+        parley_db::sla::DUE_PER_ORG,
+        "A gave more than its share"
+    );
 }

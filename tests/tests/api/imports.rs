@@ -151,27 +151,7 @@ async fn a_100000_row_upload_imports_and_imports_again_unchanged() {
     for i in 0..100_000 {
         writeln!(csv, "user{i}@example.com,User {i},+1555{i:07}").unwrap();
     }
-    let csv = csv.into_bytes();
-    let upload = app
-        .post(
-            "/api/v1/files/presigned-upload",
-            json!({"filename": "contacts.csv", "contentType": "text/csv",
-                   "fileSize": csv.len(), "fileType": "document"}),
-        )
-        .await;
-    upload.expect(201);
-    let file = upload.body["fileId"].as_str().unwrap().to_owned();
-    let put = reqwest::Client::new()
-        .put(upload.body["uploadUrl"].as_str().unwrap())
-        .header("content-type", "text/csv")
-        .body(csv)
-        .send()
-        .await
-        .unwrap();
-    assert!(put.status().is_success());
-    app.post(&format!("/api/v1/files/{file}/complete"), json!({}))
-        .await
-        .expect(200);
+    let file = uploaded(&app, csv.into_bytes()).await;
 
     let first = import(&app, json!({"format": "csv", "fileId": file})).await;
     assert_eq!(first["status"], "completed", "{first}");
