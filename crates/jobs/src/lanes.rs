@@ -152,11 +152,13 @@ const MAX_HEADS_READ: isize = 10_000;
 /// Jobs parked per script call: well under what `unpack()` takes.
 const PARK_BATCH: usize = 1_000;
 /// How long a job's slot lasts unless renewed (every [`SLOT_RENEW`] from the job's start): a
-/// dead worker's slots are free after it. Long enough that a job waiting in the ready list
-/// behind busy workers keeps it.
-pub const SLOT_LEASE: Duration = Duration::from_secs(120);
+/// killed worker's slots are free after it, as its claims on recipients are (6 s), so its
+/// organization's next jobs go on while apalis hands the dead jobs back (10 s). A job waiting
+/// longer than this in the ready list loses its slot until it starts (its organization may then
+/// have one job more than its share ready, for that while).
+pub const SLOT_LEASE: Duration = Duration::from_secs(6);
 /// How often a running job renews its slot.
-pub const SLOT_RENEW: Duration = Duration::from_secs(10);
+pub const SLOT_RENEW: Duration = Duration::from_secs(2);
 /// How long a refill's jobs count as in transit at most (a producer killed between taking
 /// them and pushing them must not shrink the ready list for good).
 const TRANSIT_EXPIRY: Duration = Duration::from_secs(5);
