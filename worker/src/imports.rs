@@ -106,9 +106,16 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
         .await
     }
     .await;
-    // The organization's next import waiting for its turn starts now, not at reconciliation.
-    if let Some(next) = db::imports::next_waiting(&ctx.pool, org).await? {
-        ctx.jobs.import_contacts(next).await?;
+    // The organization's next import waiting for its turn starts now, not at reconciliation
+    // (which starts it anyway when this fails: it must not hide how this import ended).
+    match db::imports::next_waiting(&ctx.pool, org).await {
+        Ok(Some(next)) => {
+            if let Err(err) = ctx.jobs.import_contacts(next).await {
+                tracing::warn!(%err, import_id = %next, "next import not enqueued; the reconciler will");
+            }
+        }
+        Ok(None) => {}
+        Err(err) => tracing::warn!(%err, "next import not looked for; the reconciler will"),
     }
     match result {
         Ok(()) => Ok(()),
