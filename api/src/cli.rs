@@ -1,7 +1,9 @@
-//! `parley-api [serve]`, `migrate`, `org create`, `key create`, `bucket create`, `openapi`,
+//! `parley-api [serve]`, `migrate`, `org create`, `org limits`, `key create`, `bucket create`, `openapi`,
 //! `probe`.
 
 use clap::{Parser, Subcommand};
+use parley_db::org_limits::Setting;
+use parley_types::enums::Channel;
 use uuid::Uuid;
 
 #[derive(Debug, Parser)]
@@ -55,6 +57,61 @@ pub enum OrgCommand {
         #[arg(long)]
         name: String,
     },
+    /// Show or change one organization's own limits, each in place of the deployment's
+    /// default (docs/operations.md, "Per-organization limits"); prints them as JSON. The
+    /// workers apply a change within 20 ticks (5 s). A value `default` gives a limit back to
+    /// the deployment's.
+    Limits {
+        #[arg(long)]
+        org: Uuid,
+        /// Delivery jobs ready or running at once (PARLEY_DELIVERY_JOBS_PER_ORG).
+        #[arg(long, value_parser = setting(10_000))]
+        delivery_jobs: Option<Setting>,
+        /// Webhook delivery jobs ready or running at once (PARLEY_WEBHOOK_JOBS_PER_ORG).
+        #[arg(long, value_parser = setting(10_000))]
+        webhook_jobs: Option<Setting>,
+        /// Imports running at once (PARLEY_IMPORTS_PER_ORG).
+        #[arg(long, value_parser = setting(1_000))]
+        imports: Option<Setting>,
+        /// Broadcasts sending at once (PARLEY_BROADCASTS_PER_ORG).
+        #[arg(long, value_parser = setting(100_000))]
+        broadcasts: Option<Setting>,
+        /// Messages per second on a channel (PARLEY_CHANNEL_<CH>_RATE), as CHANNEL=N or
+        /// CHANNEL=default; may be repeated.
+        #[arg(long = "rate", value_parser = channel_rate)]
+        rates: Vec<(Channel, Setting)>,
+    },
+}
+
+/// A limit from 1 to `max`, or `default`.
+fn setting(max: i32) -> impl Fn(&str) -> Result<Setting, String> + Clone + Send + Sync + 'static {
+    move |s| {
+        if s == "default" {
+            return Ok(Setting::Default);
+        }
+        match s.parse::<i32>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(Setting::Value(n)),
+            _ => Err(format!(
+                "expected a whole number from 1 to {max}, or default"
+            )),
+        }
+    }
+}
+
+/// CHANNEL=N (1 to 1,000,000 messages per second) or CHANNEL=default.
+fn channel_rate(s: &str) -> Result<(Channel, Setting), String> {
+    let (channel, value) = s
+        .split_once('=')
+        .ok_or_else(|| "expected CHANNEL=N or CHANNEL=default".to_owned())?;
+    let channel = Channel::ALL
+        .iter()
+        .copied()
+        .find(|c| c.as_str() == channel)
+        .ok_or_else(|| {
+            let names: Vec<_> = Channel::ALL.iter().map(|c| c.as_str()).collect();
+            format!("unknown channel {channel:?}; one of {}", names.join(", "))
+        })?;
+    Ok((channel, setting(1_000_000)(value)?))
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,4 +129,71 @@ pub enum KeyCommand {
         #[arg(long, default_value = "cli")]
         name: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_numbers_in_range_or_default() {
+        let cli = Cli::try_parse_from([
+            "parley-api",
+            "org",
+            "limits",
+            "--org",
+            "0190f5c4-0000-7000-8000-000000000001",
+            "--delivery-jobs",
+            "10",
+            "--imports",
+            "default",
+            "--rate",
+            "email=50",
+            "--rate",
+            "social_a=default",
+        ])
+        .expect("parses");
+        let Some(Command::Org {
+            command:
+                OrgCommand::Limits {
+                    delivery_jobs,
+                    imports,
+                    rates,
+                    webhook_jobs,
+                    ..
+                },
+        }) = cli.command
+        else {
+            panic!("not org limits");
+        };
+        assert_eq!(delivery_jobs, Some(Setting::Value(10)));
+        assert_eq!(imports, Some(Setting::Default));
+        assert_eq!(webhook_jobs, None);
+        assert_eq!(
+            rates,
+            vec![
+                (Channel::Email, Setting::Value(50)),
+                (Channel::SocialA, Setting::Default)
+            ]
+        );
+        for bad in [
+            ["--delivery-jobs", "0"],
+            ["--delivery-jobs", "10001"],
+            ["--rate", "fax=5"],
+            ["--rate", "email"],
+            ["--imports", "-1"],
+        ] {
+            let args = [
+                "parley-api",
+                "org",
+                "limits",
+                "--org",
+                "0190f5c4-0000-7000-8000-000000000001",
+            ];
+            assert!(
+                Cli::try_parse_from(args.iter().chain(bad.iter())).is_err(),
+                "{bad:?} was taken"
+            );
+        }
+    }
 }

@@ -68,6 +68,31 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             println!("{}", json!({"organizationId": org.id, "apiKey": key.key}));
             Ok(())
         }
+        Command::Org {
+            command:
+                OrgCommand::Limits {
+                    org,
+                    delivery_jobs,
+                    webhook_jobs,
+                    imports,
+                    broadcasts,
+                    rates,
+                },
+        } => {
+            let pool = db::pool(config.database_url.expose_secret(), 2)?;
+            let changes = db::org_limits::Changes {
+                delivery_jobs: delivery_jobs.unwrap_or_default(),
+                webhook_jobs: webhook_jobs.unwrap_or_default(),
+                imports: imports.unwrap_or_default(),
+                broadcasts: broadcasts.unwrap_or_default(),
+                rates,
+            };
+            let limits = db::org_limits::set(&pool, org, &changes)
+                .await?
+                .with_context(|| format!("no organization {org}"))?;
+            println!("{}", serde_json::to_string(&limits)?);
+            Ok(())
+        }
         Command::Key {
             command:
                 KeyCommand::Create {

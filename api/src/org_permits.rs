@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use parley_types::error::AppError;
-use parley_types::metric_names::ORG_LIMIT_HITS;
+use parley_types::metric_names::org_limit_hits;
 use uuid::Uuid;
 
 /// Segment counts one organization runs at once, per API process.
@@ -20,6 +20,8 @@ pub struct OrgPermits {
     what: &'static str,
     /// What the answer calls them.
     noun: &'static str,
+    /// Hits are counted per organization (`PARLEY_METRICS_ORG_LABEL`).
+    org_label: bool,
     held: Arc<Mutex<HashMap<Uuid, usize>>>,
 }
 
@@ -30,11 +32,12 @@ pub struct Permit {
 }
 
 impl OrgPermits {
-    pub fn new(what: &'static str, noun: &'static str, limit: usize) -> Self {
+    pub fn new(what: &'static str, noun: &'static str, limit: usize, org_label: bool) -> Self {
         OrgPermits {
             limit,
             what,
             noun,
+            org_label,
             held: Default::default(),
         }
     }
@@ -44,7 +47,7 @@ impl OrgPermits {
         let mut held = self.held.lock();
         let n = held.entry(org).or_default();
         if *n >= self.limit {
-            metrics::counter!(ORG_LIMIT_HITS, "limit" => self.what).increment(1);
+            org_limit_hits(self.what, self.org_label.then(|| org.to_string()), 1);
             return Err(AppError::RateLimited {
                 message: format!(
                     "at most {} {} of an organization run at once; try again shortly",
@@ -79,7 +82,7 @@ mod tests {
 
     #[test]
     fn an_organization_past_its_permits_is_refused_and_others_are_not() {
-        let permits = OrgPermits::new("segment_counts", "segment counts", 2);
+        let permits = OrgPermits::new("segment_counts", "segment counts", 2, false);
         let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
         let first = permits.take(a).unwrap();
         let _second = permits.take(a).unwrap();

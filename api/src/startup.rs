@@ -89,9 +89,10 @@ impl Application {
                 .await
                 .with_context(|| format!("binding {}", config.api_addr))?,
         };
+        let org_label = config.metrics_org_label;
         let state = AppState {
             pool,
-            jobs: parley_jobs::Jobs::new(&redis),
+            jobs: config.jobs(&redis),
             redis,
             storage: config.storage.as_ref().map(Storage::new),
             config: Arc::new(config),
@@ -101,6 +102,7 @@ impl Application {
                 "segment_counts",
                 "segment counts",
                 crate::org_permits::COUNTS_PER_ORG,
+                org_label,
             ),
         };
         let uploads = state.storage.clone().map(|storage| {

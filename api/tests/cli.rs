@@ -108,6 +108,55 @@ async fn key_create_refuses_unknown_organizations_and_scopes() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("scopes[0]"));
 }
 
+#[tokio::test]
+async fn org_limits_sets_shows_and_gives_back_an_organizations_own_limits() {
+    parley_tests::prepare_database().await;
+    assert!(parley_api(&["migrate"]).status.success());
+    let org = json_line(&parley_api(&["org", "create", "--name", "CLI limits"]));
+    let org_id = org["organizationId"].as_str().unwrap();
+    let set = json_line(&parley_api(&[
+        "org",
+        "limits",
+        "--org",
+        org_id,
+        "--delivery-jobs",
+        "10",
+        "--rate",
+        "email=50",
+    ]));
+    assert_eq!(set["organizationId"], org_id);
+    assert_eq!(set["deliveryJobs"], 10);
+    assert_eq!(set["imports"], Value::Null);
+    assert_eq!(set["rates"], serde_json::json!({"email": 50}));
+    // Shown unchanged, then one given back.
+    let shown = json_line(&parley_api(&["org", "limits", "--org", org_id]));
+    assert_eq!(shown["deliveryJobs"], 10);
+    let back = json_line(&parley_api(&[
+        "org",
+        "limits",
+        "--org",
+        org_id,
+        "--delivery-jobs",
+        "default",
+    ]));
+    assert_eq!(back["deliveryJobs"], Value::Null);
+    assert_eq!(back["rates"], serde_json::json!({"email": 50}));
+    // Out of range, unknown channels and organizations are refused.
+    for bad in [
+        &["--delivery-jobs", "0"][..],
+        &["--rate", "fax=5"][..],
+        &["--imports", "1001"][..],
+    ] {
+        let mut args = vec!["org", "limits", "--org", org_id];
+        args.extend_from_slice(bad);
+        assert!(!parley_api(&args).status.success(), "{bad:?} was taken");
+    }
+    let nobody = "00000000-0000-7000-8000-000000000000";
+    let out = parley_api(&["org", "limits", "--org", nobody, "--imports", "3"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no organization"));
+}
+
 #[test]
 fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
     let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))

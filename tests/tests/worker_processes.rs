@@ -194,9 +194,10 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     assert_each_recipient_sent_once(&all_recipients(&app, &id).await, &provider);
     // Sent twice: only recipients the provider was asked for before the kill and whose outcome
     // Postgres did not hold yet (sent, not yet written). How many those are depends on how fast
-    // outcomes are written (ops/bench/faults measures it on release binaries: 0.06%); this debug
-    // build beside the whole suite saw 7 and 16, so the count gets a loose bound and the set an
-    // exact one.
+    // outcomes are written (ops/bench/faults measures it on release binaries: 0.06-0.12%); this
+    // debug build beside the whole suite saw 7, 16 and once 58 (CI), so the set gets an exact
+    // bound and the count a loose one: at most a second of sends at the rate of 100 a second,
+    // for outcomes are written well within a second of their send.
     let in_flight: HashSet<&String> = called_before_kill.difference(&recorded_at_kill).collect();
     let twice = sent_twice(&provider);
     assert!(
@@ -206,7 +207,7 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
         in_flight.len()
     );
     assert!(
-        twice.len() <= 50,
+        twice.len() <= 100,
         "{} of 1,000 recipients were sent twice",
         twice.len()
     );

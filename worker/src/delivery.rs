@@ -21,14 +21,13 @@ use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::templates::{max_message_chars, render};
-use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName, SLOT_RENEW};
+use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::claims::Hold;
 use crate::context::Ctx;
 use crate::provider::{Message, SendResult};
-use crate::renewal::Renewal;
 use crate::status_watch::StatusWatch;
 use parley_types::metric_names::RECIPIENTS;
 
@@ -57,30 +56,9 @@ pub async fn handle(
     Ok(())
 }
 
-/// Runs the job holding its organization's slot (renewed meanwhile), then gives the slot back
-/// so that the organization's next job takes its turn.
+/// Runs the job holding its organization's slot ([`crate::fair`]).
 async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
-    // Renewed from the start: the job may have waited in the ready list.
-    let _slot = {
-        let jobs = ctx.jobs.clone();
-        let slot = DeliverRecipients {
-            recipient_ids: Vec::new(),
-            ..job.clone()
-        };
-        Renewal::every(SLOT_RENEW, move || {
-            let (jobs, slot) = (jobs.clone(), slot.clone());
-            async move {
-                if let Err(err) = jobs.slot_held(&slot).await {
-                    tracing::warn!(%err, "organization's delivery slot not renewed");
-                }
-            }
-        })
-    };
-    let result = send_batch(ctx, job).await;
-    if let Err(err) = ctx.jobs.slot_done(job).await {
-        tracing::warn!(%err, "organization's delivery slot not given back; it expires");
-    }
-    result
+    crate::fair::holding_slot(ctx, job, send_batch(ctx, job)).await
 }
 
 async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
@@ -96,7 +74,7 @@ async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
     let lease = ctx.settings().recipient_lease;
     let hold = Hold::take(&ctx.claims, &job.recipient_ids, lease).await?;
     // This job left the ready list: the next job in turn takes its place.
-    if let Err(err) = ctx.jobs.refill().await {
+    if let Err(err) = ctx.jobs.refill(QueueName::RecipientDelivery).await {
         tracing::warn!(%err, "delivery queue not topped up from the lanes; the ticker will");
     }
     let Some(hold) = hold else {

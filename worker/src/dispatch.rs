@@ -61,7 +61,7 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
     };
     let lane = Lane {
         organization_id: state.organization_id,
-        broadcast_id: id,
+        id,
         high: state.priority == SendPriority::High,
     };
     let started = std::time::Instant::now();

@@ -21,9 +21,6 @@ use crate::renewal::Renewal;
 
 /// Rows per transaction.
 const BATCH: usize = 5_000;
-/// A job's hold on its import, renewed every third of it while the job runs (a slow download
-/// filling a batch must not lose it) and by every batch.
-const LEASE: Duration = Duration::from_secs(60);
 /// Jobs an import may take before it fails (a file that kills its worker must not loop).
 const MAX_ATTEMPTS: i16 = 5;
 /// The longest record a file may have, in bytes, whatever its quotes and line ends: a longer
@@ -70,14 +67,19 @@ struct Batch {
 
 async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
     let per_org = ctx.settings().imports_per_org;
-    let Some(job) = db::imports::begin(&ctx.pool, id, LEASE, per_org).await? else {
+    // A job's hold on its import (PARLEY_IMPORT_LEASE_SECS), renewed every third of it while
+    // the job runs (a slow download filling a batch must not lose it) and by every batch.
+    let lease = ctx.settings().import_lease;
+    let Some(job) = db::imports::begin(&ctx.pool, id, lease, per_org).await? else {
         return Ok(());
     };
     let token = job.token;
     let org = job.organization_id;
     let _lease = {
         let pool = ctx.pool.clone();
-        Renewal::every(LEASE / 3, move || renew_lease(pool.clone(), id, token))
+        Renewal::every(lease / 3, move || {
+            renew_lease(pool.clone(), id, token, lease)
+        })
     };
     tracing::info!(import_id = %id, rows_done = job.rows_done, attempt = job.attempts, "contact import started");
     let result = async {
@@ -152,7 +154,7 @@ async fn run_file(
                 folded: b.folded,
                 rows_read: b.rows_read,
             },
-            LEASE,
+            ctx.settings().import_lease,
         )
         .await?;
     }
@@ -167,8 +169,8 @@ async fn run_file(
 
 /// Renews the import's lease (see [`Renewal`]); a lease lost to another job is that job's now,
 /// and this job's writes are refused.
-async fn renew_lease(pool: sqlx::PgPool, id: Uuid, token: Uuid) {
-    match db::imports::renew(&pool, id, token, LEASE).await {
+async fn renew_lease(pool: sqlx::PgPool, id: Uuid, token: Uuid, lease: Duration) {
+    match db::imports::renew(&pool, id, token, lease).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(import_id = %id, "import lease lost to another job"),
         Err(err) => tracing::warn!(import_id = %id, %err, "import lease not renewed"),

@@ -9,11 +9,13 @@ pub mod context;
 pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;
+pub mod fair;
 pub mod imports;
 pub mod job;
 pub mod maintenance;
 pub mod metrics;
 pub mod net;
+pub mod org_limits;
 pub mod outcomes;
 pub mod periodic;
 pub mod process;
@@ -38,7 +40,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use parley_config::Config;
 use parley_db as db;
-use parley_jobs::Jobs;
 use parley_jobs::redis_conn::Redis;
 use parley_runtime::health::{self, Probes};
 use parley_runtime::observability::metrics_handle;
@@ -99,11 +100,9 @@ impl Worker {
         let claims = claims::Claims::new(redis.clone());
         let ctx = Ctx {
             pool: pool.clone(),
-            jobs: Jobs::new(&redis)
-                .with_ready_target(config.worker.delivery_ready_jobs)
-                .with_slots_per_org(config.worker.delivery_jobs_per_org),
+            jobs: config.jobs(&redis),
             outcomes: outcomes::Outcomes::spawn(pool.clone(), claims.clone()),
-            limiter: RateLimiter::new(redis.clone(), rates),
+            limiter: RateLimiter::new(redis.clone(), rates, config.metrics_org_label),
             claims,
             reporter: reporter::Reporter::new(redis.clone(), config.worker.tick_interval),
             endpoint_slots: endpoint_slots::EndpointSlots::new(
@@ -148,6 +147,7 @@ impl Worker {
         }
         tasks.spawn(ticker::run(self.ctx.clone(), shutdown.clone()));
         tasks.spawn(maintenance::run(self.ctx.clone(), shutdown.clone()));
+        tasks.spawn(org_limits::run(self.ctx.clone(), shutdown.clone()));
         if self
             .ctx
             .settings()

@@ -4,10 +4,12 @@
 //! of failing on it.
 
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use parley_domain::Channel;
 use parley_jobs::redis_conn::Redis;
+use parley_types::metric_names::org_limit_hits;
 use uuid::Uuid;
 
 /// Reserves the next slot unless it is more than ARGV[2] microseconds away; returns the
@@ -49,12 +51,37 @@ pub async fn reserve(
 #[derive(Clone)]
 pub struct RateLimiter {
     redis: Redis,
+    /// `PARLEY_CHANNEL_<CH>_RATE`: each organization's rate on the channel.
     rates: HashMap<Channel, u32>,
+    /// Rates an operator set for single organizations ([`crate::org_limits`]).
+    org_rates: Arc<RwLock<HashMap<(Uuid, Channel), u32>>>,
+    /// Waits are counted per organization (`PARLEY_METRICS_ORG_LABEL`).
+    org_label: bool,
 }
 
 impl RateLimiter {
-    pub fn new(redis: Redis, rates: HashMap<Channel, u32>) -> Self {
-        RateLimiter { redis, rates }
+    pub fn new(redis: Redis, rates: HashMap<Channel, u32>, org_label: bool) -> Self {
+        RateLimiter {
+            redis,
+            rates,
+            org_rates: Arc::default(),
+            org_label,
+        }
+    }
+
+    /// Replaces the rates set for single organizations.
+    pub fn set_org_rates(&self, rates: HashMap<(Uuid, Channel), u32>) {
+        *self.org_rates.write().unwrap_or_else(|e| e.into_inner()) = rates;
+    }
+
+    fn rate(&self, channel: Channel, org: Uuid) -> Option<u32> {
+        let own = self
+            .org_rates
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(org, channel))
+            .copied();
+        own.or_else(|| self.rates.get(&channel).copied())
     }
 
     /// Waits for a slot to send one message; `false` when the broadcast stopped meanwhile.
@@ -64,7 +91,7 @@ impl RateLimiter {
         org: Uuid,
         status: crate::status_watch::Go,
     ) -> Result<bool, redis::RedisError> {
-        let Some(rate) = self.rates.get(&channel).copied() else {
+        let Some(rate) = self.rate(channel, org) else {
             return Ok(true);
         };
         let key = self.redis.key(&format!("rate:{}:{org}", channel.as_str()));
@@ -74,6 +101,8 @@ impl RateLimiter {
         if wait < Duration::from_micros(1) {
             return Ok(true);
         }
+        // The organization's rate holds this message back: a limit hit.
+        org_limit_hits("channel_rate", self.org_label.then(|| org.to_string()), 1);
         tokio::select! {
             _ = tokio::time::sleep(wait) => Ok(true),
             _ = crate::status_watch::stopped(status) => Ok(false),

@@ -47,10 +47,12 @@ impl Periodic for Ticker {
         if let Err(err) = queue_due(ctx).await {
             tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
         }
-        // Delivery jobs move from their lanes as jobs start; this pass covers a lane whose
+        // Jobs move from their lanes as jobs start and end; this pass covers a lane whose
         // producer failed to top the ready list up.
-        if let Err(err) = ctx.jobs.refill().await {
-            tracing::warn!(%err, "delivery queue not topped up from the lanes this tick");
+        for queue in [QueueName::RecipientDelivery, QueueName::WebhookDelivery] {
+            if let Err(err) = ctx.jobs.refill(queue).await {
+                tracing::warn!(%err, queue = queue.as_str(), "ready list not topped up from the lanes this tick");
+            }
         }
         if n.is_multiple_of(RECONCILE_EVERY) {
             if redis_emptied(ctx).await {
@@ -168,7 +170,7 @@ async fn reconcile(
             };
             let lane = parley_jobs::Lane {
                 organization_id: lane.organization_id,
-                broadcast_id: broadcast,
+                id: broadcast,
                 high: lane.high,
             };
             ctx.jobs.deliver(&lane, &recipients).await?;

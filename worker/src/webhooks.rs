@@ -75,7 +75,7 @@ pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) 
 
 pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
     // The deliveries of a failed job stay due in Postgres; the relay enqueues them again.
-    let work = run(&ctx, &job);
+    let work = crate::fair::holding_slot(&ctx, &job, run(&ctx, &job));
     crate::job::run(QueueName::WebhookDelivery, &task, "webhook job", work).await;
     Ok(())
 }
@@ -93,7 +93,12 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
     // free again within a lease, when apalis hands its jobs back. What a job records is fenced
     // in Postgres (a failure stands only while the delivery was not enqueued again).
     let lease = ctx.settings().recipient_lease;
-    let Some(hold) = Hold::take(&ctx.claims, &job.delivery_ids, lease).await? else {
+    let hold = Hold::take(&ctx.claims, &job.delivery_ids, lease).await?;
+    // This job left the ready list: the next job in turn takes its place.
+    if let Err(err) = ctx.jobs.refill(QueueName::WebhookDelivery).await {
+        tracing::warn!(%err, "webhook queue not topped up from the lanes; the ticker will");
+    }
+    let Some(hold) = hold else {
         return Ok(());
     };
     let result = async {

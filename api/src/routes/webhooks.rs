@@ -37,10 +37,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Hands deliveries to the workers; if Redis is unreachable the relay's ticker enqueues them
 /// (they are due rows in Postgres already).
-async fn enqueue(s: &AppState, d: &Delivery) {
+async fn enqueue(s: &AppState, org: Uuid, d: &Delivery) {
     if let Err(err) = s
         .jobs
-        .deliver_webhooks(&[(d.webhook_id, d.delivery_id)])
+        .deliver_webhooks(&[(org, d.webhook_id, d.delivery_id)])
         .await
     {
         tracing::warn!(delivery_id = %d.delivery_id, %err, "delivery not enqueued; the relay will");
@@ -191,7 +191,7 @@ async fn test(
     }
     let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
     tx.commit().await?;
-    enqueue(&s, &delivery).await;
+    enqueue(&s, t.org_id, &delivery).await;
     Ok(Reply::ok(delivery))
 }
 
@@ -235,7 +235,7 @@ async fn redeliver(
     let delivery = db::webhooks::redeliver(&s.pool, id, delivery)
         .await?
         .ok_or(AppError::NotFound)?;
-    enqueue(&s, &delivery).await;
+    enqueue(&s, t.org_id, &delivery).await;
     Ok(Reply::ok(delivery))
 }
 

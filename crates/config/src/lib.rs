@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use parley_domain::files::{DEFAULT_UPLOAD_CONTENT_TYPES, UploadSettings};
-use parley_jobs::QueueName;
+use parley_jobs::{FairShare, QueueName};
 use parley_types::enums::Channel;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -64,6 +64,9 @@ pub struct Config {
     /// Body limit of broadcast create and update, whose `contactIds` may be long.
     pub max_broadcast_body_bytes: usize,
     pub log_format: LogFormat,
+    /// `PARLEY_METRICS_ORG_LABEL`: limit hits (`parley_org_limit_hits_total`) carry the
+    /// organization, a series for each that hits one.
+    pub metrics_org_label: bool,
     pub http: HttpSettings,
     pub worker: WorkerSettings,
     pub channels: Vec<(Channel, ChannelSettings)>,
@@ -134,13 +137,15 @@ pub struct WorkerSettings {
     /// Jobs run at once on the webhook queue, whose jobs mostly wait on receivers
     /// (`PARLEY_WEBHOOK_WORKER_CONCURRENCY`).
     pub webhook_concurrency: usize,
-    /// Delivery jobs kept in the ready list, topped up from the broadcasts' lanes in turn
-    /// (`PARLEY_DELIVERY_READY_JOBS`): what a new broadcast's first job waits behind.
-    pub delivery_ready_jobs: usize,
-    /// Delivery jobs of one organization ready or running at once, across all workers
-    /// (`PARLEY_DELIVERY_JOBS_PER_ORG`): an organization at its limit waits its turn, the
-    /// others do not.
-    pub delivery_jobs_per_org: usize,
+    /// How recipient delivery is shared: jobs kept in the ready list, topped up from the
+    /// broadcasts' lanes in turn (`PARLEY_DELIVERY_READY_JOBS`: what a new broadcast's first
+    /// job waits behind), and jobs of one organization ready or running at once across all
+    /// workers (`PARLEY_DELIVERY_JOBS_PER_ORG`: an organization at its limit waits its turn,
+    /// the others do not).
+    pub delivery_share: FairShare,
+    /// The same for webhook delivery, from the webhooks' lanes
+    /// (`PARLEY_WEBHOOK_READY_JOBS`, `PARLEY_WEBHOOK_JOBS_PER_ORG`).
+    pub webhook_share: FairShare,
     /// Imports of one organization that run at once (`PARLEY_IMPORTS_PER_ORG`); the others
     /// wait, queued.
     pub imports_per_org: i64,
@@ -158,6 +163,9 @@ pub struct WorkerSettings {
     pub reconcile_after: Duration,
     /// How long a worker holds a recipient it is sending; past it, another may take it over.
     pub recipient_lease: Duration,
+    /// How long a job holds an import (`PARLEY_IMPORT_LEASE_SECS`), renewed every third of it
+    /// while it runs; past it, another job may take the import over.
+    pub import_lease: Duration,
     /// How long after a broadcast ends its recipients' delivery records are kept (its counters
     /// stay).
     pub recipient_retention: Duration,
@@ -181,6 +189,14 @@ pub struct ChannelSettings {
 }
 
 impl Config {
+    /// The job producer of both binaries: the fair queues shared as configured.
+    pub fn jobs(&self, redis: &parley_jobs::redis_conn::Redis) -> parley_jobs::Jobs {
+        parley_jobs::Jobs::new(redis)
+            .with_share(QueueName::RecipientDelivery, self.worker.delivery_share)
+            .with_share(QueueName::WebhookDelivery, self.worker.webhook_share)
+            .with_org_label(self.metrics_org_label)
+    }
+
     pub fn channel(&self, channel: Channel) -> ChannelSettings {
         self.channels
             .iter()
@@ -258,6 +274,7 @@ impl From<Vars> for Config {
             max_body_bytes: v.PARLEY_MAX_BODY_BYTES,
             max_broadcast_body_bytes: v.PARLEY_MAX_BROADCAST_BODY_BYTES,
             log_format: v.PARLEY_LOG_FORMAT,
+            metrics_org_label: v.PARLEY_METRICS_ORG_LABEL,
             http: HttpSettings {
                 request_timeout: secs(v.PARLEY_REQUEST_TIMEOUT_SECS),
                 max_in_flight: v.PARLEY_MAX_IN_FLIGHT,
@@ -271,8 +288,14 @@ impl From<Vars> for Config {
                 concurrency: v.PARLEY_WORKER_CONCURRENCY,
                 threads: v.PARLEY_WORKER_THREADS,
                 webhook_concurrency: v.PARLEY_WEBHOOK_WORKER_CONCURRENCY,
-                delivery_ready_jobs: v.PARLEY_DELIVERY_READY_JOBS,
-                delivery_jobs_per_org: v.PARLEY_DELIVERY_JOBS_PER_ORG,
+                delivery_share: FairShare {
+                    ready: v.PARLEY_DELIVERY_READY_JOBS,
+                    per_org: v.PARLEY_DELIVERY_JOBS_PER_ORG,
+                },
+                webhook_share: FairShare {
+                    ready: v.PARLEY_WEBHOOK_READY_JOBS,
+                    per_org: v.PARLEY_WEBHOOK_JOBS_PER_ORG,
+                },
                 imports_per_org: v.PARLEY_IMPORTS_PER_ORG,
                 broadcasts_per_org: v.PARLEY_BROADCASTS_PER_ORG,
                 poll_interval: ms(v.PARLEY_WORKER_POLL_MS),
@@ -280,6 +303,7 @@ impl From<Vars> for Config {
                 tick_interval: ms(v.PARLEY_TICK_MS),
                 reconcile_after: secs(v.PARLEY_RECONCILE_AFTER_SECS),
                 recipient_lease: secs(v.PARLEY_RECIPIENT_LEASE_SECS),
+                import_lease: secs(v.PARLEY_IMPORT_LEASE_SECS),
                 recipient_retention: secs(v.PARLEY_RECIPIENT_RETENTION_DAYS * 86_400),
                 provider_retry_base: ms(v.PARLEY_PROVIDER_RETRY_BASE_MS),
                 provider_max_attempts: v.PARLEY_PROVIDER_MAX_ATTEMPTS,

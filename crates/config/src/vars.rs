@@ -63,6 +63,8 @@ pub(crate) struct Vars {
     pub PARLEY_MAX_BROADCAST_BODY_BYTES: usize,
     #[arg(long, default_value = "text", value_parser = log_format)]
     pub PARLEY_LOG_FORMAT: LogFormat,
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub PARLEY_METRICS_ORG_LABEL: bool,
 
     #[arg(long, default_value_t = 30, value_parser = positive::<u64>())]
     pub PARLEY_REQUEST_TIMEOUT_SECS: u64,
@@ -87,6 +89,10 @@ pub(crate) struct Vars {
     pub PARLEY_DELIVERY_READY_JOBS: usize,
     #[arg(long, default_value_t = 3, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10000))]
     pub PARLEY_DELIVERY_JOBS_PER_ORG: usize,
+    #[arg(long, default_value_t = 16, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    pub PARLEY_WEBHOOK_READY_JOBS: usize,
+    #[arg(long, default_value_t = 8, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10000))]
+    pub PARLEY_WEBHOOK_JOBS_PER_ORG: usize,
     #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<i64>::new().range(1..=1000))]
     pub PARLEY_IMPORTS_PER_ORG: i64,
     #[arg(long, default_value_t = 20, value_parser = RangedU64ValueParser::<i64>::new().range(1..=100000))]
@@ -101,6 +107,8 @@ pub(crate) struct Vars {
     pub PARLEY_RECONCILE_AFTER_SECS: u64,
     #[arg(long, default_value_t = 6, value_parser = positive::<u64>())]
     pub PARLEY_RECIPIENT_LEASE_SECS: u64,
+    #[arg(long, default_value_t = 60, value_parser = RangedU64ValueParser::<u64>::new().range(2..=3600))]
+    pub PARLEY_IMPORT_LEASE_SECS: u64,
     #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub PARLEY_RECIPIENT_RETENTION_DAYS: u64,
     #[arg(long, default_value_t = 500, value_parser = positive::<u64>())]

@@ -35,7 +35,8 @@ pub struct DispatchState {
 
 /// Takes the broadcast's dispatch lease if it is queued or sending and nobody holds it; a
 /// queued broadcast starts sending, with its template's content captured, unless
-/// `per_org` broadcasts of its organization are sending already (it stays queued until one
+/// `per_org` broadcasts of its organization (or the number its operator set,
+/// [`crate::org_limits`]) are sending already (it stays queued until one
 /// ends: [`next_queued`]). `None` when the broadcast is not there, not sendable, waiting for
 /// its organization's turn, or held by another dispatcher. Two broadcasts starting in the same
 /// instant may both pass the count.
@@ -60,7 +61,9 @@ pub async fn begin_dispatch(
            AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
            AND (b.status = 'sending'
                 OR (SELECT count(*) FROM broadcasts o
-                    WHERE o.organization_id = b.organization_id AND o.status = 'sending') < $4)
+                    WHERE o.organization_id = b.organization_id AND o.status = 'sending')
+                   < coalesce((SELECT l.broadcasts FROM organization_limits l
+                               WHERE l.organization_id = b.organization_id), $4::bigint))
          RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id,
             b.priority AS "priority: SendPriority",
             (b.fanout_offset > 0 OR b.fanout_after IS NOT NULL) AS "fanout_started!""#,

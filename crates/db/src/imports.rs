@@ -128,7 +128,7 @@ pub enum ImportError {
 
 /// Takes an unfinished import for `lease` (renewed on a timer and by every batch); `None`
 /// when it is finished, gone, held by a running job, or when `per_org` imports of its
-/// organization run already (it waits, queued: [`next_waiting`] or the reconciler starts it).
+/// organization (or the number its operator set, [`crate::org_limits`]) run already (it waits, queued: [`next_waiting`] or the reconciler starts it).
 /// Two imports starting in the same instant may both pass the count: the bound is
 /// `per_org`, give or take a simultaneous start.
 pub async fn begin(
@@ -147,7 +147,9 @@ pub async fn begin(
            AND (lease_until IS NULL OR lease_until < clock_timestamp())
            AND (SELECT count(*) FROM contact_imports o
                 WHERE o.organization_id = i.organization_id AND o.status = 'running'
-                  AND o.id <> i.id AND o.lease_until > clock_timestamp()) < $4
+                  AND o.id <> i.id AND o.lease_until > clock_timestamp())
+               < coalesce((SELECT l.imports FROM organization_limits l
+                           WHERE l.organization_id = i.organization_id), $4::bigint)
          RETURNING organization_id, format AS "format: ImportFormat", data, download_url, rows,
             attempts"#,
         id,

@@ -58,12 +58,12 @@ pub async fn emit_many(
 
 /// Relays up to `limit` unrelayed events: one delivery per active webhook of the event's
 /// organization that subscribes to it, marked enqueued now, unless the webhook is stalled
-/// (those are left to [`take_due`]). Returns the deliveries to enqueue as (webhook, delivery)
-/// pairs, and how many events were relayed.
+/// (those are left to [`take_due`]). Returns the deliveries to enqueue as (organization, webhook,
+/// delivery) triples, and how many events were relayed.
 pub async fn relay(
     db: impl PgExecutor<'_>,
     limit: i64,
-) -> Result<(Vec<(Uuid, Uuid)>, usize), sqlx::Error> {
+) -> Result<(Vec<(Uuid, Uuid, Uuid)>, usize), sqlx::Error> {
     let rows = sqlx::query!(
         r#"WITH ev AS (
             SELECT id, organization_id, event FROM webhook_events
@@ -79,11 +79,11 @@ pub async fn relay(
             FROM ev JOIN webhooks w
               ON w.organization_id = ev.organization_id AND w.is_active AND ev.event = ANY (w.events)
             ON CONFLICT (webhook_id, event_id) DO NOTHING
-            RETURNING webhook_id, id, enqueued_at IS NOT NULL AS enqueue
+            RETURNING organization_id, webhook_id, id, enqueued_at IS NOT NULL AS enqueue
          )
-         SELECT webhook_id, id AS delivery_id, enqueue AS "enqueue!" FROM made
+         SELECT organization_id, webhook_id, id AS delivery_id, enqueue AS "enqueue!" FROM made
          UNION ALL
-         SELECT NULL, NULL, false FROM marked"#,
+         SELECT NULL, NULL, NULL, false FROM marked"#,
         limit,
     )
     .fetch_all(db)
@@ -92,13 +92,13 @@ pub async fn relay(
     let deliveries = rows
         .into_iter()
         .filter(|r| r.enqueue)
-        .filter_map(|r| Some((r.webhook_id?, r.delivery_id?)))
+        .filter_map(|r| Some((r.organization_id?, r.webhook_id?, r.delivery_id?)))
         .collect();
     Ok((deliveries, relayed))
 }
 
 /// Deliveries due for an attempt that no job holds yet (retries whose time has come), marked
-/// enqueued now: (webhook, delivery), oldest due first, at most `limit`, and at most
+/// enqueued now: (organization, webhook, delivery), oldest due first, at most `limit`, and at most
 /// `per_webhook` of any one webhook, so a slow endpoint's backlog is fed to it a few at a time
 /// instead of churning through the queue; and those enqueued longer ago than `lost_after` and
 /// not attempted since (their job was lost). One worker at a time takes them.
@@ -178,7 +178,7 @@ pub async fn take_due(
             status = CASE WHEN d.enqueued_at >= d.next_attempt_at AND d.requeues >= $4
                           THEN 'failed' ELSE d.status END
          WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND d.status = 'pending'
-         RETURNING d.webhook_id, d.id, d.status",
+         RETURNING d.organization_id, d.webhook_id, d.id, d.status",
         limit,
         per_webhook,
         lost_after.as_secs_f64(),
@@ -190,7 +190,7 @@ pub async fn take_due(
     let mut due = Due::default();
     for r in rows {
         if r.status == DeliveryStatus::Pending {
-            due.taken.push((r.webhook_id, r.id));
+            due.taken.push((r.organization_id, r.webhook_id, r.id));
         } else {
             due.given_up.push(r.id);
         }
@@ -198,10 +198,11 @@ pub async fn take_due(
     Ok(due)
 }
 
-/// What [`take_due`] found: deliveries to enqueue (webhook, delivery), and those it gave up.
+/// What [`take_due`] found: deliveries to enqueue (organization, webhook, delivery), and those
+/// it gave up.
 #[derive(Debug, Default)]
 pub struct Due {
-    pub taken: Vec<(Uuid, Uuid)>,
+    pub taken: Vec<(Uuid, Uuid, Uuid)>,
     pub given_up: Vec<Uuid>,
 }
 

@@ -1,21 +1,26 @@
-//! Fair share for delivery jobs: lanes, taken in turn.
+//! Fair share for the queues of tenant work (recipient and webhook deliveries): lanes, taken
+//! in turn.
 //!
 //! A delivery job does not go straight into the queue, where it would wait behind every job
-//! pushed before it (a broadcast of 1,000,000 is 5,000 jobs). It is parked in its broadcast's
-//! lane, and the queue's ready list is topped up to a few jobs ([`Lanes::refill`]) from the
-//! lanes in turn: organizations round-robin, and within an organization its broadcasts
-//! round-robin; `high` lanes (transactional broadcasts) before any other. So a new
+//! pushed before it (a broadcast of 1,000,000 is 5,000 jobs). It is parked in its lane (its
+//! broadcast's, or its webhook's), and the queue's ready list is topped up to a few jobs
+//! ([`Lanes::take`]) from the lanes in turn: organizations round-robin, and within an
+//! organization its lanes round-robin; `high` lanes (transactional broadcasts) before any
+//! other. So a new
 //! broadcast's first job waits behind at most the ready list's few jobs, whatever another
 //! organization has parked, and a lone broadcast loses nothing as long as the ready list
 //! never runs dry: every job that starts tops it up again.
 //!
 //! Keys (all in the queue's hash tag, so the scripts run on a Redis Cluster):
 //! `<queue>:fair:orgs:<tier>` (organizations with parked jobs, a ring),
-//! `<queue>:fair:org:<tier>:<organization>` (its broadcasts with parked jobs, a ring),
-//! `<queue>:fair:lane:<broadcast>` (the parked jobs, oldest first), and
-//! `<queue>:fair:transit` (jobs taken from lanes and not yet in the ready list).
-//! A broadcast is in its organization's ring exactly when its lane holds jobs, and an
-//! organization in its tier's ring exactly when its ring holds broadcasts.
+//! `<queue>:fair:org:<tier>:<organization>` (its lanes with parked jobs, a ring),
+//! `<queue>:fair:lane:<id>` (the parked jobs, oldest first),
+//! `<queue>:fair:transit` (jobs taken from lanes and not yet in the ready list),
+//! `<queue>:fair:busy:<organization>` (its slots) and `<queue>:fair:caps` (organizations whose
+//! operator set them another number of slots than the default).
+//! A lane is in its organization's ring exactly when it holds jobs, and an organization in its
+//! tier's ring exactly when its ring holds lanes; a set beside each ring (`<ring>:in`) says
+//! who is in it, so that parking never searches a ring.
 //!
 //! A job lost between its lane and the ready list (a process killed in between, a Redis
 //! flushed) is lost like any queued job: its recipients stay pending in Postgres and the
@@ -28,11 +33,12 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-/// Where a delivery job waits its turn.
+/// Where a job waits its turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lane {
     pub organization_id: Uuid,
-    pub broadcast_id: Uuid,
+    /// Whose jobs it holds: a broadcast's (recipient delivery) or a webhook's.
+    pub id: Uuid,
     /// Transactional work: its lanes are taken before any bulk lane.
     pub high: bool,
 }
@@ -43,46 +49,59 @@ impl Lane {
     }
 }
 
-/// Parks jobs in a lane, putting the lane (and its organization) in turn when they were not,
-/// and noting the lane's head time when none is noted (the lane was empty, or the note lost).
-/// KEYS: the tier's organization ring, the organization's broadcast ring, the lane, the heads
-/// set, the parked counter. ARGV: organization, broadcast, then the jobs.
+/// Parks jobs in lanes, putting each lane (and its organization) in turn when they were not,
+/// and noting each lane's head time when none is noted (the lane was empty, or the note lost).
+/// Membership of the rings is kept in a set beside each (`<ring>:in`), so parking costs the
+/// same however many lanes or organizations wait.
+/// KEYS: the heads set, the parked counter, then for each lane: its tier's organization ring,
+/// its organization's lane ring, the lane. ARGV: for each lane: organization, lane id, the
+/// number of jobs n, then its n jobs.
 static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
-        r"redis.call('rpush', KEYS[3], unpack(ARGV, 3))
-        redis.call('incrby', KEYS[5], #ARGV - 2)
-        local head = redis.call('lindex', KEYS[3], 0)
-        local t = tonumber(string.match(head, '^(%d+) ')) or 0
-        redis.call('zadd', KEYS[4], 'NX', t, ARGV[2])
-        if not redis.call('lpos', KEYS[2], ARGV[2]) then
-            redis.call('rpush', KEYS[2], ARGV[2])
+        r"local a, k, total = 1, 3, 0
+        while a <= #ARGV do
+            local org, id, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+            local ring, orgring, lane = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+            redis.call('rpush', lane, unpack(ARGV, a + 3, a + 2 + n))
+            total = total + n
+            local head = redis.call('lindex', lane, 0)
+            local t = tonumber(string.match(head, '^(%d+) ')) or 0
+            redis.call('zadd', KEYS[1], 'NX', t, id)
+            if redis.call('sadd', orgring .. ':in', id) == 1 then
+                redis.call('rpush', orgring, id)
+            end
+            if redis.call('sadd', ring .. ':in', org) == 1 then
+                redis.call('rpush', ring, org)
+            end
+            a = a + 3 + n
+            k = k + 3
         end
-        if not redis.call('lpos', KEYS[1], ARGV[1]) then
-            redis.call('rpush', KEYS[1], ARGV[1])
-        end
+        redis.call('incrby', KEYS[2], total)
         return 1",
     )
 });
 
 /// Takes up to (target - ready - in transit) jobs from the lanes, high tier first, one job
-/// per turn: the organization at the ring's head gives the job at the head of its next
-/// broadcast's lane, and each goes to the back of its ring while it has more. An organization
-/// whose jobs hold its whole share of slots (ready or running, ARGV[4]) is passed over: its
-/// turn comes again when one of them ends. Each job taken gets a slot (a member of the
+/// per turn: the organization at the ring's head gives the job at the head of its next lane,
+/// and each goes to the back of its ring while it has more. An organization whose jobs hold
+/// its whole share of slots (ready or running: its entry in the caps hash, else ARGV[4]) is
+/// passed over: its turn comes again when one of them ends. Each job taken gets a slot (a member of the
 /// organization's `busy` set, scored by its expiry), which the job renews while it runs and
 /// gives back when it ends; a dead worker's slots expire.
 /// KEYS: the ready list, the transit counter, the high ring, the bulk ring.
 /// ARGV: the target, the key prefix of rings and lanes, the transit counter's expiry (ms), the
-/// slots per organization, a slot's lease (ms).
-/// Returns the organizations passed over, then slot, job, slot, job, ...
+/// slots per organization, a slot's lease (ms), '1' to name the organizations passed over.
+/// Returns {passes, the organizations passed over (when named), then slot, job, slot, job,
+/// ...} as {passes, {orgs}, {slot, job, ...}}.
 static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        local cap = tonumber(ARGV[4])
+        local default_cap = tonumber(ARGV[4])
+        local named = {}
         local room = tonumber(ARGV[1]) - redis.call('llen', KEYS[1])
             - tonumber(redis.call('get', KEYS[2]) or '0')
-        local out = {'0'}
+        local out = {}
         local passes = 0
         for i, tier in ipairs({'high', 'bulk'}) do
             local ring = KEYS[2 + i]
@@ -93,10 +112,12 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
                 local org = redis.call('lpop', ring)
                 local busy = ARGV[2] .. 'busy:' .. org
                 redis.call('zremrangebyscore', busy, '-inf', now)
+                local cap = tonumber(redis.call('hget', ARGV[2] .. 'caps', org)) or default_cap
                 if redis.call('zcard', busy) >= cap then
                     redis.call('rpush', ring, org)
                     passed = passed + 1
                     passes = passes + 1
+                    if ARGV[6] == '1' then named[#named + 1] = org end
                 else
                     passed = 0
                     local orgring = ARGV[2] .. 'org:' .. tier .. ':' .. org
@@ -120,18 +141,25 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
                             out[#out + 1] = job
                             room = room - 1
                         end
-                        if redis.call('llen', lane) > 0 then redis.call('rpush', orgring, b) end
+                        if redis.call('llen', lane) > 0 then
+                            redis.call('rpush', orgring, b)
+                        else
+                            redis.call('srem', orgring .. ':in', b)
+                        end
                     end
-                    if redis.call('llen', orgring) > 0 then redis.call('rpush', ring, org) end
+                    if redis.call('llen', orgring) > 0 then
+                        redis.call('rpush', ring, org)
+                    else
+                        redis.call('srem', ring .. ':in', org)
+                    end
                 end
             end
         end
-        if #out > 1 then
-            redis.call('incrby', KEYS[2], (#out - 1) / 2)
+        if #out > 0 then
+            redis.call('incrby', KEYS[2], #out / 2)
             redis.call('pexpire', KEYS[2], ARGV[3])
         end
-        out[1] = tostring(passes)
-        return out",
+        return {passes, named, out}",
     )
 });
 
@@ -169,6 +197,16 @@ pub(crate) struct Lanes {
     prefix: String,
 }
 
+/// What [`Lanes::take`] took.
+pub(crate) struct Taken {
+    /// (slot, job) in turn.
+    pub jobs: Vec<(String, String)>,
+    /// How many times an organization at its limit was passed over.
+    pub passes: u64,
+    /// Who was passed over (when asked for), once per pass.
+    pub passed: Vec<String>,
+}
+
 /// What waits in the lanes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Parked {
@@ -200,43 +238,55 @@ impl Lanes {
         format!("{}parked", self.prefix)
     }
 
-    /// Parks `jobs` (serialized, each starting with its park time in Unix milliseconds and a
-    /// space) in `lane`.
+    /// Parks jobs (serialized, each starting with its park time in Unix milliseconds and a
+    /// space) in their lanes, at most [`PARK_BATCH`] jobs per script call.
     pub(crate) async fn park<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
-        lane: &Lane,
-        jobs: &[String],
+        lanes: &[(Lane, Vec<String>)],
     ) -> Result<(), redis::RedisError> {
-        let org = lane.organization_id.to_string();
-        let broadcast = lane.broadcast_id.to_string();
-        for chunk in jobs.chunks(PARK_BATCH) {
-            let mut call = PARK.key(self.ring(lane.tier()));
-            call.key(format!("{}org:{}:{org}", self.prefix, lane.tier()))
-                .key(format!("{}lane:{broadcast}", self.prefix))
-                .key(self.heads())
-                .key(self.parked_count())
-                .arg(&org)
-                .arg(&broadcast);
-            for job in chunk {
-                call.arg(job);
+        let mut call = PARK.key(self.heads());
+        call.key(self.parked_count());
+        let mut in_call = 0;
+        for (lane, jobs) in lanes {
+            let org = lane.organization_id.to_string();
+            let id = lane.id.to_string();
+            for chunk in jobs.chunks(PARK_BATCH) {
+                if in_call > 0 && in_call + chunk.len() > PARK_BATCH {
+                    call.invoke_async::<i64>(conn).await?;
+                    call = PARK.key(self.heads());
+                    call.key(self.parked_count());
+                    in_call = 0;
+                }
+                call.key(self.ring(lane.tier()))
+                    .key(format!("{}org:{}:{org}", self.prefix, lane.tier()))
+                    .key(format!("{}lane:{id}", self.prefix))
+                    .arg(&org)
+                    .arg(&id)
+                    .arg(chunk.len());
+                for job in chunk {
+                    call.arg(job);
+                }
+                in_call += chunk.len();
             }
+        }
+        if in_call > 0 {
             call.invoke_async::<i64>(conn).await?;
         }
         Ok(())
     }
 
     /// Takes the jobs that may join the ready list now, in turn, each with its slot (see
-    /// [`REFILL`]), and the organizations passed over at their limit; the caller pushes them
-    /// and then calls [`Lanes::arrived`].
+    /// [`REFILL`]); the caller pushes them and then calls [`Lanes::arrived`].
     pub(crate) async fn take<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
         ready_list: &str,
         target: usize,
         slots_per_org: usize,
-    ) -> Result<(Vec<(String, String)>, u64), redis::RedisError> {
-        let flat: Vec<String> = REFILL
+        name_passed: bool,
+    ) -> Result<Taken, redis::RedisError> {
+        let (passes, passed, flat): (u64, Vec<String>, Vec<String>) = REFILL
             .key(ready_list)
             .key(self.transit())
             .key(self.ring("high"))
@@ -246,15 +296,37 @@ impl Lanes {
             .arg(TRANSIT_EXPIRY.as_millis() as u64)
             .arg(slots_per_org)
             .arg(SLOT_LEASE.as_millis() as u64)
+            .arg(if name_passed { "1" } else { "0" })
             .invoke_async(conn)
             .await?;
         let mut it = flat.into_iter();
-        let passed = it.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        let mut pairs = Vec::with_capacity(it.len() / 2);
+        let mut jobs = Vec::with_capacity(it.len() / 2);
         while let (Some(slot), Some(job)) = (it.next(), it.next()) {
-            pairs.push((slot, job));
+            jobs.push((slot, job));
         }
-        Ok((pairs, passed))
+        Ok(Taken {
+            jobs,
+            passes,
+            passed,
+        })
+    }
+
+    /// Replaces the organizations' own numbers of slots (an operator's overrides of the
+    /// default): (organization, slots).
+    pub(crate) async fn set_caps<C: redis::aio::ConnectionLike>(
+        &self,
+        conn: &mut C,
+        caps: &[(Uuid, usize)],
+    ) -> Result<(), redis::RedisError> {
+        let key = format!("{}caps", self.prefix);
+        let mut pipe = redis::pipe();
+        pipe.atomic().del(&key);
+        if !caps.is_empty() {
+            let pairs: Vec<(String, usize)> =
+                caps.iter().map(|(o, n)| (o.to_string(), *n)).collect();
+            pipe.hset_multiple(&key, &pairs);
+        }
+        pipe.query_async::<()>(conn).await
     }
 
     fn busy(&self, org: Uuid) -> String {
@@ -329,7 +401,7 @@ impl Lanes {
         })
     }
 
-    /// Each broadcast with parked jobs and its lane head's park time (Unix milliseconds); true
+    /// Each lane with parked jobs and its head's park time (Unix milliseconds); true
     /// when there were more than [`MAX_HEADS_READ`] (the rest are left out).
     pub(crate) async fn heads_of<C: redis::aio::ConnectionLike>(
         &self,

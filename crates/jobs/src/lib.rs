@@ -19,7 +19,7 @@ pub mod redis_conn;
 use crate::lanes::Lanes;
 pub use crate::lanes::{Lane, Parked, SLOT_LEASE, SLOT_RENEW};
 use crate::redis_conn::{Conn, Redis};
-use parley_types::metric_names::ORG_LIMIT_HITS;
+use parley_types::metric_names::org_limit_hits;
 
 /// Version of every payload below; a worker drops (and logs) payloads of another version.
 pub const PAYLOAD_VERSION: u16 = 1;
@@ -100,7 +100,7 @@ impl DeliverRecipients {
     pub fn lane(&self) -> Lane {
         Lane {
             organization_id: self.organization_id.unwrap_or_default(),
-            broadcast_id: self.broadcast_id,
+            id: self.broadcast_id,
             high: self.high,
         }
     }
@@ -112,6 +112,49 @@ pub struct DeliverWebhooks {
     #[serde(default = "version")]
     pub version: u16,
     pub delivery_ids: Vec<Uuid>,
+    /// The organization whose lane it waited in, and its slot there (as for
+    /// [`DeliverRecipients`]); none in a job of before lanes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_at_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+}
+
+/// A job that waits its turn in a lane ([`lanes`]) and holds one of its organization's slots
+/// while it is ready or runs.
+pub trait Fair: Serialize + for<'de> Deserialize<'de> + Send + Sync + Unpin + 'static {
+    const QUEUE: QueueName;
+    /// Its organization and slot, once it left its lane.
+    fn slot(&self) -> Option<(Uuid, &str)>;
+    fn with_slot(self, slot: String) -> Self;
+}
+
+impl Fair for DeliverRecipients {
+    const QUEUE: QueueName = QueueName::RecipientDelivery;
+    fn slot(&self) -> Option<(Uuid, &str)> {
+        Some((self.organization_id?, self.slot.as_deref()?))
+    }
+    fn with_slot(self, slot: String) -> Self {
+        DeliverRecipients {
+            slot: Some(slot),
+            ..self
+        }
+    }
+}
+
+impl Fair for DeliverWebhooks {
+    const QUEUE: QueueName = QueueName::WebhookDelivery;
+    fn slot(&self) -> Option<(Uuid, &str)> {
+        Some((self.organization_id?, self.slot.as_deref()?))
+    }
+    fn with_slot(self, slot: String) -> Self {
+        DeliverWebhooks {
+            slot: Some(slot),
+            ..self
+        }
+    }
 }
 
 /// Deliveries per webhook job.
@@ -175,20 +218,38 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
 pub struct Jobs {
     conn: Conn,
     prefix: String,
-    /// Delivery jobs the ready list is topped up to from the lanes.
-    ready_target: usize,
-    /// Delivery jobs of one organization ready or running at once.
-    slots_per_org: usize,
+    /// How the recipient-delivery queue is shared.
+    delivery: FairShare,
+    /// How the webhook-delivery queue is shared.
+    webhooks: FairShare,
+    /// Limit hits are counted per organization (`PARLEY_METRICS_ORG_LABEL`).
+    org_label: bool,
 }
 
-/// Delivery jobs kept ready by default: enough that a worker's free slots find one at once
-/// (each job that starts tops the list up again), few enough that a new broadcast's first job
-/// waits behind little (docs/jobs.md, Fair share).
-pub const DEFAULT_READY_JOBS: usize = 8;
-/// Delivery jobs of one organization ready or running at once, by default: fewer than one
-/// worker's slots (`PARLEY_WORKER_CONCURRENCY`, 4), so that one organization never takes a
-/// whole worker.
-pub const DEFAULT_SLOTS_PER_ORG: usize = 3;
+/// How a queue of tenant work is shared between organizations ([`lanes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FairShare {
+    /// Jobs its ready list is topped up to from the lanes: enough that a worker's free slots
+    /// find one at once (each job that starts tops the list up again), few enough that a new
+    /// lane's first job waits behind little (docs/jobs.md, Fair share).
+    pub ready: usize,
+    /// Jobs of one organization ready or running at once, unless an operator set another
+    /// number for it ([`Jobs::set_org_slots`]).
+    pub per_org: usize,
+}
+
+/// Recipient delivery by default: fewer slots per organization than one worker's
+/// (`PARLEY_WORKER_CONCURRENCY`, 4), so that one organization never takes a whole worker.
+pub const DELIVERY_SHARE: FairShare = FairShare {
+    ready: 8,
+    per_org: 3,
+};
+/// Webhook delivery by default: half a worker's slots (`PARLEY_WEBHOOK_WORKER_CONCURRENCY`,
+/// 16) per organization.
+pub const WEBHOOK_SHARE: FairShare = FairShare {
+    ready: 16,
+    per_org: 8,
+};
 
 /// Recipients per delivery job.
 pub const DELIVERY_BATCH: usize = 200;
@@ -202,47 +263,78 @@ impl Jobs {
         Jobs {
             conn: redis.conn.clone(),
             prefix: redis.prefix().to_owned(),
-            ready_target: DEFAULT_READY_JOBS,
-            slots_per_org: DEFAULT_SLOTS_PER_ORG,
+            delivery: DELIVERY_SHARE,
+            webhooks: WEBHOOK_SHARE,
+            org_label: false,
         }
     }
 
-    /// Sets how many delivery jobs of one organization are ready or running at once.
-    pub fn with_slots_per_org(mut self, jobs: usize) -> Self {
-        self.slots_per_org = jobs.max(1);
+    /// Sets how a fair queue (recipient or webhook delivery) is shared; others have no lanes.
+    pub fn with_share(mut self, queue: QueueName, share: FairShare) -> Self {
+        let share = FairShare {
+            ready: share.ready.max(1),
+            per_org: share.per_org.max(1),
+        };
+        match queue {
+            QueueName::RecipientDelivery => self.delivery = share,
+            QueueName::WebhookDelivery => self.webhooks = share,
+            _ => {}
+        }
         self
     }
 
-    /// Keeps the slot of a running delivery job (every third of [`lanes::SLOT_LEASE`]).
-    pub async fn slot_held(&self, job: &DeliverRecipients) -> Result<(), redis::RedisError> {
-        let (Some(org), Some(slot)) = (job.organization_id, job.slot.as_deref()) else {
-            return Ok(());
-        };
-        let mut conn = self.conn.clone();
-        self.lanes().renew_slot(&mut conn, org, slot).await
+    /// Counts limit hits per organization (a series each: only when an operator asks).
+    pub fn with_org_label(mut self, on: bool) -> Self {
+        self.org_label = on;
+        self
     }
 
-    /// Gives an ended delivery job's slot back, and tops the ready list up: its
-    /// organization's next job may now take its place.
-    pub async fn slot_done(&self, job: &DeliverRecipients) -> Result<(), JobError> {
-        if let (Some(org), Some(slot)) = (job.organization_id, job.slot.as_deref()) {
+    fn share(&self, queue: QueueName) -> Option<FairShare> {
+        match queue {
+            QueueName::RecipientDelivery => Some(self.delivery),
+            QueueName::WebhookDelivery => Some(self.webhooks),
+            _ => None,
+        }
+    }
+
+    fn lanes(&self, queue: QueueName) -> Lanes {
+        Lanes::new(&queue_name(&self.prefix, queue))
+    }
+
+    /// Keeps the slot of a running job of `queue` (every third of [`lanes::SLOT_LEASE`]):
+    /// `org` and `slot` as [`Fair::slot`] gives them.
+    pub async fn slot_held(
+        &self,
+        queue: QueueName,
+        org: Uuid,
+        slot: &str,
+    ) -> Result<(), redis::RedisError> {
+        let mut conn = self.conn.clone();
+        self.lanes(queue).renew_slot(&mut conn, org, slot).await
+    }
+
+    /// Gives an ended job's slot back, and tops its queue's ready list up: its organization's
+    /// next job may now take its place.
+    pub async fn slot_done<J: Fair>(&self, job: &J) -> Result<(), JobError> {
+        if let Some((org, slot)) = job.slot() {
             let mut conn = self.conn.clone();
-            self.lanes()
+            self.lanes(J::QUEUE)
                 .release_slot(&mut conn, org, slot)
                 .await
                 .map_err(|e| JobError(e.to_string()))?;
         }
-        self.refill().await
+        self.refill(J::QUEUE).await
     }
 
-    /// Sets how many delivery jobs the ready list is topped up to (at least 1).
-    pub fn with_ready_target(mut self, jobs: usize) -> Self {
-        self.ready_target = jobs.max(1);
-        self
-    }
-
-    fn lanes(&self) -> Lanes {
-        Lanes::new(&queue_name(&self.prefix, QueueName::RecipientDelivery))
+    /// Sets the organizations whose operator gave them their own number of slots in `queue`,
+    /// replacing the earlier ones (the others have the default).
+    pub async fn set_org_slots(
+        &self,
+        queue: QueueName,
+        slots: &[(Uuid, usize)],
+    ) -> Result<(), redis::RedisError> {
+        let mut conn = self.conn.clone();
+        self.lanes(queue).set_caps(&mut conn, slots).await
     }
 
     pub fn storage<T>(&self, queue: QueueName) -> RedisStorage<T, Conn> {
@@ -261,110 +353,154 @@ impl Jobs {
     /// Parks delivery jobs of at most [`DELIVERY_BATCH`] recipients each in their lane, then
     /// tops the ready list up from the lanes in turn ([`lanes`]).
     pub async fn deliver(&self, lane: &Lane, recipients: &[Uuid]) -> Result<(), JobError> {
-        if recipients.is_empty() {
-            return Ok(());
-        }
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let mut entries = Vec::with_capacity(recipients.len().div_ceil(DELIVERY_BATCH));
-        for chunk in recipients.chunks(DELIVERY_BATCH) {
-            let job = DeliverRecipients {
+        let jobs: Vec<DeliverRecipients> = recipients
+            .chunks(DELIVERY_BATCH)
+            .map(|chunk| DeliverRecipients {
                 version: PAYLOAD_VERSION,
-                broadcast_id: lane.broadcast_id,
+                broadcast_id: lane.id,
                 recipient_ids: chunk.to_vec(),
                 organization_id: Some(lane.organization_id),
                 high: lane.high,
                 parked_at_ms: Some(now_ms),
                 slot: None,
-            };
-            let json = serde_json::to_string(&job).map_err(|e| JobError(e.to_string()))?;
-            entries.push(lanes::parked_entry(now_ms, &json));
+            })
+            .collect();
+        self.park(now_ms, &[(*lane, jobs)]).await
+    }
+
+    /// Parks jobs in their lanes, then tops their queue's ready list up once.
+    async fn park<J: Fair>(&self, now_ms: i64, lanes: &[(Lane, Vec<J>)]) -> Result<(), JobError> {
+        if lanes.iter().all(|(_, jobs)| jobs.is_empty()) {
+            return Ok(());
+        }
+        let mut entries = Vec::with_capacity(lanes.len());
+        for (lane, jobs) in lanes.iter().filter(|(_, jobs)| !jobs.is_empty()) {
+            let serialized = jobs
+                .iter()
+                .map(|job| {
+                    let json = serde_json::to_string(job).map_err(|e| JobError(e.to_string()))?;
+                    Ok(lanes::parked_entry(now_ms, &json))
+                })
+                .collect::<Result<Vec<_>, JobError>>()?;
+            entries.push((*lane, serialized));
         }
         let mut conn = self.conn.clone();
-        self.lanes()
-            .park(&mut conn, lane, &entries)
+        self.lanes(J::QUEUE)
+            .park(&mut conn, &entries)
             .await
             .map_err(|e| JobError(e.to_string()))?;
         // Parked is enqueued: a refill that fails now is made by the next job or tick.
-        if let Err(err) = self.refill().await {
-            tracing::warn!(%err, "delivery queue not topped up from the lanes; the ticker will");
+        if let Err(err) = self.refill(J::QUEUE).await {
+            tracing::warn!(%err, queue = J::QUEUE.as_str(), "ready list not topped up from the lanes; the ticker will");
         }
         Ok(())
     }
 
-    /// Tops the delivery queue's ready list up to its target from the lanes, in turn. Called
-    /// after parking, by every delivery job as it starts, and by the ticker.
-    pub async fn refill(&self) -> Result<(), JobError> {
-        let lanes = self.lanes();
-        let ready = queue_config(&self.prefix, QueueName::RecipientDelivery).active_jobs_list();
+    /// Tops a fair queue's ready list up to its target from the lanes, in turn (nothing for
+    /// another queue). Called after parking, by every job of the queue as it starts and ends,
+    /// and by the ticker.
+    pub async fn refill(&self, queue: QueueName) -> Result<(), JobError> {
+        match queue {
+            QueueName::RecipientDelivery => self.refill_with::<DeliverRecipients>().await,
+            QueueName::WebhookDelivery => self.refill_with::<DeliverWebhooks>().await,
+            _ => Ok(()),
+        }
+    }
+
+    async fn refill_with<J: Fair>(&self) -> Result<(), JobError> {
+        let Some(share) = self.share(J::QUEUE) else {
+            return Ok(());
+        };
+        let lanes = self.lanes(J::QUEUE);
+        let ready = queue_config(&self.prefix, J::QUEUE).active_jobs_list();
         let mut conn = self.conn.clone();
-        let (taken, passed) = lanes
-            .take(&mut conn, &ready, self.ready_target, self.slots_per_org)
+        let taken = lanes
+            .take(
+                &mut conn,
+                &ready,
+                share.ready,
+                share.per_org,
+                self.org_label,
+            )
             .await
             .map_err(|e| JobError(e.to_string()))?;
-        if passed > 0 {
-            metrics::counter!(ORG_LIMIT_HITS, "limit" => "delivery_jobs").increment(passed);
+        let limit = match J::QUEUE {
+            QueueName::WebhookDelivery => "webhook_jobs",
+            _ => "delivery_jobs",
+        };
+        if self.org_label {
+            for org in taken.passed {
+                org_limit_hits(limit, Some(org), 1);
+            }
+        } else if taken.passes > 0 {
+            org_limit_hits(limit, None, taken.passes);
         }
-        if taken.is_empty() {
+        if taken.jobs.is_empty() {
             return Ok(());
         }
-        let n = taken.len();
-        let jobs: Vec<DeliverRecipients> = taken
+        let n = taken.jobs.len();
+        let jobs: Vec<J> = taken
+            .jobs
             .into_iter()
             .filter_map(|(slot, entry)| {
                 let (_, json) = lanes::split_entry(&entry)?;
-                match serde_json::from_str::<DeliverRecipients>(json) {
-                    Ok(job) => Some(DeliverRecipients {
-                        slot: Some(slot),
-                        ..job
-                    }),
+                match serde_json::from_str::<J>(json) {
+                    Ok(job) => Some(job.with_slot(slot)),
                     Err(err) => {
-                        tracing::error!(%err, "a parked delivery job could not be read; dropped");
+                        tracing::error!(%err, queue = J::QUEUE.as_str(), "a parked job could not be read; dropped");
                         None
                     }
                 }
             })
             .collect();
-        let pushed = self.push(QueueName::RecipientDelivery, jobs).await;
+        let pushed = self.push(J::QUEUE, jobs).await;
         // Out of transit either way: what was not pushed is lost like a lost queue, and the
-        // reconciler finds its recipients.
+        // reconciler (or the relay) finds its work.
         if let Err(err) = lanes.arrived(&mut conn, n).await {
             tracing::debug!(%err, "transit count not lowered; it expires");
         }
         pushed
     }
 
-    /// Enqueues webhook delivery jobs, keeping each webhook's deliveries together: (webhook,
-    /// delivery) pairs, in any order.
-    pub async fn deliver_webhooks(&self, deliveries: &[(Uuid, Uuid)]) -> Result<(), JobError> {
-        if deliveries.is_empty() {
-            return Ok(());
+    /// Parks webhook delivery jobs of at most [`WEBHOOK_BATCH`] deliveries each in their
+    /// webhook's lane (one lane per webhook, taken in turn by organization like delivery
+    /// jobs): (organization, webhook, delivery) triples, in any order.
+    pub async fn deliver_webhooks(
+        &self,
+        deliveries: &[(Uuid, Uuid, Uuid)],
+    ) -> Result<(), JobError> {
+        let mut by_webhook: std::collections::BTreeMap<(Uuid, Uuid), Vec<Uuid>> =
+            Default::default();
+        for (org, webhook, delivery) in deliveries {
+            by_webhook
+                .entry((*org, *webhook))
+                .or_default()
+                .push(*delivery);
         }
-        let mut by_webhook: std::collections::BTreeMap<Uuid, Vec<Uuid>> = Default::default();
-        for (webhook, delivery) in deliveries {
-            by_webhook.entry(*webhook).or_default().push(*delivery);
-        }
-        // Round-robin over the webhooks, so the workers take up many endpoints at once rather
-        // than one endpoint's whole backlog.
-        let mut chunks: Vec<std::slice::Chunks<'_, Uuid>> = by_webhook
-            .values()
-            .map(|ids| ids.chunks(WEBHOOK_BATCH))
-            .collect();
-        let mut jobs = Vec::new();
-        loop {
-            let before = jobs.len();
-            for c in &mut chunks {
-                if let Some(chunk) = c.next() {
-                    jobs.push(DeliverWebhooks {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let lanes: Vec<(Lane, Vec<DeliverWebhooks>)> = by_webhook
+            .into_iter()
+            .map(|((org, webhook), ids)| {
+                let lane = Lane {
+                    organization_id: org,
+                    id: webhook,
+                    high: false,
+                };
+                let jobs = ids
+                    .chunks(WEBHOOK_BATCH)
+                    .map(|chunk| DeliverWebhooks {
                         version: PAYLOAD_VERSION,
                         delivery_ids: chunk.to_vec(),
-                    });
-                }
-            }
-            if jobs.len() == before {
-                break;
-            }
-        }
-        self.push(QueueName::WebhookDelivery, jobs).await
+                        organization_id: Some(org),
+                        parked_at_ms: Some(now_ms),
+                        slot: None,
+                    })
+                    .collect();
+                (lane, jobs)
+            })
+            .collect();
+        self.park(now_ms, &lanes).await
     }
 
     pub async fn import_contacts(&self, import_id: Uuid) -> Result<(), JobError> {
@@ -478,12 +614,16 @@ impl Jobs {
         queue: QueueName,
         wait: Duration,
     ) -> Result<Duration, redis::RedisError> {
-        Ok(wait
-            + self
-                .depth(queue)
-                .await?
-                .oldest_ready_age
-                .unwrap_or_default())
+        let depth = self.depth(queue).await?;
+        // Recipient delivery bounds each broadcast by its own waiting jobs as well
+        // ([`Jobs::waiting_since`]); the other queues by the job that has waited longest, in a
+        // lane or in the ready list.
+        let waited = if queue == QueueName::RecipientDelivery {
+            depth.oldest_ready_age
+        } else {
+            depth.oldest_age
+        };
+        Ok(wait + waited.unwrap_or_default())
     }
 
     /// For each broadcast with delivery jobs waiting (parked in its lane, or in the ready list
@@ -493,9 +633,10 @@ impl Jobs {
     /// without holding back the recovery of other broadcasts' lost work.
     pub async fn waiting_since(&self) -> Result<Waiting, redis::RedisError> {
         let mut conn = self.conn.clone();
-        let (heads, truncated) = self.lanes().heads_of(&mut conn).await?;
+        let queue = QueueName::RecipientDelivery;
+        let (heads, truncated) = self.lanes(queue).heads_of(&mut conn).await?;
         let mut since: std::collections::HashMap<Uuid, i64> = heads.into_iter().collect();
-        for (broadcast, parked) in self.parked_in_ready().await? {
+        for (broadcast, parked) in self.parked_in_ready(queue).await? {
             since
                 .entry(broadcast)
                 .and_modify(|t| *t = (*t).min(parked))
@@ -507,21 +648,27 @@ impl Jobs {
         })
     }
 
-    /// The oldest park time among the delivery jobs of the ready list (at most its first
+    /// The oldest park time among the jobs of a fair queue's ready list (at most its first
     /// [`READY_READ`]): one parked long in its lane may reach the list behind younger ones.
-    async fn oldest_parked_ready(&self) -> Result<Option<i64>, redis::RedisError> {
+    async fn oldest_parked_ready(
+        &self,
+        queue: QueueName,
+    ) -> Result<Option<i64>, redis::RedisError> {
         Ok(self
-            .parked_in_ready()
+            .parked_in_ready(queue)
             .await?
             .into_iter()
             .map(|(_, t)| t)
             .min())
     }
 
-    /// (broadcast, park time) of the delivery jobs in the ready list (at most its first
-    /// [`READY_READ`]).
-    async fn parked_in_ready(&self) -> Result<Vec<(Uuid, i64)>, redis::RedisError> {
-        let config = queue_config(&self.prefix, QueueName::RecipientDelivery);
+    /// (broadcast (nil for a webhook job), park time) of the jobs in a fair queue's ready list
+    /// (at most its first [`READY_READ`]).
+    async fn parked_in_ready(
+        &self,
+        queue: QueueName,
+    ) -> Result<Vec<(Uuid, i64)>, redis::RedisError> {
+        let config = queue_config(&self.prefix, queue);
         let mut conn = self.conn.clone();
         let ids: Vec<String> = redis::cmd("LRANGE")
             .arg(config.active_jobs_list())
@@ -561,9 +708,9 @@ impl Jobs {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let age = |ms: i64| Duration::from_millis(u64::try_from(now_ms - ms).unwrap_or(0));
         let oldest_ready_age = head.as_deref().and_then(ulid_millis).map(age);
-        let (parked, oldest_parked) = if queue == QueueName::RecipientDelivery {
-            let lanes = self.lanes().parked(&mut conn).await?;
-            let in_ready = self.oldest_parked_ready().await?;
+        let (parked, oldest_parked) = if self.share(queue).is_some() {
+            let lanes = self.lanes(queue).parked(&mut conn).await?;
+            let in_ready = self.oldest_parked_ready(queue).await?;
             let oldest = [lanes.oldest_ms, in_ready].into_iter().flatten().min();
             (lanes.jobs, oldest.map(age))
         } else {
@@ -579,11 +726,12 @@ impl Jobs {
     }
 }
 
-/// Ready delivery jobs read for their park time.
+/// Ready jobs read for their park time.
 const READY_READ: usize = 100;
 
 #[derive(Deserialize)]
 struct ParkTime {
+    #[serde(default)]
     broadcast_id: Uuid,
     parked_at_ms: Option<i64>,
 }
@@ -602,7 +750,7 @@ pub struct Waiting {
 pub struct QueueDepth {
     pub ready: u64,
     pub scheduled: u64,
-    /// Delivery jobs waiting in their lanes for the ready list.
+    /// Jobs waiting in their lanes for the ready list (recipient and webhook delivery).
     pub parked: u64,
     /// How long the ready list's head has waited there.
     pub oldest_ready_age: Option<Duration>,

@@ -64,6 +64,18 @@ pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";
 /// `sum()` is a fleet's threads, to weigh against the cores they share (worker).
 pub const RUNTIME_THREADS: &str = "parley_worker_runtime_threads";
 /// Requests or work held back because an organization reached one of its own limits, by
-/// limit (`segment_counts` in the API; `delivery_jobs` in the worker, each time the lanes pass
-/// an organization over): one series per limit, not per organization.
+/// limit (`segment_counts` in the API; in the worker `delivery_jobs` and `webhook_jobs`, each
+/// time the lanes pass an organization over, and `channel_rate`, each message its rate holds
+/// back): one series per limit, and per organization too only when the operator asks
+/// (`PARLEY_METRICS_ORG_LABEL`). Counted by [`org_limit_hits`].
 pub const ORG_LIMIT_HITS: &str = "parley_org_limit_hits_total";
+
+/// Counts `n` hits of `limit`; `org` is `Some` only when organizations are labelled.
+pub fn org_limit_hits(limit: &'static str, org: Option<String>, n: u64) {
+    match org {
+        Some(org) => {
+            metrics::counter!(ORG_LIMIT_HITS, "limit" => limit, "organization" => org).increment(n)
+        }
+        None => metrics::counter!(ORG_LIMIT_HITS, "limit" => limit).increment(n),
+    }
+}

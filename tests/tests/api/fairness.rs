@@ -1,11 +1,16 @@
-//! Tenant isolation: one organization's large broadcast, its own send rate or its segment
-//! counts do not hold back another organization's work; a `high` broadcast goes ahead of
-//! queued bulk work.
+//! Tenant isolation: one organization's large broadcast, its webhook backlog, its own send
+//! rate or its segment counts do not hold back another organization's work; a `high`
+//! broadcast goes ahead of queued bulk work; the limits an operator sets for one organization
+//! replace the defaults for it alone.
 
 use std::time::Duration;
 
+use parley_db::org_limits::{Changes, Setting};
+use parley_jobs::{Jobs, Lane, QueueName};
 use parley_tests::provider::FakeProvider;
+use parley_tests::receiver::{Answer, Receiver};
 use parley_tests::{TestApp, spawn_isolated_app};
+use parley_types::enums::Channel;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -29,7 +34,7 @@ async fn contacts_of(app: &TestApp, org: Uuid, n: usize) -> Vec<Uuid> {
 struct Rig {
     app: TestApp,
     provider: FakeProvider,
-    _worker: parley_tests::TestWorker,
+    worker: parley_tests::TestWorker,
 }
 
 impl Rig {
@@ -39,11 +44,11 @@ impl Rig {
         let app = spawn_isolated_app(&[]).await;
         let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
         env.extend_from_slice(worker_env);
-        let _worker = app.spawn_worker(&env).await;
+        let worker = app.spawn_worker(&env).await;
         Rig {
             app,
             provider,
-            _worker,
+            worker,
         }
     }
 
@@ -241,6 +246,23 @@ async fn another_organizations_requests_are_answered_while_one_counts_its_segmen
     assert_eq!(refused.code(), "rate_limited");
 }
 
+/// A sends to `first` and, once that sends, to `second`, and B to its contacts, while A may
+/// have one broadcast sending: waits until B's completed, checks A's second is still queued
+/// then, and returns A's two broadcasts and A's first as it was then.
+async fn one_sending_at_a_time(
+    app: &TestApp,
+    (a_key, first, second): (&str, &[Uuid], &[Uuid]),
+    (b_key, b_contacts): (&str, &[Uuid]),
+) -> (String, String, Value) {
+    let a1 = send_now(app, a_key, first, "normal").await;
+    wait_sending(app, a_key, &a1, 30).await;
+    let a2 = send_now(app, a_key, second, "normal").await;
+    let b = send_now(app, b_key, b_contacts, "normal").await;
+    let a1_then = completed_while(app, b_key, &b, a_key, &a1, 30).await;
+    assert_eq!(broadcast(app, a_key, &a2).await["status"], "queued");
+    (a1, a2, a1_then)
+}
+
 #[tokio::test]
 async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_not() {
     let rig = Rig::start(
@@ -252,14 +274,10 @@ async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_
     let (a_org, a_key, first) = rig.org("Organization A", 2_000).await;
     let second = contacts_of(app, a_org, 5).await;
     let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
-    let a1 = send_now(app, &a_key, &first, "normal").await;
-    wait_sending(app, &a_key, &a1, 30).await;
-    let a2 = send_now(app, &a_key, &second, "normal").await;
-    let b = send_now(app, &b_key, &b_contacts, "normal").await;
     // B has a spot of its own; A's second broadcast waits for A's first.
-    let a1_then = completed_while(app, &b_key, &b, &a_key, &a1, 30).await;
+    let (a1, a2, a1_then) =
+        one_sending_at_a_time(app, (&a_key, &first, &second), (&b_key, &b_contacts)).await;
     assert_eq!(a1_then["status"], "sending", "{a1_then}");
-    assert_eq!(broadcast(app, &a_key, &a2).await["status"], "queued");
     let done = parley_tests::wait_until(60, || async {
         broadcast(app, &a_key, &a2).await["status"] == "completed"
     })
@@ -357,5 +375,215 @@ async fn due_sla_checks_are_taken_organization_by_organization() {
         of_a,
         parley_db::sla::DUE_PER_ORG,
         "A gave more than its share"
+    );
+}
+
+/// A webhook of the organization whose key is `key`, for `lead.created`, to `url`.
+async fn subscribe(app: &TestApp, key: &str, url: &str) {
+    app.send(
+        reqwest::Method::POST,
+        "/api/v1/webhooks",
+        Some(key),
+        Some(&json!({"url": url, "events": ["lead.created"]})),
+    )
+    .await
+    .expect(201);
+}
+
+async fn pending_deliveries(app: &TestApp, org: Uuid) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_deliveries WHERE organization_id = $1 AND status = 'pending'",
+    )
+    .bind(org)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn one_organizations_webhook_backlog_does_not_hold_back_anothers_events() {
+    let env = [
+        ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("PARLEY_WEBHOOK_TIMEOUT_MS", "5000"),
+    ];
+    let app = spawn_isolated_app(&env).await;
+    let (a_org, a_key) = app.new_org("Organization A").await;
+    let (_, b_key) = app.new_org("Organization B").await;
+    // A: 50 webhooks answering after 50 ms each (each endpoint with slots to spare, so A's
+    // jobs all send), and 200 events for each (as an import or a broadcast of A's would fire
+    // them), written before any worker runs.
+    let a_receiver = Receiver::start().await;
+    a_receiver.always(Answer::Sleep(Duration::from_millis(50)));
+    for _ in 0..50 {
+        subscribe(&app, &a_key, &a_receiver.url).await;
+    }
+    sqlx::query(
+        "INSERT INTO webhook_events (id, organization_id, event, data)
+         SELECT uuid_v7(), $1, 'lead.created', '{}'::jsonb FROM generate_series(1, 200)",
+    )
+    .bind(a_org)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let b_receiver = Receiver::start().await;
+    subscribe(&app, &b_key, &b_receiver.url).await;
+    let _worker = app.spawn_worker(&env).await;
+    a_receiver.wait_for(100, 60).await;
+    // B's one event, while A's 10,000 deliveries are being sent.
+    app.send(
+        reqwest::Method::POST,
+        "/api/v1/leads",
+        Some(&b_key),
+        Some(&json!({"name": "B's lead"})),
+    )
+    .await
+    .expect(201);
+    let b_at = b_receiver.wait_for(1, 60).await[0].at;
+    // In arrival order it would have come after nearly all of A's (the workers' webhook
+    // slots were all A's); in turn, it came while most of them still waited.
+    let a_before = a_receiver.received().iter().filter(|r| r.at < b_at).count();
+    assert!(
+        a_before < 3_000,
+        "B's event waited for A's backlog: {a_before} of A's 10,000 deliveries went first"
+    );
+    assert!(
+        pending_deliveries(&app, a_org).await > 0,
+        "A's backlog ended first"
+    );
+}
+
+#[tokio::test]
+async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
+    // No worker: the ready lists stay as the lanes filled them.
+    let app = spawn_isolated_app(&[]).await;
+    let jobs = Jobs::new(&app.redis().await);
+    let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+    jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 1)])
+        .await
+        .unwrap();
+    jobs.set_org_slots(QueueName::WebhookDelivery, &[(a, 2)])
+        .await
+        .unwrap();
+    let ids = |n: usize| -> Vec<Uuid> { (0..n).map(|_| Uuid::now_v7()).collect() };
+    for org in [a, b] {
+        let lane = Lane {
+            organization_id: org,
+            id: Uuid::now_v7(),
+            high: false,
+        };
+        jobs.deliver(&lane, &ids(2_000)).await.unwrap();
+        let webhook = Uuid::now_v7();
+        let deliveries: Vec<(Uuid, Uuid, Uuid)> =
+            ids(500).into_iter().map(|d| (org, webhook, d)).collect();
+        jobs.deliver_webhooks(&deliveries).await.unwrap();
+    }
+    // A has 1 delivery slot and 2 webhook slots of its own; B the defaults, 3 and 8.
+    let delivery = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
+    assert_eq!(
+        (delivery.ready, delivery.parked),
+        (1 + 3, 20 - 4),
+        "{delivery:?}"
+    );
+    let webhooks = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
+    assert_eq!(
+        (webhooks.ready, webhooks.parked),
+        (2 + 8, 40 - 10),
+        "{webhooks:?}"
+    );
+    // Raised, A's next refill takes its new share.
+    jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 5)])
+        .await
+        .unwrap();
+    jobs.refill(QueueName::RecipientDelivery).await.unwrap();
+    let delivery = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
+    assert_eq!(delivery.ready, 5 + 3, "{delivery:?}");
+}
+
+#[tokio::test]
+async fn an_operators_limits_for_one_organization_replace_the_defaults() {
+    // No rate and 20 sending broadcasts by default; organizations labelled in the metrics.
+    let rig = Rig::start(Duration::ZERO, &[("PARLEY_METRICS_ORG_LABEL", "true")]).await;
+    let app = &rig.app;
+    let (a_org, a_key, first) = rig.org("Organization A", 1_600).await;
+    let second = contacts_of(app, a_org, 5).await;
+    let (b_org, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    // For A alone, as `parley-api org limits` sets them: 100 emails a second, one broadcast
+    // sending at a time, 2 delivery jobs.
+    let changes = Changes {
+        broadcasts: Setting::Value(1),
+        delivery_jobs: Setting::Value(2),
+        rates: vec![(Channel::Email, Setting::Value(100))],
+        ..Changes::default()
+    };
+    let set = parley_db::org_limits::set(&app.pool, a_org, &changes)
+        .await
+        .unwrap()
+        .expect("A exists");
+    assert_eq!(
+        (set.broadcasts, set.delivery_jobs, set.imports),
+        (Some(1), Some(2), None)
+    );
+    assert_eq!(set.rates.get(&Channel::Email), Some(&100));
+    // The worker reads them within 20 ticks: its slots in Redis say when.
+    let redis = app.redis().await;
+    let caps = format!(
+        "{}:fair:caps",
+        parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery)
+    );
+    let read = parley_tests::wait_until(30, || async {
+        let mut conn = redis.conn.clone();
+        let slots: Option<u32> = redis::cmd("HGET")
+            .arg(&caps)
+            .arg(a_org.to_string())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        slots == Some(2)
+    })
+    .await;
+    assert!(read, "the worker did not read A's limits");
+    // A's second broadcast waits for its first, and A's rate held A only.
+    let (_, _, a1_then) =
+        one_sending_at_a_time(app, (&a_key, &first, &second), (&b_key, &b_contacts)).await;
+    assert_eq!(a1_then["status"], "sending", "{a1_then}");
+    let a_sent = a1_then["sentCount"].as_i64().unwrap();
+    assert!(a_sent < 1_000, "A sent {a_sent} at 100 a second");
+    // The hits of A's rate are counted under A's name, and none under B's.
+    let metrics = parley_tests::metrics_text(rig.worker.metrics_addr).await;
+    let hits = |org: Uuid| {
+        metrics.lines().any(|l| {
+            l.starts_with("parley_org_limit_hits_total{")
+                && l.contains("limit=\"channel_rate\"")
+                && l.contains(&format!("organization=\"{org}\""))
+        })
+    };
+    assert!(hits(a_org), "no hit of A's rate in:\n{metrics}");
+    assert!(!hits(b_org), "B has no rate");
+    // Back to the defaults: nothing of A's is left.
+    let reset = Changes {
+        broadcasts: Setting::Default,
+        delivery_jobs: Setting::Default,
+        rates: vec![(Channel::Email, Setting::Default)],
+        ..Changes::default()
+    };
+    let back = parley_db::org_limits::set(&app.pool, a_org, &reset)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(back.broadcasts, None);
+    assert!(back.rates.is_empty());
+    assert!(
+        parley_db::org_limits::all(&app.pool, 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|l| l.organization_id != a_org)
+    );
+    assert!(
+        parley_db::org_limits::set(&app.pool, Uuid::now_v7(), &changes)
+            .await
+            .unwrap()
+            .is_none(),
+        "an organization that does not exist"
     );
 }

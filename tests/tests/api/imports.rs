@@ -338,3 +338,81 @@ async fn an_organization_runs_at_most_its_share_of_imports_at_once() {
     }
     assert_eq!(contacts(&app).await, 45_000);
 }
+
+#[tokio::test]
+async fn a_slow_download_keeps_its_import_lease_on_a_timer() {
+    // A file served slowly: its header, then a row every 200 ms for 4 s. No batch fills
+    // (5,000 rows), so only the timer renews the 2 s lease, every third of it.
+    let rows: i64 = 20;
+    let file = axum::Router::new().route(
+        "/file.csv",
+        axum::routing::get(move || async move {
+            let lines = futures::stream::unfold(0i64, move |i| async move {
+                if i > rows {
+                    return None;
+                }
+                let line = if i == 0 {
+                    "email,name\n".to_owned()
+                } else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    format!("slow{i}@example.com,Row {i}\n")
+                };
+                Some((Ok::<_, std::convert::Infallible>(line), i + 1))
+            });
+            axum::body::Body::from_stream(lines)
+        }),
+    );
+    let (addr, _stop) = parley_tests::loopback::serve(file).await;
+    let app = spawn_isolated_app(&[]).await;
+    let url = format!("http://{addr}/file.csv");
+    let import = parley_db::imports::create(
+        &app.pool,
+        app.org_id,
+        parley_domain::imports::ImportFormat::Csv,
+        None,
+        None,
+        Some(&url),
+    )
+    .await
+    .unwrap();
+    let _worker = app
+        .spawn_worker(&[
+            ("PARLEY_IMPORT_LEASE_SECS", "2"),
+            ("PARLEY_RECONCILE_AFTER_SECS", "1"),
+        ])
+        .await;
+    let redis = app.redis().await;
+    parley_jobs::Jobs::new(&redis)
+        .import_contacts(import.id)
+        .await
+        .unwrap();
+    // While it runs its lease is always ahead: no second job could take it.
+    let samples = std::sync::atomic::AtomicUsize::new(0);
+    let ended = parley_tests::wait_until(60, || async {
+        let (status, held): (String, Option<bool>) = sqlx::query_as(
+            "SELECT status, lease_until > clock_timestamp() FROM contact_imports WHERE id = $1",
+        )
+        .bind(import.id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        if status == "running" {
+            samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(held, Some(true), "the running import's lease ran out");
+        }
+        status != "running" && status != "queued"
+    })
+    .await;
+    assert!(ended, "the import did not end");
+    let samples = samples.into_inner();
+    assert!(samples > 10, "sampled {samples} times while it ran");
+    let done = finished(&app, &import.id.to_string()).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(counts(&done), [rows, rows, 0, 0, 0], "{done}");
+    let attempts: i16 = sqlx::query_scalar("SELECT attempts FROM contact_imports WHERE id = $1")
+        .bind(import.id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(attempts, 1, "a second job took the import");
+}

@@ -675,18 +675,23 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
     let first = receiver.wait_for(1, 30).await;
     let delivery = first[0].header("x-parley-delivery").to_owned();
 
-    // Live work fills the queue: jobs of deliveries that do not exist, each finding nothing.
+    // Live work of another organization fills the queue: jobs of deliveries that do not
+    // exist, each finding nothing, parked in their webhooks' lanes behind that organization's
+    // slots.
     let redis = app.redis().await;
     let jobs = Jobs::new(&redis);
-    let other: Vec<(Uuid, Uuid)> = (0..9_000)
-        .map(|_| (Uuid::now_v7(), Uuid::now_v7()))
+    let busy_org = Uuid::now_v7();
+    let other: Vec<(Uuid, Uuid, Uuid)> = (0..9_000)
+        .map(|_| (busy_org, Uuid::now_v7(), Uuid::now_v7()))
         .collect();
     jobs.deliver_webhooks(&other).await.unwrap();
-    // They wait in the ready list: left in apalis' scheduled set, a burst past ~8,000 would
-    // stick the queue (its fetch promotes them all in one Lua `unpack()`).
+    // They wait in their lanes, a few in the ready list: left in apalis' scheduled set, a
+    // burst past ~8,000 would stick the queue (its fetch promotes them all in one Lua
+    // `unpack()`).
+    // (A refill's few jobs may be caught between apalis' push and their promotion.)
     let queued = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
-    assert_eq!(queued.scheduled, 0, "{queued:?}");
-    assert!(queued.ready > 8_000, "{queued:?}");
+    assert!(queued.scheduled <= 16, "{queued:?}");
+    assert!(queued.ready + queued.parked > 8_000, "{queued:?}");
     // The delivery's job is lost: due an hour ago, enqueued half an hour ago, not attempted
     // since.
     sqlx::query(
@@ -711,7 +716,8 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
         .unwrap()
     })
     .await;
-    let waiting = jobs.depth(QueueName::WebhookDelivery).await.unwrap().ready;
+    let depth = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
+    let waiting = depth.ready + depth.parked;
     assert!(enqueued_again, "the lost delivery was not enqueued again");
     assert!(
         waiting > 0,
@@ -975,7 +981,7 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
             "a pass takes the webhook's share"
         );
         assert!(due.given_up.is_empty());
-        taken.extend(due.taken.into_iter().map(|(_, d)| d));
+        taken.extend(due.taken.into_iter().map(|(_, _, d)| d));
     }
     assert_eq!(
         taken.len() as i64,

@@ -1,0 +1,198 @@
+//! Limits an operator set for one organization in place of the deployment's defaults
+//! (`parley-api org limits`); read by the workers every few seconds.
+
+use std::collections::HashMap;
+
+use parley_types::enums::Channel;
+use parley_types::time::Timestamp;
+use serde::Serialize;
+use sqlx::PgExecutor;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+/// One organization's limits; `None` is the deployment's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrgLimits {
+    pub organization_id: Uuid,
+    /// Delivery jobs ready or running at once, across all workers.
+    pub delivery_jobs: Option<i32>,
+    /// Webhook delivery jobs ready or running at once.
+    pub webhook_jobs: Option<i32>,
+    /// Imports running at once.
+    pub imports: Option<i32>,
+    /// Broadcasts sending at once.
+    pub broadcasts: Option<i32>,
+    /// Messages per second, by channel.
+    pub rates: HashMap<Channel, i32>,
+    pub updated_at: Option<Timestamp>,
+}
+
+/// A change to one limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Setting {
+    /// Leave it as it is.
+    #[default]
+    Keep,
+    /// Back to the deployment's default.
+    Default,
+    Value(i32),
+}
+
+/// Changes to an organization's limits.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    pub delivery_jobs: Setting,
+    pub webhook_jobs: Setting,
+    pub imports: Setting,
+    pub broadcasts: Setting,
+    pub rates: Vec<(Channel, Setting)>,
+}
+
+impl Setting {
+    /// (keep it, the new value).
+    fn bind(self) -> (bool, Option<i32>) {
+        match self {
+            Setting::Keep => (true, None),
+            Setting::Default => (false, None),
+            Setting::Value(n) => (false, Some(n)),
+        }
+    }
+}
+
+struct Row {
+    organization_id: Uuid,
+    delivery_jobs: Option<i32>,
+    webhook_jobs: Option<i32>,
+    imports: Option<i32>,
+    broadcasts: Option<i32>,
+    rates: Json<HashMap<Channel, i32>>,
+    updated_at: Timestamp,
+}
+
+impl From<Row> for OrgLimits {
+    fn from(r: Row) -> Self {
+        OrgLimits {
+            organization_id: r.organization_id,
+            delivery_jobs: r.delivery_jobs,
+            webhook_jobs: r.webhook_jobs,
+            imports: r.imports,
+            broadcasts: r.broadcasts,
+            rates: r.rates.0,
+            updated_at: Some(r.updated_at),
+        }
+    }
+}
+
+/// The organization's limits (all defaults when none was set).
+pub async fn get(db: impl PgExecutor<'_>, org: Uuid) -> Result<OrgLimits, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"SELECT organization_id, delivery_jobs, webhook_jobs, imports, broadcasts,
+            rates AS "rates: Json<HashMap<Channel, i32>>", updated_at
+         FROM organization_limits WHERE organization_id = $1"#,
+        org,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map_or_else(
+        || OrgLimits {
+            organization_id: org,
+            ..OrgLimits::default()
+        },
+        OrgLimits::from,
+    ))
+}
+
+/// Applies `changes` to the organization's limits and returns them; `None` when the
+/// organization does not exist. Limits all back to their defaults remove its row.
+pub async fn set(
+    db: &sqlx::PgPool,
+    org: Uuid,
+    changes: &Changes,
+) -> Result<Option<OrgLimits>, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let exists = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1) AS "exists!""#,
+        org
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if !exists {
+        return Ok(None);
+    }
+    let current = get(&mut *tx, org).await?;
+    let pick = |s: Setting, now: Option<i32>| match s.bind() {
+        (true, _) => now,
+        (false, v) => v,
+    };
+    let mut rates = current.rates.clone();
+    for (channel, setting) in &changes.rates {
+        match setting.bind() {
+            (true, _) => {}
+            (false, None) => {
+                rates.remove(channel);
+            }
+            (false, Some(n)) => {
+                rates.insert(*channel, n);
+            }
+        }
+    }
+    let next = OrgLimits {
+        organization_id: org,
+        delivery_jobs: pick(changes.delivery_jobs, current.delivery_jobs),
+        webhook_jobs: pick(changes.webhook_jobs, current.webhook_jobs),
+        imports: pick(changes.imports, current.imports),
+        broadcasts: pick(changes.broadcasts, current.broadcasts),
+        rates,
+        updated_at: None,
+    };
+    let all_default = next.delivery_jobs.is_none()
+        && next.webhook_jobs.is_none()
+        && next.imports.is_none()
+        && next.broadcasts.is_none()
+        && next.rates.is_empty();
+    if all_default {
+        sqlx::query!(
+            "DELETE FROM organization_limits WHERE organization_id = $1",
+            org
+        )
+        .execute(&mut *tx)
+        .await?;
+    } else {
+        sqlx::query!(
+            "INSERT INTO organization_limits
+                (organization_id, delivery_jobs, webhook_jobs, imports, broadcasts, rates)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (organization_id) DO UPDATE SET
+                delivery_jobs = $2, webhook_jobs = $3, imports = $4, broadcasts = $5,
+                rates = $6, updated_at = now()",
+            org,
+            next.delivery_jobs,
+            next.webhook_jobs,
+            next.imports,
+            next.broadcasts,
+            Json(&next.rates) as _,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    let stored = get(&mut *tx, org).await?;
+    tx.commit().await?;
+    Ok(Some(stored))
+}
+
+/// Organizations whose limits are not all the defaults, at most `limit` (the most recently
+/// changed first).
+pub async fn all(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<OrgLimits>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        Row,
+        r#"SELECT organization_id, delivery_jobs, webhook_jobs, imports, broadcasts,
+            rates AS "rates: Json<HashMap<Channel, i32>>", updated_at
+         FROM organization_limits ORDER BY updated_at DESC LIMIT $1"#,
+        limit,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(OrgLimits::from).collect())
+}
