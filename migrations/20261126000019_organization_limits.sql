@@ -11,6 +11,12 @@ CREATE TABLE organization_limits (
     -- Broadcasts sending at once (PARLEY_BROADCASTS_PER_ORG).
     broadcasts integer CHECK (broadcasts BETWEEN 1 AND 100000),
     -- Messages per second by channel ({"email": 50}), in place of PARLEY_CHANNEL_<CH>_RATE.
-    rates jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(rates) = 'object'),
+    -- Only channels' names, each with a whole number from 1 to 1,000,000, so that every worker
+    -- can read every row.
+    rates jsonb NOT NULL DEFAULT '{}' CHECK (
+        jsonb_typeof(rates) = 'object'
+        AND rates - ARRAY['messaging_a', 'email', 'social_a', 'social_b'] = '{}'::jsonb
+        AND NOT jsonb_path_exists(rates,
+            '$.* ? (@.type() != "number" || @ < 1 || @ > 1000000 || @ != @.floor())')),
     updated_at timestamptz NOT NULL DEFAULT now()
 );

@@ -13,8 +13,9 @@ use crate::periodic::{self, Periodic};
 
 /// Ticks between two reads.
 const EVERY_TICKS: u32 = 20;
-/// Organizations with limits of their own read at most (the most recently changed).
-const MAX_ORGS: i64 = 100_000;
+/// Organizations with limits of their own read at most (the most recently changed): a
+/// deployment sets them for its few exceptional organizations, not for every one.
+const MAX_ORGS: i64 = 10_000;
 
 pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
     let period = ctx.settings().tick_interval * EVERY_TICKS;

@@ -233,7 +233,10 @@ async fn export_depths(ctx: &Ctx) {
             .set(depth.ready as f64);
         metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
             .set(depth.scheduled as f64);
-        if *queue == QueueName::RecipientDelivery {
+        if matches!(
+            queue,
+            QueueName::RecipientDelivery | QueueName::WebhookDelivery
+        ) {
             metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "parked")
                 .set(depth.parked as f64);
         }

@@ -49,6 +49,20 @@ pub struct Changes {
     pub rates: Vec<(Channel, Setting)>,
 }
 
+impl Changes {
+    fn is_empty(&self) -> bool {
+        [
+            self.delivery_jobs,
+            self.webhook_jobs,
+            self.imports,
+            self.broadcasts,
+        ]
+        .iter()
+        .chain(self.rates.iter().map(|(_, s)| s))
+        .all(|s| *s == Setting::Keep)
+    }
+}
+
 impl Setting {
     /// (keep it, the new value).
     fn bind(self) -> (bool, Option<i32>) {
@@ -104,22 +118,25 @@ pub async fn get(db: impl PgExecutor<'_>, org: Uuid) -> Result<OrgLimits, sqlx::
     ))
 }
 
-/// Applies `changes` to the organization's limits and returns them; `None` when the
-/// organization does not exist. Limits all back to their defaults remove its row.
+/// Applies `changes` to the organization's limits and returns them (no change: only reads
+/// them); `None` when the organization does not exist. Limits all back to their defaults
+/// remove its row. Changes to one organization are applied one at a time (its row is locked),
+/// so two operators changing different limits at once both have their way.
 pub async fn set(
     db: &sqlx::PgPool,
     org: Uuid,
     changes: &Changes,
 ) -> Result<Option<OrgLimits>, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let exists = sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1) AS "exists!""#,
-        org
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let exists = sqlx::query_scalar!("SELECT id FROM organizations WHERE id = $1 FOR UPDATE", org)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
     if !exists {
         return Ok(None);
+    }
+    if changes.is_empty() {
+        return Ok(Some(get(&mut *tx, org).await?));
     }
     let current = get(&mut *tx, org).await?;
     let pick = |s: Setting, now: Option<i32>| match s.bind() {

@@ -18,9 +18,8 @@
 //! `<queue>:fair:transit` (jobs taken from lanes and not yet in the ready list),
 //! `<queue>:fair:busy:<organization>` (its slots) and `<queue>:fair:caps` (organizations whose
 //! operator set them another number of slots than the default).
-//! A lane is in its organization's ring exactly when it holds jobs, and an organization in its
-//! tier's ring exactly when its ring holds lanes; a set beside each ring (`<ring>:in`) says
-//! who is in it, so that parking never searches a ring.
+//! A lane is in its organization's ring when it holds jobs, and an organization in its tier's
+//! ring when its ring holds lanes; parking reads that without searching a ring (see [`PARK`]).
 //!
 //! A job lost between its lane and the ready list (a process killed in between, a Redis
 //! flushed) is lost like any queued job: its recipients stay pending in Postgres and the
@@ -51,8 +50,15 @@ impl Lane {
 
 /// Parks jobs in lanes, putting each lane (and its organization) in turn when they were not,
 /// and noting each lane's head time when none is noted (the lane was empty, or the note lost).
-/// Membership of the rings is kept in a set beside each (`<ring>:in`), so parking costs the
-/// same however many lanes or organizations wait.
+/// Whether a lane is in its ring is read without searching the ring, so parking costs the same
+/// however many lanes or organizations wait: an empty lane is in no ring (a refill drops a lane
+/// it empties, an organization whose ring it empties), and a lane that holds jobs is in its
+/// ring when it is in the set beside it (`<ring>:in`). The first rule alone would do while no
+/// key is lost; the set covers what it cannot see (jobs left in a lane whose ring entry was
+/// lost). A set entry without a ring entry (a refill of an earlier version that emptied the
+/// lane and kept the entry) is harmless: the lane is empty, and the first rule puts it back.
+/// A ring entry without a set entry (rings of an earlier version) makes a second ring entry:
+/// a lane taken twice per turn until it empties.
 /// KEYS: the heads set, the parked counter, then for each lane: its tier's organization ring,
 /// its organization's lane ring, the lane. ARGV: for each lane: organization, lane id, the
 /// number of jobs n, then its n jobs.
@@ -62,15 +68,17 @@ static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
         while a <= #ARGV do
             local org, id, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
             local ring, orgring, lane = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+            local lane_was_empty = redis.call('llen', lane) == 0
+            local ring_was_empty = redis.call('llen', orgring) == 0
             redis.call('rpush', lane, unpack(ARGV, a + 3, a + 2 + n))
             total = total + n
             local head = redis.call('lindex', lane, 0)
             local t = tonumber(string.match(head, '^(%d+) ')) or 0
             redis.call('zadd', KEYS[1], 'NX', t, id)
-            if redis.call('sadd', orgring .. ':in', id) == 1 then
+            if redis.call('sadd', orgring .. ':in', id) == 1 or lane_was_empty then
                 redis.call('rpush', orgring, id)
             end
-            if redis.call('sadd', ring .. ':in', org) == 1 then
+            if redis.call('sadd', ring .. ':in', org) == 1 or ring_was_empty then
                 redis.call('rpush', ring, org)
             end
             a = a + 3 + n
@@ -90,7 +98,9 @@ static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
 /// gives back when it ends; a dead worker's slots expire.
 /// KEYS: the ready list, the transit counter, the high ring, the bulk ring.
 /// ARGV: the target, the key prefix of rings and lanes, the transit counter's expiry (ms), the
-/// slots per organization, a slot's lease (ms), '1' to name the organizations passed over.
+/// slots per organization, a slot's lease (ms), '1' to name the organizations passed over, the
+/// most passes over organizations at their limit in one call (the next call goes on from
+/// where this one stopped: the ring has turned).
 /// Returns {passes, the organizations passed over (when named), then slot, job, slot, job,
 /// ...} as {passes, {orgs}, {slot, job, ...}}.
 static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
@@ -98,6 +108,7 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
         r"local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local default_cap = tonumber(ARGV[4])
+        local max_passes = tonumber(ARGV[7])
         local named = {}
         local room = tonumber(ARGV[1]) - redis.call('llen', KEYS[1])
             - tonumber(redis.call('get', KEYS[2]) or '0')
@@ -108,7 +119,7 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
             local passed = 0
             while room > 0 do
                 local len = redis.call('llen', ring)
-                if len == 0 or passed >= len then break end
+                if len == 0 or passed >= len or passes >= max_passes then break end
                 local org = redis.call('lpop', ring)
                 local busy = ARGV[2] .. 'busy:' .. org
                 redis.call('zremrangebyscore', busy, '-inf', now)
@@ -175,6 +186,10 @@ static RENEW: LazyLock<redis::Script> = LazyLock::new(|| {
     )
 });
 
+/// Organizations at their limit passed over in one refill at most: a refill costs a few Redis
+/// operations per organization passed over, so with many at their limit each call stops
+/// there, and the next (every job start and end, every tick) goes on round the ring.
+const MAX_PASSES: u64 = 500;
 /// Lane heads read at most for the reconciler; past it, the oldest bounds them all.
 const MAX_HEADS_READ: isize = 10_000;
 /// Jobs parked per script call: well under what `unpack()` takes.
@@ -297,6 +312,7 @@ impl Lanes {
             .arg(slots_per_org)
             .arg(SLOT_LEASE.as_millis() as u64)
             .arg(if name_passed { "1" } else { "0" })
+            .arg(MAX_PASSES)
             .invoke_async(conn)
             .await?;
         let mut it = flat.into_iter();

@@ -11,7 +11,8 @@ pub const HTTP_REFUSED: &str = "parley_http_refused_total";
 /// Requests whose daily usage could not be counted because Redis did not answer; they are
 /// served uncounted (API).
 pub const USAGE_UNCOUNTED: &str = "parley_usage_uncounted_total";
-/// Jobs waiting per queue and state (`ready`, `scheduled`), read from Redis (worker).
+/// Jobs waiting per queue and state (`ready`, `scheduled`; `parked` in their lanes for the
+/// recipient- and webhook-delivery queues), read from Redis (worker).
 pub const QUEUE_DEPTH: &str = "parley_queue_depth";
 /// How long the oldest ready job of each queue has waited, from its id's time (worker).
 pub const QUEUE_AGE: &str = "parley_queue_oldest_job_age_seconds";

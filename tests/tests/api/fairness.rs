@@ -490,13 +490,61 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
         (2 + 8, 40 - 10),
         "{webhooks:?}"
     );
-    // Raised, A's next refill takes its new share.
-    jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 5)])
+    // Raised, A's next refill takes its new share (under the ready list's 8).
+    jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 4)])
         .await
         .unwrap();
     jobs.refill(QueueName::RecipientDelivery).await.unwrap();
     let delivery = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
-    assert_eq!(delivery.ready, 5 + 3, "{delivery:?}");
+    assert_eq!(delivery.ready, 4 + 3, "{delivery:?}");
+}
+
+#[tokio::test]
+async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in_it() {
+    // No worker: the ready list stays as the lanes filled it.
+    let app = spawn_isolated_app(&[]).await;
+    let redis = app.redis().await;
+    let jobs = Jobs::new(&redis);
+    let (org, id) = (Uuid::now_v7(), Uuid::now_v7());
+    let lane = Lane {
+        organization_id: org,
+        id,
+        high: false,
+    };
+    let one = || vec![Uuid::now_v7()];
+    jobs.deliver(&lane, &one()).await.unwrap();
+    assert_eq!(
+        jobs.depth(QueueName::RecipientDelivery)
+            .await
+            .unwrap()
+            .ready,
+        1
+    );
+    // The refill took the lane's last job and dropped the lane and the organization from their
+    // rings; one of before the rings' membership sets left the sets naming them.
+    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery);
+    let prefix = format!("{queue}:fair:");
+    let mut conn = redis.conn.clone();
+    let (lane_left, ring_left): (i64, i64) = redis::pipe()
+        .llen(format!("{prefix}lane:{id}"))
+        .llen(format!("{prefix}org:bulk:{org}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!((lane_left, ring_left), (0, 0));
+    let _: () = redis::pipe()
+        .sadd(format!("{prefix}org:bulk:{org}:in"), id.to_string())
+        .sadd(format!("{prefix}orgs:bulk:in"), org.to_string())
+        // Room in the ready list and the organization's slots for the next job.
+        .del(format!("{queue}:active"))
+        .del(format!("{prefix}busy:{org}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // Parked again, the lane is in turn again.
+    jobs.deliver(&lane, &one()).await.unwrap();
+    let depth = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
+    assert_eq!((depth.ready, depth.parked), (1, 0), "{depth:?}");
 }
 
 #[tokio::test]
@@ -579,6 +627,23 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
             .iter()
             .all(|l| l.organization_id != a_org)
     );
+    // Rates of unknown channels or out of range are refused by Postgres too, so every worker
+    // can read every row.
+    for bad in [
+        r#"{"fax": 5}"#,
+        r#"{"email": 0}"#,
+        r#"{"email": 1.5}"#,
+        r#"{"email": "5"}"#,
+    ] {
+        let refused = sqlx::query(
+            "INSERT INTO organization_limits (organization_id, rates) VALUES ($1, $2::jsonb)",
+        )
+        .bind(a_org)
+        .bind(bad)
+        .execute(&app.pool)
+        .await;
+        assert!(refused.is_err(), "{bad} was stored");
+    }
     assert!(
         parley_db::org_limits::set(&app.pool, Uuid::now_v7(), &changes)
             .await
