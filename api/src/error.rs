@@ -61,7 +61,8 @@ impl ApiError {
             AppError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AppError::InvalidState(_)
             | AppError::Conflict { .. }
-            | AppError::IdempotencyKeyInUse => StatusCode::CONFLICT,
+            | AppError::IdempotencyKeyInUse
+            | AppError::IdempotencyReplaySecret { .. } => StatusCode::CONFLICT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::Validation(_) | AppError::IdempotencyKeyReused => {
@@ -88,6 +89,9 @@ impl ApiError {
             AppError::Conflict {
                 field: Some(field), ..
             } => Some(serde_json::json!([{ "field": field, "code": "taken" }])),
+            AppError::IdempotencyReplaySecret { created: Some(id) } => {
+                Some(serde_json::json!({ "id": id }))
+            }
             _ => None,
         };
         let message = match &self.0 {

@@ -1,5 +1,6 @@
 //! The Parley HTTP API: validates requests, writes to Postgres, enqueues jobs.
 
+pub mod auth_failures;
 pub mod cli;
 pub mod envelope;
 pub mod error;

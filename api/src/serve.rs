@@ -32,6 +32,10 @@ pub struct ConnectionLimits {
     pub drain: Duration,
 }
 
+/// The address of the client a request came from (the connection's peer).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::IpAddr);
+
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -56,7 +60,7 @@ pub async fn serve(
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: wait rather than spin.
                     tracing::warn!(%err, "accept failed");
@@ -66,8 +70,16 @@ pub async fn serve(
             },
             () = shutdown.cancelled() => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The client's address, for the limit on failed authentications.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Peer(peer.ip()));
+                req
+            },
+        ));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             // A client that goes away, or is cut off by the header timeout, ends here.

@@ -32,6 +32,9 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 pub struct Application {
     listener: TcpListener,
     router: Router,
+    /// `/metrics`, on `PARLEY_API_METRICS_ADDR`.
+    metrics_listener: TcpListener,
+    metrics_router: Router,
     connections: ConnectionLimits,
     /// What the sweep of abandoned uploads needs, when object storage is configured.
     uploads: Option<(sqlx::PgPool, Storage, std::time::Duration)>,
@@ -39,7 +42,7 @@ pub struct Application {
 
 impl Application {
     /// Connects to Postgres and Redis, applies migrations when `auto_migrate`, and binds
-    /// `listener` (or `config.api_addr`).
+    /// `listener` (or `config.api_addr`) and `config.api_metrics_addr`.
     pub async fn build(config: Config, listener: Option<TcpListener>) -> anyhow::Result<Self> {
         Self::build_with_clock(config, listener, Clock::system()).await
     }
@@ -89,7 +92,12 @@ impl Application {
                 .await
                 .with_context(|| format!("binding {}", config.api_addr))?,
         };
+        let metrics_listener = TcpListener::bind(config.api_metrics_addr)
+            .await
+            .with_context(|| format!("binding {}", config.api_metrics_addr))?;
         let org_label = config.metrics_org_label;
+        let auth_failures =
+            crate::auth_failures::AuthFailures::new(config.http.auth_failures_per_minute);
         let state = AppState {
             pool,
             jobs: config.jobs(&redis),
@@ -104,6 +112,7 @@ impl Application {
                 crate::org_permits::COUNTS_PER_ORG,
                 org_label,
             ),
+            auth_failures,
         };
         let uploads = state.storage.clone().map(|storage| {
             (
@@ -121,6 +130,13 @@ impl Application {
                 // Every request ends by its timeout; a little more for the answers to go out.
                 drain: state.config.http.request_timeout + std::time::Duration::from_secs(5),
             },
+            metrics_router: health::metrics_router(Probes::new(
+                state.pool.clone(),
+                state.redis.clone(),
+                state.metrics.clone(),
+                false,
+            )),
+            metrics_listener,
             router: router(state),
         })
     }
@@ -129,12 +145,24 @@ impl Application {
         self.listener.local_addr()
     }
 
+    /// Where `/metrics` is served.
+    pub fn metrics_addr(&self) -> std::io::Result<SocketAddr> {
+        self.metrics_listener.local_addr()
+    }
+
     /// Serves until `shutdown` is cancelled, then stops accepting and lets in-flight requests
     /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`).
     pub async fn run_until(self, shutdown: CancellationToken) -> std::io::Result<()> {
         if let Some((pool, storage, ttl)) = self.uploads {
             tokio::spawn(crate::retention::run(pool, storage, ttl, shutdown.clone()));
         }
+        let metrics = axum::serve(self.metrics_listener, self.metrics_router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        tokio::spawn(async move {
+            if let Err(err) = metrics.await {
+                tracing::error!(%err, "the metrics listener stopped");
+            }
+        });
         crate::serve::serve(self.listener, self.router, self.connections, shutdown).await
     }
 }
@@ -163,12 +191,29 @@ pub fn router(state: AppState) -> Router {
         max_in_flight: state.config.http.max_in_flight,
     };
     let max_body_bytes = state.config.max_body_bytes;
+    // Serialized once: a request for the document costs its bytes, not a serialization.
+    let document = axum::body::Bytes::from(openapi.to_string());
+    let serve_document = move || {
+        let document = document.clone();
+        async move {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                document,
+            )
+        }
+    };
     let routes = Router::new()
         .merge(api)
         .merge(signed)
-        .merge(SwaggerUi::new("/docs").external_url_unchecked(OPENAPI_PATH, openapi))
+        .route(OPENAPI_PATH, axum::routing::get(serve_document))
+        .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH])))
         .with_state(state);
-    layered(routes, health::router(probes), limits, max_body_bytes)
+    layered(
+        routes,
+        health::probes_router(probes),
+        limits,
+        max_body_bytes,
+    )
 }
 
 /// The layers every request passes, outermost first: its id and context (and the log line),

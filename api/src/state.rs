@@ -23,6 +23,8 @@ pub struct AppState {
     pub clock: Clock,
     /// Segment counts each organization runs at once.
     pub counts: crate::org_permits::OrgPermits,
+    /// Failed authentications per client address.
+    pub auth_failures: crate::auth_failures::AuthFailures,
 }
 
 impl AppState {

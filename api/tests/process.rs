@@ -61,6 +61,7 @@ async fn start() -> Api {
         &["serve"],
         &[
             ("PARLEY_API_ADDR", &addr),
+            ("PARLEY_API_METRICS_ADDR", "127.0.0.1:0"),
             ("PARLEY_REDIS_PREFIX", &prefix),
             ("PARLEY_LOG_FORMAT", "json"),
             ("RUST_LOG", "info"),

@@ -238,6 +238,10 @@ pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
         ("PARLEY_RECIPIENT_LEASE_SECS".to_owned(), "3".to_owned()),
         ("PARLEY_PROVIDER_RETRY_BASE_MS".to_owned(), "50".to_owned()),
         ("PARLEY_WORKER_DRAIN_SECS".to_owned(), "5".to_owned()),
+        (
+            "PARLEY_API_METRICS_ADDR".to_owned(),
+            "127.0.0.1:0".to_owned(),
+        ),
     ]);
     for (k, v) in extra {
         vars.insert((*k).to_owned(), (*v).to_owned());
@@ -247,6 +251,8 @@ pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
 
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// Where the API serves `/metrics` (`PARLEY_API_METRICS_ADDR`).
+    pub metrics_addr: SocketAddr,
     pub database_url: String,
     own_database: bool,
     pub base: String,
@@ -405,11 +411,13 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
         .await
         .expect("the app builds");
     let addr = app.local_addr().expect("addr");
+    let metrics_addr = app.metrics_addr().expect("metrics addr");
     let shutdown = CancellationToken::new();
     tokio::spawn(app.run_until(shutdown.clone()));
     let pool = db::pool(&database_url, 2).expect("pool");
     let mut test = TestApp {
         addr,
+        metrics_addr,
         database_url,
         own_database,
         base: format!("http://{addr}"),

@@ -306,6 +306,7 @@ async fn send_one(
     };
     let message = Message {
         recipient_id: id,
+        send_generation: r.send_generation,
         channel: b.channel,
         to,
         content: &content,

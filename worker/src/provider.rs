@@ -25,6 +25,10 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 #[serde(rename_all = "camelCase")]
 pub struct Message<'a> {
     pub recipient_id: Uuid,
+    /// Which send of the recipient this is (0, then N after the Nth `retry-failed`): not in
+    /// the body, in the key ([`Message::idempotency_key`]).
+    #[serde(skip)]
+    pub send_generation: i32,
     pub channel: Channel,
     pub to: &'a str,
     pub content: &'a str,
@@ -32,6 +36,18 @@ pub struct Message<'a> {
     pub variables: &'a serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<&'a str>,
+}
+
+impl Message<'_> {
+    /// The provider's `Idempotency-Key`: `<recipientId>` for the first send, and
+    /// `<recipientId>.r<N>` after the Nth `retry-failed`, so that a provider that honours keys
+    /// treats a retry as a new message and a repeat of one send as a duplicate.
+    pub fn idempotency_key(&self) -> String {
+        match self.send_generation {
+            0 => self.recipient_id.to_string(),
+            n => format!("{}.r{n}", self.recipient_id),
+        }
+    }
 }
 
 /// How a send ended.
@@ -153,7 +169,7 @@ impl Provider {
             .client
             .post(url)
             .header("content-type", "application/json")
-            .header("idempotency-key", msg.recipient_id.to_string())
+            .header("idempotency-key", msg.idempotency_key())
             .body(body.to_vec())
             .send()
             .await;
@@ -228,5 +244,30 @@ async fn classify(
         })
     } else {
         Err(CallError::Rejected { code, message })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_has_a_key_of_its_own() {
+        let id = Uuid::now_v7();
+        let vars = serde_json::Value::Null;
+        let message = |send_generation| Message {
+            recipient_id: id,
+            send_generation,
+            channel: Channel::Email,
+            to: "a@example.com",
+            content: "Hi",
+            template_id: id,
+            variables: &vars,
+            subject: None,
+        };
+        assert_eq!(message(0).idempotency_key(), id.to_string());
+        assert_eq!(message(2).idempotency_key(), format!("{id}.r2"));
+        let body = serde_json::to_value(message(2)).unwrap();
+        assert!(body.get("sendGeneration").is_none(), "{body}");
     }
 }

@@ -13,6 +13,7 @@ use parley_domain::auth;
 use crate::extract::{Tenant, TicketToken};
 use crate::scopes::required_scope;
 use crate::scopes::{TICKET_SLA_ROUTE, TICKET_TOKEN_HEADER};
+use crate::serve::Peer;
 use crate::state::AppState;
 
 fn bearer(req: &Request) -> Option<&str> {
@@ -50,9 +51,24 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
     let secret = bearer(&req)
         .filter(|s| auth::looks_like_key(s))
         .ok_or(AppError::Unauthorized)?;
-    let key = db::api_keys::identify(&state.pool, secret)
-        .await?
-        .ok_or(AppError::Unauthorized)?;
+    // A key-shaped token costs a lookup: an address that failed too often this minute is
+    // refused before it.
+    let peer = req.extensions().get::<Peer>().map(|p| p.0);
+    let now = std::time::Instant::now();
+    if let Some(retry_after) = peer.and_then(|ip| state.auth_failures.blocked(ip, now)) {
+        return Err(AppError::RateLimited {
+            message: "too many failed authentications from this address; try again later"
+                .to_owned(),
+            retry_after,
+        }
+        .into());
+    }
+    let Some(key) = db::api_keys::identify(&state.pool, secret).await? else {
+        if let Some(ip) = peer {
+            state.auth_failures.failed(ip, now);
+        }
+        return Err(AppError::Unauthorized.into());
+    };
     tracing::Span::current().record(
         "organization_id",
         tracing::field::display(key.organization_id),

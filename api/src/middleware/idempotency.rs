@@ -9,8 +9,10 @@
 //! lets the same request take the key again once it cannot still be running (the request
 //! timeout and a margin): its work may have been done, so that retry may do it again.
 //!
-//! An answer that shows a secret once (a new API key, a webhook's signing secret) is kept
-//! without it: a repeat tells the client what was created, and the secret is never stored.
+//! An answer that shows a secret once (a new API key, a webhook's signing secret, a presigned
+//! upload URL) is kept without it, and a repeat is 409 `idempotency_replay_secret` naming
+//! what the first request made (`error.details.id`): the secret is never stored, and an
+//! answer without it would not be the answer the operation documents.
 
 use std::time::Duration;
 
@@ -38,13 +40,17 @@ const POLL_FIRST: Duration = Duration::from_millis(25);
 const POLL_CAP: Duration = Duration::from_millis(500);
 /// Bodies longer than this are hashed off the async threads.
 const HASH_INLINE: usize = 1 << 20;
-/// Routes whose answer shows a secret once (an API key, a webhook's signing secret): the
-/// answer kept for a repeat leaves it out (`data.key`, `data.secret`), so no secret is stored.
-const SECRET_ROUTES: &[&str] = &[
+/// Routes whose answer shows a secret once (an API key, a webhook's signing secret, an upload
+/// URL, which is a credential while it lives): the answer kept leaves it out (`data.key`,
+/// `data.secret`, `data.uploadUrl`), and a repeat is refused with the id of what was made.
+pub const SECRET_ROUTES: &[&str] = &[
     "/api/v1/api-keys",
     "/api/v1/webhooks",
     "/api/v1/webhooks/{id}/rotate-secret",
+    "/api/v1/files/presigned-upload",
 ];
+/// The fields of [`SECRET_ROUTES`]' answers that hold the secret.
+const SECRET_FIELDS: &[&str] = &["key", "secret", "uploadUrl"];
 /// Answers longer than this are not kept (the key is given up).
 const MAX_KEPT_BODY: usize = 1 << 20;
 /// The route whose bodies may be as long as `PARLEY_MAX_BROADCAST_BODY_BYTES`.
@@ -137,6 +143,11 @@ async fn run(
                 same_request: false,
             } => return Err(ApiError(AppError::IdempotencyKeyReused)),
             db::idempotency::Claim::Answered { status, body, .. } => {
+                if SECRET_ROUTES.contains(&route.as_str()) && (200..300).contains(&status) {
+                    return Err(ApiError(AppError::IdempotencyReplaySecret {
+                        created: created_id(&body),
+                    }));
+                }
                 return Ok(replay(status, body));
             }
             db::idempotency::Claim::Running { .. } if waited.elapsed() < WAIT_FOR => {
@@ -236,10 +247,19 @@ fn without_secrets(body: &[u8]) -> Vec<u8> {
         return b"{}".to_vec();
     };
     if let Some(data) = json.get_mut("data").and_then(|d| d.as_object_mut()) {
-        data.remove("key");
-        data.remove("secret");
+        for field in SECRET_FIELDS {
+            data.remove(*field);
+        }
     }
     serde_json::to_vec(&json).unwrap_or_default()
+}
+
+/// The id of what an answer kept made (`data.id`, or `data.fileId`).
+fn created_id(body: &[u8]) -> Option<String> {
+    let json = serde_json::from_slice::<serde_json::Value>(body).ok()?;
+    let data = json.get("data")?;
+    let id = data.get("id").or_else(|| data.get("fileId"))?;
+    id.as_str().map(str::to_owned)
 }
 
 fn replay(status: u16, body: Vec<u8>) -> Response {

@@ -9,6 +9,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Content, OpenApi, Ref, RefOr};
 use utoipa::{OpenApi as _, ToSchema};
 
+mod compact;
 mod deployment;
 mod request_rules;
 
@@ -36,7 +37,8 @@ pub fn base() -> OpenApi {
 }
 
 /// The document as served: the handlers' annotations merged into [`base`], completed by
-/// [`finish`], then the rules every request shares and this deployment's own settings. JSON,
+/// [`finish`], then the rules every request shares and this deployment's own settings, then
+/// made compact ([`compact`]). JSON,
 /// because those use parts of JSON Schema utoipa's model does not hold (`propertyNames`,
 /// `allOf` beside `properties`).
 pub fn document(routes: OpenApi, deployment: &Deployment) -> serde_json::Value {
@@ -44,6 +46,7 @@ pub fn document(routes: OpenApi, deployment: &Deployment) -> serde_json::Value {
     let mut json = serde_json::to_value(&doc).expect("the document serializes");
     request_rules::apply(&mut json);
     deployment::apply(&mut json, deployment);
+    compact::apply(&mut json);
     json
 }
 
@@ -94,6 +97,18 @@ pub fn finish(mut api: OpenApi) -> OpenApi {
                 secure_by_key(op, path, &method);
                 if method == HttpMethod::Post {
                     take_idempotency_key(op);
+                    if crate::middleware::idempotency::SECRET_ROUTES.contains(&path.as_str()) {
+                        op.responses.responses.insert(
+                            "409".to_owned(),
+                            error(
+                                "A request with this `Idempotency-Key` is still running after \
+                                 10 s (`idempotency_key_in_use`), or it succeeded already and \
+                                 its answer showed a secret, which is not kept \
+                                 (`idempotency_replay_secret`, `error.details.id` naming what \
+                                 it made)",
+                            ),
+                        );
+                    }
                 }
             }
             add_shared_errors(op, path);
@@ -326,5 +341,24 @@ mod tests {
         }
         walk(&doc);
         assert!(doc.pointer("/components/schemas/FreeJson").is_some());
+    }
+
+    #[test]
+    fn the_document_holds_no_construct_generators_drop_and_stays_small() {
+        let doc = crate::startup::openapi_document();
+        let schemas = &doc["components"]["schemas"];
+        // Free JSON is unconstrained (a recursive schema made openapi-python-client drop every
+        // operation whose body reaches it); time zones are no enumeration (names collide as
+        // identifiers). ops/clients/check generates the clients themselves.
+        assert!(
+            !schemas["FreeJson"].to_string().contains("$ref"),
+            "FreeJson refers to itself"
+        );
+        assert!(schemas["TimeZone"].get("enum").is_none());
+        assert_eq!(schemas["TimeZone"]["type"], "string");
+        // Shared answers and schemas are written once.
+        assert!(doc.pointer("/components/responses/Error500").is_some());
+        let bytes = doc.to_string().len();
+        assert!(bytes < 400_000, "the document is {bytes} bytes");
     }
 }

@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use parley_types::fields::TEXT;
 use serde_json::{Value, json};
 
-/// Any JSON value without NUL in a string or key, recursively.
+/// Any JSON value; the NUL rule is in its description (and enforced by the extractor): an
+/// unconstrained schema, because generators drop a recursive one (and every operation whose
+/// body reaches it).
 pub const FREE_JSON: &str = "FreeJson";
 
 /// Operation extension: `true` when a body that matches the schema may still be refused with
@@ -62,26 +64,13 @@ const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[
 
 fn free_json_schema() -> Value {
     json!({
-        "description": "Any JSON value without the NUL character (U+0000) in a string or key.",
-        "anyOf": [
-            {"type": "string", "pattern": TEXT},
-            {"type": ["number", "boolean", "null"]},
-            {"type": "array", "items": {"$ref": reference(FREE_JSON)}},
-            free_object(),
-        ]
+        "description": "Any JSON value. No string or key in it may hold the NUL character \
+            (U+0000): a body with one is refused (422 `validation_error`, `invalid_format`).",
     })
 }
 
 fn reference(name: &str) -> String {
     format!("#/components/schemas/{name}")
-}
-
-fn free_object() -> Value {
-    json!({
-        "type": "object",
-        "propertyNames": {"pattern": TEXT},
-        "additionalProperties": {"$ref": reference(FREE_JSON)},
-    })
 }
 
 pub fn apply(doc: &mut Value) {
@@ -138,11 +127,15 @@ fn mark_relational(doc: &mut Value) {
         };
         for (method, op) in item.iter_mut() {
             let mut why = Vec::new();
-            if op
-                .get("requestBody")
-                .is_some_and(|body| names_records(body, &components, &mut BTreeSet::new()))
-            {
+            let body_has = |pred: &dyn Fn(&serde_json::Map<String, Value>) -> bool| {
+                op.get("requestBody")
+                    .is_some_and(|body| reaches(body, &components, &mut BTreeSet::new(), pred))
+            };
+            if body_has(&|m| m.get("format").and_then(Value::as_str) == Some("uuid")) {
                 why.push("a field names a record that is not in the organization (`not_found`)");
+            }
+            if body_has(&|m| m.get("$ref").and_then(Value::as_str) == Some(TIME_ZONE_REF)) {
+                why.push("a time zone is not a name of the tz database (`invalid_format`)");
             }
             if let Some((_, _, rule)) = CROSS_FIELD_RULES
                 .iter()
@@ -162,11 +155,20 @@ fn mark_relational(doc: &mut Value) {
     }
 }
 
-/// Whether a schema holds an id (`format: uuid`) anywhere, following `$ref`s.
-fn names_records(node: &Value, components: &Value, seen: &mut BTreeSet<String>) -> bool {
+/// The time zone component: a string of the documented form, which must also be a name of
+/// the tz database.
+const TIME_ZONE_REF: &str = "#/components/schemas/TimeZone";
+
+/// Whether a schema holds a node `pred` accepts anywhere, following `$ref`s.
+fn reaches(
+    node: &Value,
+    components: &Value,
+    seen: &mut BTreeSet<String>,
+    pred: &dyn Fn(&serde_json::Map<String, Value>) -> bool,
+) -> bool {
     match node {
         Value::Object(map) => {
-            if map.get("format").and_then(Value::as_str) == Some("uuid") {
+            if pred(map) {
                 return true;
             }
             if let Some(name) = map
@@ -177,13 +179,13 @@ fn names_records(node: &Value, components: &Value, seen: &mut BTreeSet<String>) 
                 return seen.insert(name.to_owned())
                     && components
                         .get(name)
-                        .is_some_and(|s| names_records(s, components, seen));
+                        .is_some_and(|s| reaches(s, components, seen, pred));
             }
             map.iter()
                 .filter(|(k, _)| !matches!(k.as_str(), "example" | "examples"))
-                .any(|(_, v)| names_records(v, components, seen))
+                .any(|(_, v)| reaches(v, components, seen, pred))
         }
-        Value::Array(items) => items.iter().any(|v| names_records(v, components, seen)),
+        Value::Array(items) => items.iter().any(|v| reaches(v, components, seen, pred)),
         _ => false,
     }
 }

@@ -58,6 +58,9 @@ pub struct Config {
     pub redis_prefix: String,
     pub api_addr: SocketAddr,
     pub worker_metrics_addr: SocketAddr,
+    /// `PARLEY_API_METRICS_ADDR`: where the API serves `/metrics`, apart from its public
+    /// address (which has no `/metrics`).
+    pub api_metrics_addr: SocketAddr,
     /// `parley-api serve` applies migrations first unless this is false.
     pub auto_migrate: bool,
     pub max_body_bytes: usize,
@@ -87,6 +90,10 @@ pub struct HttpSettings {
     pub header_read_timeout: Duration,
     /// Connections open at once; the next ones wait in the kernel's backlog.
     pub max_connections: usize,
+    /// Failed authentications (a key-shaped token that names no key) one client address may
+    /// make per minute before it gets 429 without a lookup (`PARLEY_AUTH_FAILURES_PER_MINUTE`;
+    /// 0: no limit).
+    pub auth_failures_per_minute: u32,
 }
 
 /// The S3-compatible store (`S3_*` and the AWS credential variables).
@@ -270,6 +277,7 @@ impl From<Vars> for Config {
             redis_prefix: v.PARLEY_REDIS_PREFIX,
             api_addr: v.PARLEY_API_ADDR,
             worker_metrics_addr: v.PARLEY_WORKER_METRICS_ADDR,
+            api_metrics_addr: v.PARLEY_API_METRICS_ADDR,
             auto_migrate: v.PARLEY_AUTO_MIGRATE,
             max_body_bytes: v.PARLEY_MAX_BODY_BYTES,
             max_broadcast_body_bytes: v.PARLEY_MAX_BROADCAST_BODY_BYTES,
@@ -280,6 +288,7 @@ impl From<Vars> for Config {
                 max_in_flight: v.PARLEY_MAX_IN_FLIGHT,
                 header_read_timeout: secs(v.PARLEY_HEADER_READ_TIMEOUT_SECS),
                 max_connections: v.PARLEY_MAX_CONNECTIONS,
+                auth_failures_per_minute: v.PARLEY_AUTH_FAILURES_PER_MINUTE,
             },
             worker: WorkerSettings {
                 queues: v

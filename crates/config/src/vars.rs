@@ -55,6 +55,8 @@ pub(crate) struct Vars {
     pub PARLEY_API_ADDR: SocketAddr,
     #[arg(long, default_value = "127.0.0.1:9091")]
     pub PARLEY_WORKER_METRICS_ADDR: SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub PARLEY_API_METRICS_ADDR: SocketAddr,
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub PARLEY_AUTO_MIGRATE: bool,
     #[arg(long, default_value_t = 1024 * 1024, value_parser = positive::<usize>())]
@@ -74,6 +76,8 @@ pub(crate) struct Vars {
     pub PARLEY_HEADER_READ_TIMEOUT_SECS: u64,
     #[arg(long, default_value_t = 1024, value_parser = positive::<usize>())]
     pub PARLEY_MAX_CONNECTIONS: usize,
+    #[arg(long, default_value_t = 30, value_parser = RangedU64ValueParser::<u32>::new().range(0..=1_000_000))]
+    pub PARLEY_AUTH_FAILURES_PER_MINUTE: u32,
 
     /// Comma-separated; all queues when unset.
     #[arg(long, value_parser = queues)]

@@ -222,7 +222,8 @@ pub async fn set_status(
 
 /// Puts the broadcast's failed recipients (those with one of `codes`, if given) back to
 /// `pending`, as never attempted (no message id: a late receipt of the old message finds
-/// nothing), enqueued now (so the reconciler takes them should the dispatch job be lost), and
+/// nothing) but as their next send (`send_generation`, which the provider's key carries),
+/// enqueued now (so the reconciler takes them should the dispatch job be lost), and
 /// the broadcast back to `sending`; the counters follow
 /// (the recipients' trigger). Returns how many; with none, nothing changes. The caller holds
 /// the broadcast's lock and has checked that it ended.
@@ -235,7 +236,7 @@ pub async fn retry_failed(
         "UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
             error_message = NULL, failed_at = NULL, external_message_id = NULL, sent_at = NULL,
             delivered_at = NULL, read_at = NULL, replied_at = NULL, requeues = 0,
-            enqueued_at = clock_timestamp()
+            enqueued_at = clock_timestamp(), send_generation = send_generation + 1
          WHERE broadcast_id = $1 AND status = 'failed'
            AND ($2::text[] IS NULL OR error_code = ANY ($2))",
         id,

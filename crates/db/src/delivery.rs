@@ -339,6 +339,8 @@ pub struct Claimed {
     pub company_name: Option<String>,
     pub do_not_contact: Option<bool>,
     pub messaging_a_opted_out: Option<bool>,
+    /// Which send this is: 0, then N after the Nth `retry-failed`.
+    pub send_generation: i32,
 }
 
 /// The recipients among `ids` that are still pending, with what their message needs of the
@@ -360,7 +362,7 @@ pub async fn pending_for_send(
                 k.country AS "country?", k.language AS "language?", k.position AS "position?",
                 k.external_id AS "external_id?", co.name AS "company_name?",
                 k.do_not_contact AS "do_not_contact?",
-                k.messaging_a_opted_out AS "messaging_a_opted_out?"
+                k.messaging_a_opted_out AS "messaging_a_opted_out?", r.send_generation
          FROM unnest($2::uuid[]) AS u(id)
          JOIN broadcast_recipients r ON r.id = u.id
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
@@ -387,6 +389,7 @@ pub async fn pending_for_send(
             company_name: r.company_name,
             do_not_contact: r.do_not_contact,
             messaging_a_opted_out: r.messaging_a_opted_out,
+            send_generation: r.send_generation,
         })
         .collect())
 }
@@ -408,6 +411,7 @@ struct ClaimRow {
     company_name: Option<String>,
     do_not_contact: Option<bool>,
     messaging_a_opted_out: Option<bool>,
+    send_generation: i32,
 }
 
 /// How one claimed recipient ended.

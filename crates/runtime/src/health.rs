@@ -78,10 +78,23 @@ impl Probes {
     }
 }
 
-pub fn router<S>(probes: Probes) -> Router<S> {
+/// `/healthz`, `/readyz` and `/metrics`: the worker's listener.
+pub fn router<S: Clone + Send + Sync + 'static>(probes: Probes) -> Router<S> {
+    probes_router(probes.clone()).merge(metrics_router(probes))
+}
+
+/// `/healthz` and `/readyz`: the API's public listener.
+pub fn probes_router<S: Clone + Send + Sync + 'static>(probes: Probes) -> Router<S> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .with_state(probes)
+}
+
+/// `/metrics`: the API serves it on a listener of its own (`PARLEY_API_METRICS_ADDR`), so
+/// that the public address answers no unauthenticated request that costs a rendering.
+pub fn metrics_router<S: Clone + Send + Sync + 'static>(probes: Probes) -> Router<S> {
+    Router::new()
         .route("/metrics", get(metrics))
         .with_state(probes)
 }

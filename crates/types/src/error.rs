@@ -86,6 +86,13 @@ pub enum AppError {
     IdempotencyKeyReused,
     #[error("a request with this Idempotency-Key is still running; retry shortly")]
     IdempotencyKeyInUse,
+    /// A repeat of a request whose answer showed a secret once (a new API key, a webhook's
+    /// signing secret, an upload URL): the secret is not kept, so the answer is not given
+    /// again; `created` names what the first request made.
+    #[error(
+        "the first request with this Idempotency-Key succeeded and showed a secret, which is not kept: read what it made instead"
+    )]
+    IdempotencyReplaySecret { created: Option<String> },
     #[error("object storage is not configured")]
     StorageUnavailable,
     #[error("a dependency is unavailable: {0}")]
@@ -147,6 +154,7 @@ impl AppError {
             AppError::RateLimited { .. } => "rate_limited",
             AppError::IdempotencyKeyReused => "idempotency_key_reused",
             AppError::IdempotencyKeyInUse => "idempotency_key_in_use",
+            AppError::IdempotencyReplaySecret { .. } => "idempotency_replay_secret",
             AppError::StorageUnavailable => "storage_unavailable",
             AppError::ServiceUnavailable(_) | AppError::Overloaded(_) => "service_unavailable",
             AppError::Internal(_) => "internal_error",

@@ -81,6 +81,7 @@ impl Bench {
             .env("PARLEY_REDIS_PREFIX", &self.prefix)
             .env("PARLEY_API_ADDR", API_ADDR)
             .env("PARLEY_WORKER_METRICS_ADDR", "127.0.0.1:0")
+            .env("PARLEY_API_METRICS_ADDR", "127.0.0.1:0")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null());
         for (k, v) in extra {

@@ -27,6 +27,38 @@ async fn requests_without_a_valid_key_are_401() {
 }
 
 #[tokio::test]
+async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
+    let app = parley_tests::spawn_app_with(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "3")]).await;
+    let made_up = |i: usize| format!("prl_{}{i:02}", "x".repeat(30));
+    // Malformed tokens cost no lookup and do not count.
+    for _ in 0..5 {
+        app.send(Method::GET, "/api/v1/contacts", Some("nope"), None)
+            .await
+            .expect_error(401, "unauthorized");
+    }
+    for i in 0..3 {
+        app.send(Method::GET, "/api/v1/contacts", Some(&made_up(i)), None)
+            .await
+            .expect_error(401, "unauthorized");
+    }
+    // The fourth made-up key of the minute, and any key after it, from this address: 429,
+    // before any lookup (the organization's own key is refused too).
+    let refused = app
+        .send(Method::GET, "/api/v1/contacts", Some(&made_up(3)), None)
+        .await;
+    refused.expect_error(429, "rate_limited");
+    let wait: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    app.send(Method::GET, "/api/v1/contacts", Some(&app.key), None)
+        .await
+        .expect_error(429, "rate_limited");
+}
+
+#[tokio::test]
 async fn a_revoked_key_is_refused_at_once() {
     let app = spawn_app().await;
     let created = app

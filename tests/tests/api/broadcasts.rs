@@ -1107,6 +1107,64 @@ async fn receipts_with_bad_bodies_are_refused() {
 }
 
 #[tokio::test]
+async fn a_retry_reaches_a_provider_that_honours_keys_and_the_first_messages_receipts_change_nothing()
+ {
+    // The provider took the message, then reported it failed: a provider that honours keys
+    // answers a resend under the same key with that first message, delivering nothing.
+    let secret = "retry-secret";
+    let provider = FakeProvider::start().await;
+    let app = spawn_isolated_app(&[("PARLEY_CHANNEL_SOCIAL_A_SECRET", secret)]).await;
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
+        .await;
+    let contacts = seed::contacts(&app, 1).await;
+    let t = template(&app, "social_a", "Hello").await;
+    let id = send_now(&app, &t, &contacts).await;
+    let path = format!("/api/v1/broadcasts/{id}");
+    app.wait_for(&path, 30, ended).await;
+    let recipient = recipients(&app, &id).await[0].clone();
+    let rid = recipient["id"].as_str().unwrap().to_owned();
+    let first_message = provider.accepted()[&rid].clone();
+    let receipt = |message: &str, status: &str| {
+        let body = json!([{"messageId": message, "status": status}]).to_string();
+        let signature = parley_domain::signature::sign(secret, body.as_bytes());
+        parley_tests::post_receipts(&app.client, &app.base, "social_a", body, signature)
+    };
+    assert_eq!(receipt(&first_message, "failed").await.status(), 200);
+    let failed = app
+        .wait_for(&path, 30, |b| b["data"]["failedCount"] == 1)
+        .await;
+    assert_eq!(failed["data"]["status"], "completed");
+
+    app.post(&format!("{path}/retry-failed"), json!({}))
+        .await
+        .expect(200);
+    let b = app
+        .wait_for(&path, 30, |b| ended(b) && b["data"]["sentCount"] == 1)
+        .await;
+    assert_eq!(b["data"]["failedCount"], 0, "{b}");
+    // The retry went under a key of its own, so the provider made a new message.
+    let accepted = provider.accepted();
+    let retry_message = accepted[&format!("{rid}.r1")].clone();
+    assert_ne!(retry_message, first_message);
+    // A late receipt of the first message finds nothing; the retry's own receipt applies.
+    let late: Value = receipt(&first_message, "delivered")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(late["data"]["applied"], 0, "{late}");
+    let own: Value = receipt(&retry_message, "delivered")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(own["data"]["applied"], 1, "{own}");
+    let r = recipients(&app, &id).await[0].clone();
+    assert_eq!(r["status"], "delivered", "{r}");
+}
+
+#[tokio::test]
 async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out() {
     let provider = FakeProvider::start().await;
     let app = spawn_isolated_app(&[]).await;
@@ -1169,17 +1227,14 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
         1,
         "other codes stay failed"
     );
-    // Each retried recipient was sent once more, the others not again.
+    // Each retried recipient was sent once more, the others not again; the retry under a key
+    // of its own.
     let calls = provider.calls();
     assert_eq!(calls.len(), 5 + 1, "five sends, then the one retry");
     let retried = invalid[1]["id"].as_str().unwrap();
-    assert_eq!(
-        calls
-            .iter()
-            .filter(|c| c.idempotency_key == retried)
-            .count(),
-        2
-    );
+    let keys_of = |key: &str| calls.iter().filter(|c| c.idempotency_key == key).count();
+    assert_eq!(keys_of(retried), 1);
+    assert_eq!(keys_of(&format!("{retried}.r1")), 1);
 
     // A broadcast that has not ended does not retry.
     let draft = app

@@ -51,7 +51,7 @@ async fn every_metric_in_the_dashboard_and_the_alerts_is_exported() {
     let mut seen = BTreeSet::new();
     let mut text = String::new();
     for url in [
-        format!("{}/metrics", app.base),
+        format!("http://{}/metrics", app.metrics_addr),
         format!("http://{}/metrics", worker.metrics_addr),
     ] {
         text = client.get(&url).send().await.unwrap().text().await.unwrap();

@@ -68,9 +68,17 @@ async fn http_metrics_count_requests_by_route_template() {
     app.get(&format!("/api/v1/contacts/{}", uuid::Uuid::now_v7()))
         .await
         .expect(404);
-    let text = app
+    // Not on the public address: on the metrics listener.
+    let public = app
         .client
         .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(public.status(), 404);
+    let text = app
+        .client
+        .get(format!("http://{}/metrics", app.metrics_addr))
         .send()
         .await
         .unwrap()

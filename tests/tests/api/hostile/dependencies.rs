@@ -190,7 +190,7 @@ async fn the_api_keeps_serving_while_redis_is_away_and_counts_again_when_it_is_b
     .expect(201);
     let (status, body) = readyz(&app).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("degraded")));
-    let metrics = metrics_text(app.addr).await;
+    let metrics = metrics_text(app.metrics_addr).await;
     assert!(
         metrics
             .lines()

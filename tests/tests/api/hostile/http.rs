@@ -26,7 +26,7 @@ async fn made_up_methods_are_405_and_share_one_metric_label() {
         resp.expect_error(405, "method_not_allowed");
     }
     still_healthy(&app).await;
-    let metrics = metrics_text(app.addr).await;
+    let metrics = metrics_text(app.metrics_addr).await;
     assert!(!metrics.contains("BREW"), "no series per made-up method");
     assert!(
         metrics
