@@ -28,6 +28,8 @@ use crate::serve::ConnectionLimits;
 use crate::state::AppState;
 
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+/// Connections the metrics listener keeps open at most.
+const METRICS_CONNECTIONS: usize = 16;
 
 pub struct Application {
     listener: TcpListener,
@@ -156,8 +158,17 @@ impl Application {
         if let Some((pool, storage, ttl)) = self.uploads {
             tokio::spawn(crate::retention::run(pool, storage, ttl, shutdown.clone()));
         }
-        let metrics = axum::serve(self.metrics_listener, self.metrics_router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        // The same header timeout as the public listener, and a few connections: scrapers.
+        let metrics = crate::serve::serve(
+            self.metrics_listener,
+            self.metrics_router,
+            ConnectionLimits {
+                header_read_timeout: self.connections.header_read_timeout,
+                max_connections: METRICS_CONNECTIONS,
+                drain: std::time::Duration::from_secs(1),
+            },
+            shutdown.clone(),
+        );
         tokio::spawn(async move {
             if let Err(err) = metrics.await {
                 tracing::error!(%err, "the metrics listener stopped");

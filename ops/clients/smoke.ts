@@ -2,6 +2,7 @@
 // the served OpenAPI document (ops/clients/check): the same steps as smoke.py. Compiled by tsc
 // against the generated `schema.d.ts`, so a call that does not fit the document fails before
 // it runs. Usage: node smoke.js <base URL> <API key>
+import { randomUUID } from "node:crypto";
 import createClient from "openapi-fetch";
 import type { paths } from "./schema.js";
 
@@ -14,7 +15,7 @@ function check(condition: boolean, what: string): asserts condition {
 
 async function main(base: string, key: string) {
   const client = createClient<paths>({ baseUrl: base, headers: { Authorization: `Bearer ${key}` } });
-  const email = `smoke-${crypto.randomUUID()}@example.com`;
+  const email = `smoke-${randomUUID()}@example.com`;
 
   const contact = await client.POST("/api/v1/contacts", {
     body: { source: "smoke", name: "Smoke TS", email },
@@ -52,7 +53,7 @@ async function main(base: string, key: string) {
   );
 
   const missing = await client.GET("/api/v1/contacts/{id}", {
-    params: { path: { id: crypto.randomUUID() } },
+    params: { path: { id: randomUUID() } },
   });
   check(missing.response.status === 404, `status ${missing.response.status}`);
   check(missing.error !== undefined, "404 not typed");

@@ -41,8 +41,9 @@ const POLL_CAP: Duration = Duration::from_millis(500);
 /// Bodies longer than this are hashed off the async threads.
 const HASH_INLINE: usize = 1 << 20;
 /// Routes whose answer shows a secret once (an API key, a webhook's signing secret, an upload
-/// URL, which is a credential while it lives): the answer kept leaves it out (`data.key`,
-/// `data.secret`, `data.uploadUrl`), and a repeat is refused with the id of what was made.
+/// URL, which is a credential while it lives): the answer kept leaves it out (`key`, `secret`,
+/// `uploadUrl`, in `data` or, for the presigned upload's bare answer, at the top), and a
+/// repeat is refused with the id of what was made.
 pub const SECRET_ROUTES: &[&str] = &[
     "/api/v1/api-keys",
     "/api/v1/webhooks",
@@ -246,19 +247,25 @@ fn without_secrets(body: &[u8]) -> Vec<u8> {
     let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(body) else {
         return b"{}".to_vec();
     };
-    if let Some(data) = json.get_mut("data").and_then(|d| d.as_object_mut()) {
-        for field in SECRET_FIELDS {
-            data.remove(*field);
+    let strip = |fields: Option<&mut serde_json::Value>| {
+        if let Some(fields) = fields.and_then(|d| d.as_object_mut()) {
+            for field in SECRET_FIELDS {
+                fields.remove(*field);
+            }
         }
-    }
+    };
+    strip(json.get_mut("data"));
+    strip(Some(&mut json));
     serde_json::to_vec(&json).unwrap_or_default()
 }
 
-/// The id of what an answer kept made (`data.id`, or `data.fileId`).
+/// The id of what an answer kept made: `data.id`, or the bare answer's `fileId`.
 fn created_id(body: &[u8]) -> Option<String> {
     let json = serde_json::from_slice::<serde_json::Value>(body).ok()?;
-    let data = json.get("data")?;
-    let id = data.get("id").or_else(|| data.get("fileId"))?;
+    let id = json
+        .get("data")
+        .and_then(|d| d.get("id"))
+        .or_else(|| json.get("fileId"))?;
     id.as_str().map(str::to_owned)
 }
 

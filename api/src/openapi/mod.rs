@@ -194,7 +194,8 @@ fn secure_by_key(op: &mut Operation, path: &str, method: &HttpMethod) {
     add(
         op,
         "429",
-        "The key's daily limit is reached (`rate_limited`, with `Retry-After`)",
+        "The key's daily limit is reached, or the client's address made too many failed \
+         authentications this minute (`rate_limited`, with `Retry-After`)",
     );
 }
 
@@ -215,7 +216,9 @@ fn take_idempotency_key(op: &mut Operation) {
         .description(Some(
             "Makes a retry safe: the same request with the same key within 24 hours gets the \
              first answer again (status and body, with `Idempotent-Replayed: true`) without \
-             running again, also while the first is still running. 1 to 255 visible ASCII \
+             running again, also while the first is still running; where the first answer \
+             showed a secret once (a new API key, a signing secret, an upload URL), 409 \
+             `idempotency_replay_secret` naming what it made instead. 1 to 255 visible ASCII \
              characters, per organization.",
         ))
         .schema(Some(schema))

@@ -481,3 +481,35 @@ async fn abandoned_uploads_are_deleted_with_their_objects() {
     assert_eq!(recent.expect(200).data()["status"], "pending");
     assert!(storage.head(&files[2].1).await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn a_repeated_presigned_upload_is_refused_and_its_url_is_stored_nowhere() {
+    let app = spawn_storage_app(&[]).await;
+    let body = upload_body(PDF.len());
+    let send = || {
+        app.post_with_headers(
+            "/api/v1/files/presigned-upload",
+            &app.key,
+            &body,
+            &[("idempotency-key", "upload-1")],
+        )
+    };
+    let first = send().await;
+    first.expect(201);
+    let url = first.body["uploadUrl"].as_str().unwrap().to_owned();
+    // The URL is a credential while it lives: a repeat names the file instead of showing it.
+    let again = send().await;
+    again.expect_error(409, "idempotency_replay_secret");
+    assert_eq!(again.body["error"]["details"]["id"], first.body["fileId"]);
+    assert_eq!(files_of(&app).await, 1, "the repeat made no second file");
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM idempotency_keys WHERE organization_id = $1
+           AND position(convert_to($2, 'UTF8') in body) > 0",
+    )
+    .bind(app.org_id)
+    .bind(&url)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, 0, "the upload URL is stored nowhere");
+}
