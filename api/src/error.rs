@@ -62,7 +62,8 @@ impl ApiError {
             AppError::InvalidState(_)
             | AppError::Conflict { .. }
             | AppError::IdempotencyKeyInUse
-            | AppError::IdempotencyReplaySecret { .. } => StatusCode::CONFLICT,
+            | AppError::IdempotencyReplaySecret { .. }
+            | AppError::IdempotencyOutcomeUnknown => StatusCode::CONFLICT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::Validation(_) | AppError::IdempotencyKeyReused => {

@@ -4,10 +4,13 @@
 //! still running (it waits for it). The same key with another request (method, path, query or
 //! body) is 422 `idempotency_key_reused`. Keys are per organization.
 //!
-//! Answers worth retrying (429, 5xx) are not kept: the key is given up and the next request
-//! with it runs afresh. A request whose process died while holding its key (no answer kept)
-//! lets the same request take the key again once it cannot still be running (the request
-//! timeout and a margin): its work may have been done, so that retry may do it again.
+//! A key whose request reached the handler is never given to a second execution (as Stripe
+//! keeps keys): every answer the handler gives is kept, a 5xx too, and given again; a request
+//! that never answered (its client went away or it timed out, so the handler was dropped; its
+//! process died; or its answer could not be stored) may have written what it writes, so a
+//! repeat waits while it could still be running, then gets 409 `idempotency_outcome_unknown`
+//! for the rest of the key's 24 hours. The client checks what the first request did and, if it
+//! did nothing, retries under a new key.
 //!
 //! An answer that shows a secret once (a new API key, a webhook's signing secret, a presigned
 //! upload URL) is kept without it, and a repeat is 409 `idempotency_replay_secret` naming
@@ -142,7 +145,11 @@ async fn run(
             }
             | db::idempotency::Claim::Running {
                 same_request: false,
+                ..
             } => return Err(ApiError(AppError::IdempotencyKeyReused)),
+            db::idempotency::Claim::Running {
+                abandoned: true, ..
+            } => return Err(ApiError(AppError::IdempotencyOutcomeUnknown)),
             db::idempotency::Claim::Answered { status, body, .. } => {
                 if SECRET_ROUTES.contains(&route.as_str()) && (200..300).contains(&status) {
                     return Err(ApiError(AppError::IdempotencyReplaySecret {
@@ -161,30 +168,24 @@ async fn run(
         }
     };
 
-    let mut held = Held {
-        pool: state.pool.clone(),
-        org: tenant.org_id,
-        key: key.clone(),
-        token,
-        armed: true,
-    };
+    // Dropped here (a timeout, a client gone), the request leaves its key running: a repeat
+    // gets `idempotency_outcome_unknown` once it cannot still be running.
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
-    held.armed = false;
     let status = response.status();
     let (parts, body) = response.into_parts();
     // The handlers' answers are in memory already: reading one costs nothing more.
     let body = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
-    let keep = !(status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
-        && body.len() <= MAX_KEPT_BODY;
-    let stored = if keep {
+    // Every answer is kept, a 5xx too: the handler ran, and may have written before it
+    // failed. One too long to keep leaves the key running (its outcome unknown to a repeat).
+    if body.len() <= MAX_KEPT_BODY {
         let kept = if SECRET_ROUTES.contains(&route.as_str()) {
             without_secrets(&body)
         } else {
             body.to_vec()
         };
-        db::idempotency::complete(
+        let stored = db::idempotency::complete(
             &state.pool,
             tenant.org_id,
             &key,
@@ -192,47 +193,13 @@ async fn run(
             status.as_u16(),
             &kept,
         )
-        .await
-    } else {
-        db::idempotency::release(&state.pool, tenant.org_id, &key, token).await
-    };
-    if let Err(err) = stored {
-        // The answer stands; the key stays taken until it counts as abandoned.
-        tracing::warn!(%err, "idempotency key not updated");
+        .await;
+        if let Err(err) = stored {
+            // The answer stands; a repeat gets `idempotency_outcome_unknown`.
+            tracing::warn!(%err, "idempotency key not completed");
+        }
     }
     Ok(Response::from_parts(parts, Body::from(body)))
-}
-
-/// A taken key, given up if the request ends before its answer is kept: a request timeout, a
-/// panic or a client gone drops the handler, and the retry then runs.
-struct Held {
-    pool: sqlx::PgPool,
-    org: uuid::Uuid,
-    key: String,
-    token: uuid::Uuid,
-    armed: bool,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (pool, org, key, token) = (
-            self.pool.clone(),
-            self.org,
-            std::mem::take(&mut self.key),
-            self.token,
-        );
-        runtime.spawn(async move {
-            if let Err(err) = db::idempotency::release(&pool, org, &key, token).await {
-                tracing::warn!(%err, "idempotency key of a dropped request not given up");
-            }
-        });
-    }
 }
 
 fn request_hash(target: &str, body: &[u8]) -> Vec<u8> {

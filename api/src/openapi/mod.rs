@@ -230,7 +230,8 @@ fn take_idempotency_key(op: &mut Operation) {
         op,
         "409",
         "A request with this `Idempotency-Key` is still running after 10 s \
-         (`idempotency_key_in_use`), or the state does not allow it",
+         (`idempotency_key_in_use`), or took the key and never answered, so may have done \
+         what it does (`idempotency_outcome_unknown`), or the state does not allow it",
     );
     add(
         op,

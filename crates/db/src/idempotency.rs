@@ -21,13 +21,16 @@ pub enum Claim {
         status: u16,
         body: Vec<u8>,
     },
-    /// A request with this key is still running.
-    Running { same_request: bool },
+    /// A request with this key is still running; `abandoned` when it took the key longer
+    /// ago than it could still be running (its process died, or its answer could not be
+    /// stored): its outcome is unknown.
+    Running { same_request: bool, abandoned: bool },
 }
 
 /// Takes `key` for a request whose hash is `hash`, unless a request took it less than
-/// `kept_for` ago. A key taken by a request that neither answered nor released it within
-/// `abandoned_after` (its process died) is taken anew by the same request, never by another.
+/// `kept_for` ago. A key taken by a request that did not answer within `abandoned_after` (its
+/// process died, its client went away, or its answer could not be stored) is never taken again
+/// within `kept_for`: that request may have written what it writes, so no second one runs.
 pub async fn claim(
     pool: &PgPool,
     org: Uuid,
@@ -46,17 +49,12 @@ pub async fn claim(
                 SET request_hash = EXCLUDED.request_hash, token = EXCLUDED.token,
                     status = NULL, body = NULL, created_at = clock_timestamp()
                 WHERE idempotency_keys.created_at < clock_timestamp() - make_interval(secs => $5)
-                   OR (idempotency_keys.status IS NULL
-                       AND idempotency_keys.request_hash = EXCLUDED.request_hash
-                       AND idempotency_keys.created_at
-                           < clock_timestamp() - make_interval(secs => $6))
              RETURNING true AS "taken!""#,
             org,
             key,
             hash,
             token,
             kept_for.as_secs_f64(),
-            abandoned_after.as_secs_f64(),
         )
         .fetch_optional(pool)
         .await?;
@@ -64,11 +62,13 @@ pub async fn claim(
             return Ok(Claim::Taken { token });
         }
         let held = sqlx::query!(
-            "SELECT request_hash = $3 AS same, status, body FROM idempotency_keys
-             WHERE organization_id = $1 AND key = $2",
+            r#"SELECT request_hash = $3 AS same, status, body,
+                created_at < clock_timestamp() - make_interval(secs => $4) AS "abandoned!"
+             FROM idempotency_keys WHERE organization_id = $1 AND key = $2"#,
             org,
             key,
             hash,
+            abandoned_after.as_secs_f64(),
         )
         .fetch_optional(pool)
         .await?;
@@ -80,7 +80,10 @@ pub async fn claim(
                 status: u16::try_from(status).unwrap_or(500),
                 body,
             },
-            _ => Claim::Running { same_request },
+            _ => Claim::Running {
+                same_request,
+                abandoned: held.abandoned,
+            },
         });
     }
 }
@@ -102,20 +105,6 @@ pub async fn complete(
         token,
         i16::try_from(status).unwrap_or(i16::MAX),
         body,
-    )
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
-/// Gives the key up (the request failed in a way worth retrying): the next request with it
-/// runs afresh.
-pub async fn release(pool: &PgPool, org: Uuid, key: &str, token: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "DELETE FROM idempotency_keys WHERE organization_id = $1 AND key = $2 AND token = $3",
-        org,
-        key,
-        token,
     )
     .execute(pool)
     .await?;

@@ -93,6 +93,13 @@ pub enum AppError {
         "the first request with this Idempotency-Key succeeded and showed a secret, which is not kept: read what it made instead"
     )]
     IdempotencyReplaySecret { created: Option<String> },
+    /// A repeat of a request that took its key and never answered (its client went away, its
+    /// process died, or its answer could not be stored): it may have done what it does, so it
+    /// is not run again under that key.
+    #[error(
+        "the first request with this Idempotency-Key did not answer, and may have done what it does: check, then retry under a new key if it did not"
+    )]
+    IdempotencyOutcomeUnknown,
     #[error("object storage is not configured")]
     StorageUnavailable,
     #[error("a dependency is unavailable: {0}")]
@@ -155,6 +162,7 @@ impl AppError {
             AppError::IdempotencyKeyReused => "idempotency_key_reused",
             AppError::IdempotencyKeyInUse => "idempotency_key_in_use",
             AppError::IdempotencyReplaySecret { .. } => "idempotency_replay_secret",
+            AppError::IdempotencyOutcomeUnknown => "idempotency_outcome_unknown",
             AppError::StorageUnavailable => "storage_unavailable",
             AppError::ServiceUnavailable(_) | AppError::Overloaded(_) => "service_unavailable",
             AppError::Internal(_) => "internal_error",

@@ -192,3 +192,35 @@ async fn a_repeat_of_an_answer_with_a_secret_is_refused_and_names_what_was_made(
     .unwrap();
     assert_eq!(stored, 0, "the key is stored nowhere in plain text");
 }
+
+#[tokio::test]
+async fn a_request_cut_off_in_its_handler_never_gives_its_key_to_a_second_execution() {
+    // Requests time out after 1 s; a key not answered is given up for unknown 1 + 5 s later.
+    let app = parley_tests::spawn_app_with(&[("PARLEY_REQUEST_TIMEOUT_SECS", "1")]).await;
+    let body = json!({"name": "Cut off"});
+    // A lead's insert waits for its organization's row (the foreign key's check), held here:
+    // the request times out inside its handler, whose insert lands once the row is let go.
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE")
+        .bind(app.org_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let first = post_with_key(&app, &app.key, "/api/v1/leads", "cut-1", &body).await;
+    first.expect_error(503, "service_unavailable");
+    holder.commit().await.unwrap();
+    // The repeat does not run it again: the first may have written (here it did, or its
+    // statement was cancelled: either way at most one lead).
+    // (While it could still be running a repeat waits for it, and here times out too.)
+    let mut again = post_with_key(&app, &app.key, "/api/v1/leads", "cut-1", &body).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while again.status == 503 && std::time::Instant::now() < deadline {
+        again = post_with_key(&app, &app.key, "/api/v1/leads", "cut-1", &body).await;
+    }
+    again.expect_error(409, "idempotency_outcome_unknown");
+    assert!(leads_named(&app, "Cut off").await <= 1);
+    // Under a new key it runs.
+    post_with_key(&app, &app.key, "/api/v1/leads", "cut-2", &body)
+        .await
+        .expect(201);
+}
