@@ -54,24 +54,21 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
     // A key-shaped token costs a lookup: an address that failed too often this minute is
     // refused before it.
     let peer = req.extensions().get::<Peer>().map(|p| p.0);
-    let attempt = match peer.map(|ip| state.auth_failures.begin(ip, std::time::Instant::now())) {
-        Some(Err(retry_after)) => {
-            return Err(AppError::RateLimited {
-                message: "too many failed authentications from this address; try again later"
-                    .to_owned(),
-                retry_after,
-            }
-            .into());
+    let now = std::time::Instant::now();
+    if let Some(retry_after) = peer.and_then(|ip| state.auth_failures.blocked(ip, now)) {
+        return Err(AppError::RateLimited {
+            message: "too many failed authentications from this address; try again later"
+                .to_owned(),
+            retry_after,
         }
-        Some(Ok(attempt)) => attempt,
-        None => None,
-    };
-    let found = db::api_keys::identify(&state.pool, secret).await;
-    // Only a key that names nothing is a failure.
-    if let (Some(attempt), false) = (attempt, matches!(found, Ok(None))) {
-        state.auth_failures.succeeded(attempt);
+        .into());
     }
-    let key = found?.ok_or(AppError::Unauthorized)?;
+    let Some(key) = db::api_keys::identify(&state.pool, secret).await? else {
+        if let Some(ip) = peer {
+            state.auth_failures.failed(ip, now);
+        }
+        return Err(AppError::Unauthorized.into());
+    };
     tracing::Span::current().record(
         "organization_id",
         tracing::field::display(key.organization_id),

@@ -5,12 +5,13 @@
 //! body) is 422 `idempotency_key_reused`. Keys are per organization.
 //!
 //! A key whose request reached the handler is never given to a second execution (as Stripe
-//! keeps keys): every answer the handler gives is kept, a 5xx too, and given again; a request
-//! that never answered (its client went away or it timed out, so the handler was dropped; its
-//! process died; or its answer could not be stored) may have written what it writes, so a
-//! repeat waits while it could still be running, then gets 409 `idempotency_outcome_unknown`
-//! for the rest of the key's 24 hours. The client checks what the first request did and, if it
-//! did nothing, retries under a new key.
+//! keeps keys): the handler's answer is kept, whatever it is. A 2xx, 3xx or 4xx is given
+//! again; a 5xx (the handler may have written before it failed) and a request that never
+//! answered (its client went away or it timed out, so the handler was dropped; it panicked;
+//! its process died; or its answer could not be stored) leave a repeat 409
+//! `idempotency_outcome_unknown`, once the request cannot still be running or committing, for
+//! the rest of the key's 24 hours. The client checks what the first request did and, if it did
+//! nothing, retries under a new key.
 //!
 //! An answer that shows a secret once (a new API key, a webhook's signing secret, a presigned
 //! upload URL) is kept without it, and a repeat is 409 `idempotency_replay_secret` naming
@@ -55,7 +56,8 @@ pub const SECRET_ROUTES: &[&str] = &[
 ];
 /// The fields of [`SECRET_ROUTES`]' answers that hold the secret.
 const SECRET_FIELDS: &[&str] = &["key", "secret", "uploadUrl"];
-/// Answers longer than this are not kept (the key is given up).
+/// Answers longer than this are not kept (the key stays without an answer: a repeat gets
+/// `idempotency_outcome_unknown`).
 const MAX_KEPT_BODY: usize = 1 << 20;
 /// The route whose bodies may be as long as `PARLEY_MAX_BROADCAST_BODY_BYTES`.
 const LONG_BODY_ROUTE: &str = "/api/v1/broadcasts";
@@ -124,7 +126,10 @@ async fn run(
         request_hash(&target, &body)
     };
 
-    let abandoned_after = state.config.http.request_timeout + Duration::from_secs(5);
+    // A request cut off may still have a statement running in Postgres, which may commit up
+    // to its statement timeout later (the API's connections have the request timeout as
+    // theirs; docs/operations.md, PgBouncer): only then is its outcome settled.
+    let abandoned_after = state.config.http.request_timeout * 2 + Duration::from_secs(5);
     let waited = tokio::time::Instant::now();
     let mut poll = POLL_FIRST;
     let token = loop {
@@ -150,6 +155,11 @@ async fn run(
             db::idempotency::Claim::Running {
                 abandoned: true, ..
             } => return Err(ApiError(AppError::IdempotencyOutcomeUnknown)),
+            // A 5xx the handler gave: it may have written before it failed, and its answer
+            // ("retry shortly") would send the client round again under the same key.
+            db::idempotency::Claim::Answered { status, .. } if status >= 500 => {
+                return Err(ApiError(AppError::IdempotencyOutcomeUnknown));
+            }
             db::idempotency::Claim::Answered { status, body, .. } => {
                 if SECRET_ROUTES.contains(&route.as_str()) && (200..300).contains(&status) {
                     return Err(ApiError(AppError::IdempotencyReplaySecret {

@@ -102,10 +102,12 @@ pub fn finish(mut api: OpenApi) -> OpenApi {
                             "409".to_owned(),
                             error(
                                 "A request with this `Idempotency-Key` is still running after \
-                                 10 s (`idempotency_key_in_use`), or it succeeded already and \
+                                 10 s (`idempotency_key_in_use`), or never answered or failed \
+                                 with a 5xx, so may have done what it does \
+                                 (`idempotency_outcome_unknown`), or succeeded already and \
                                  its answer showed a secret, which is not kept \
                                  (`idempotency_replay_secret`, `error.details.id` naming what \
-                                 it made)",
+                                 it made), or the state does not allow it",
                             ),
                         );
                     }
@@ -216,7 +218,8 @@ fn take_idempotency_key(op: &mut Operation) {
         .description(Some(
             "Makes a retry safe: the same request with the same key within 24 hours gets the \
              first answer again (status and body, with `Idempotent-Replayed: true`) without \
-             running again, also while the first is still running; where the first answer \
+             running again, also while the first is still running; where the first failed \
+             with a 5xx or never answered, 409 `idempotency_outcome_unknown`; where its answer \
              showed a secret once (a new API key, a signing secret, an upload URL), 409 \
              `idempotency_replay_secret` naming what it made instead. 1 to 255 visible ASCII \
              characters, per organization.",
@@ -230,7 +233,7 @@ fn take_idempotency_key(op: &mut Operation) {
         op,
         "409",
         "A request with this `Idempotency-Key` is still running after 10 s \
-         (`idempotency_key_in_use`), or took the key and never answered, so may have done \
+         (`idempotency_key_in_use`), or never answered or failed with a 5xx, so may have done \
          what it does (`idempotency_outcome_unknown`), or the state does not allow it",
     );
     add(

@@ -13,7 +13,7 @@ pub const KEPT_FOR: Duration = Duration::from_secs(24 * 3600);
 /// What taking a key found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// The key is this request's now: run it, then [`complete`] or [`release`] with `token`.
+    /// The key is this request's now: run it, then [`complete`] with `token`.
     Taken { token: Uuid },
     /// A request with this key answered; `same_request` says whether it was this one.
     Answered {
@@ -40,7 +40,8 @@ pub async fn claim(
     abandoned_after: Duration,
 ) -> Result<Claim, sqlx::Error> {
     let token = Uuid::now_v7();
-    // A key released (deleted) between the insert and the read is taken on the next turn.
+    // A key swept (expired and deleted) between the insert and the read is taken on the next
+    // turn.
     loop {
         let taken = sqlx::query_scalar!(
             r#"INSERT INTO idempotency_keys (organization_id, key, request_hash, token)

@@ -224,3 +224,28 @@ async fn a_request_cut_off_in_its_handler_never_gives_its_key_to_a_second_execut
         .await
         .expect(201);
 }
+
+#[tokio::test]
+async fn a_5xx_of_the_handler_leaves_the_outcome_unknown_and_an_answer_before_it_leaves_the_key() {
+    // No object storage: the presigned upload's handler answers 503 `storage_unavailable`.
+    let app = spawn_app().await;
+    let body = json!({"filename": "a.pdf", "contentType": "application/pdf", "fileSize": 10,
+                      "fileType": "document"});
+    let path = "/api/v1/files/presigned-upload";
+    post_with_key(&app, &app.key, path, "five-1", &body)
+        .await
+        .expect_error(503, "storage_unavailable");
+    // The handler ran: not replayed ("retry shortly" would loop), not run again.
+    post_with_key(&app, &app.key, path, "five-1", &body)
+        .await
+        .expect_error(409, "idempotency_outcome_unknown");
+    // A 401 comes before the key is taken: the key stays free for the request that counts.
+    let lead = json!({"name": "After a 401"});
+    let made_up = format!("prl_{}", "y".repeat(32));
+    post_with_key(&app, &made_up, "/api/v1/leads", "five-2", &lead)
+        .await
+        .expect_error(401, "unauthorized");
+    post_with_key(&app, &app.key, "/api/v1/leads", "five-2", &lead)
+        .await
+        .expect(201);
+}
