@@ -249,3 +249,67 @@ async fn a_5xx_of_the_handler_leaves_the_outcome_unknown_and_an_answer_before_it
         .await
         .expect(201);
 }
+
+#[tokio::test]
+async fn a_client_that_hangs_up_during_a_broadcast_and_retries_gets_one_broadcast() {
+    let app = parley_tests::spawn_app_with(&[("PARLEY_REQUEST_TIMEOUT_SECS", "2")]).await;
+    let contacts = parley_tests::seed::contacts(&app, 2).await;
+    let template = app
+        .post(
+            "/api/v1/templates",
+            json!({"name": "T", "channel": "email", "body": "Hi"}),
+        )
+        .await
+        .expect(201)
+        .id();
+    let body = json!({"broadcastName": "Hung up", "templateId": template,
+                      "contactIds": contacts, "isDraft": true});
+    // The broadcast's insert waits for its organization's row, held here; the client gives up
+    // after 300 ms, hanging up while the handler runs.
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE")
+        .bind(app.org_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let impatient = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let hung_up = impatient
+        .post(format!("{}/api/v1/broadcasts", app.base))
+        .bearer_auth(&app.key)
+        .header("idempotency-key", "hang-1")
+        .json(&body)
+        .send()
+        .await;
+    assert!(hung_up.is_err(), "the client gave up");
+    holder.commit().await.unwrap();
+    // Retried until it gets an answer of its own: the first one's again, or (when the handler
+    // was cut off with the connection) `idempotency_outcome_unknown`; never a second run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let again = loop {
+        let r = post_with_key(&app, &app.key, "/api/v1/broadcasts", "hang-1", &body).await;
+        let waiting = r.status == 503 || (r.status == 409 && r.code() == "idempotency_key_in_use");
+        if !waiting || std::time::Instant::now() > deadline {
+            break r;
+        }
+    };
+    let made: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM broadcasts WHERE organization_id = $1 AND broadcast_name = 'Hung up'",
+    )
+    .bind(app.org_id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    match again.status {
+        201 => {
+            assert_eq!(again.headers["idempotent-replayed"], "true");
+            assert_eq!(made, 1);
+        }
+        _ => {
+            again.expect_error(409, "idempotency_outcome_unknown");
+            assert!(made <= 1, "{made} broadcasts");
+        }
+    }
+}
