@@ -59,15 +59,17 @@ impl Lane {
 /// lane and kept the entry) is harmless: the lane is empty, and the first rule puts it back.
 /// A ring entry without a set entry (rings of an earlier version) makes a second ring entry:
 /// a lane taken twice per turn until it empties.
-/// KEYS: the heads set, the parked counter, then for each lane: its tier's organization ring,
-/// its organization's lane ring, the lane. ARGV: for each lane: organization, lane id, the
-/// number of jobs n, then its n jobs.
+/// It also notes where each lane is (`<queue>:fair:where`: lane id to `<tier>:<organization>`),
+/// so that a lane left out of its rings can be put back ([`HEADS`]).
+/// KEYS: the heads set, the parked counter, the where hash, then for each lane: its tier's
+/// organization ring, its organization's lane ring, the lane. ARGV: for each lane:
+/// organization, lane id, the number of jobs n, its n jobs, then `<tier>:<organization>`.
 static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"local a, k, total = 1, 3, 0
         while a <= #ARGV do
             local org, id, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-            local ring, orgring, lane = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+            local ring, orgring, lane = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
             local lane_was_empty = redis.call('llen', lane) == 0
             local ring_was_empty = redis.call('llen', orgring) == 0
             redis.call('rpush', lane, unpack(ARGV, a + 3, a + 2 + n))
@@ -75,13 +77,14 @@ static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
             local head = redis.call('lindex', lane, 0)
             local t = tonumber(string.match(head, '^(%d+) ')) or 0
             redis.call('zadd', KEYS[1], 'NX', t, id)
+            redis.call('hset', KEYS[3], id, ARGV[a + 3 + n])
             if redis.call('sadd', orgring .. ':in', id) == 1 or lane_was_empty then
                 redis.call('rpush', orgring, id)
             end
             if redis.call('sadd', ring .. ':in', org) == 1 or ring_was_empty then
                 redis.call('rpush', ring, org)
             end
-            a = a + 3 + n
+            a = a + 4 + n
             k = k + 3
         end
         redis.call('incrby', KEYS[2], total)
@@ -142,6 +145,7 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
                             redis.call('zadd', ARGV[2] .. 'heads', t, b)
                         else
                             redis.call('zrem', ARGV[2] .. 'heads', b)
+                            redis.call('hdel', ARGV[2] .. 'where', b)
                         end
                         if job then
                             redis.call('decr', ARGV[2] .. 'parked')
@@ -173,6 +177,56 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
         return {passes, named, out}",
     )
 });
+
+/// The lanes with parked jobs and their head times, read for the reconciler, mending what a
+/// partial loss of keys (keys deleted one by one, a slot migrating) can leave: a head noted
+/// for a lane that is empty is dropped (else its broadcast would count as waiting for good,
+/// and its lost work would never be found), and a lane whose head has waited longer than
+/// ARGV[4] ms is put back in its rings if it is missing from them (at most ARGV[5] lanes a
+/// call, each a search of its rings).
+/// KEYS: the heads set, the where hash. ARGV: the key prefix, the most heads read, now (ms),
+/// the wait past which a lane is checked, the most lanes checked.
+/// Returns lane, head time, lane, head time, ...
+static HEADS: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"local heads = redis.call('zrange', KEYS[1], 0, tonumber(ARGV[2]) - 1, 'WITHSCORES')
+        local now, older, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+        local out, checked = {}, 0
+        for i = 1, #heads, 2 do
+            local b, t = heads[i], tonumber(heads[i + 1])
+            if redis.call('llen', ARGV[1] .. 'lane:' .. b) == 0 then
+                redis.call('zrem', KEYS[1], b)
+                redis.call('hdel', KEYS[2], b)
+            else
+                out[#out + 1] = b
+                out[#out + 1] = heads[i + 1]
+                local at = redis.call('hget', KEYS[2], b)
+                if now - t > older and checked < most and at then
+                    checked = checked + 1
+                    local tier, org = string.match(at, '^(%a+):(.+)$')
+                    if tier then
+                        local orgring = ARGV[1] .. 'org:' .. tier .. ':' .. org
+                        if not redis.call('lpos', orgring, b) then
+                            redis.call('rpush', orgring, b)
+                            redis.call('sadd', orgring .. ':in', b)
+                        end
+                        local ring = ARGV[1] .. 'orgs:' .. tier
+                        if not redis.call('lpos', ring, org) then
+                            redis.call('rpush', ring, org)
+                            redis.call('sadd', ring .. ':in', org)
+                        end
+                    end
+                end
+            end
+        end
+        return out",
+    )
+});
+
+/// How long a lane's head waits before [`HEADS`] checks that the lane is in its rings, and how
+/// many lanes it checks a call.
+const CHECK_LANES_AFTER: Duration = Duration::from_secs(30);
+const LANES_CHECKED: usize = 50;
 
 /// Renews a slot while its job runs (KEYS: the organization's busy set; ARGV: the slot, its
 /// lease in ms); 0 when it had expired (it is taken again: the job runs on).
@@ -245,6 +299,10 @@ impl Lanes {
         format!("{}transit", self.prefix)
     }
 
+    fn where_key(&self) -> String {
+        format!("{}where", self.prefix)
+    }
+
     fn heads(&self) -> String {
         format!("{}heads", self.prefix)
     }
@@ -261,7 +319,7 @@ impl Lanes {
         lanes: &[(Lane, Vec<String>)],
     ) -> Result<(), redis::RedisError> {
         let mut call = PARK.key(self.heads());
-        call.key(self.parked_count());
+        call.key(self.parked_count()).key(self.where_key());
         let mut in_call = 0;
         for (lane, jobs) in lanes {
             let org = lane.organization_id.to_string();
@@ -270,7 +328,7 @@ impl Lanes {
                 if in_call > 0 && in_call + chunk.len() > PARK_BATCH {
                     call.invoke_async::<i64>(conn).await?;
                     call = PARK.key(self.heads());
-                    call.key(self.parked_count());
+                    call.key(self.parked_count()).key(self.where_key());
                     in_call = 0;
                 }
                 call.key(self.ring(lane.tier()))
@@ -282,6 +340,7 @@ impl Lanes {
                 for job in chunk {
                     call.arg(job);
                 }
+                call.arg(format!("{}:{org}", lane.tier()));
                 in_call += chunk.len();
             }
         }
@@ -417,28 +476,34 @@ impl Lanes {
         })
     }
 
-    /// Each lane with parked jobs and its head's park time (Unix milliseconds); true
-    /// when there were more than [`MAX_HEADS_READ`] (the rest are left out).
+    /// Each lane with parked jobs and its head's park time (Unix milliseconds), mended as
+    /// [`HEADS`] says; true when there were more than [`MAX_HEADS_READ`] (the rest are left
+    /// out).
     pub(crate) async fn heads_of<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
     ) -> Result<(Vec<(Uuid, i64)>, bool), redis::RedisError> {
-        let heads: Vec<(String, f64)> = redis::cmd("ZRANGE")
-            .arg(self.heads())
-            .arg(0)
-            .arg(MAX_HEADS_READ)
-            .arg("WITHSCORES")
-            .query_async(conn)
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let flat: Vec<String> = HEADS
+            .key(self.heads())
+            .key(self.where_key())
+            .arg(&self.prefix)
+            .arg(MAX_HEADS_READ + 1)
+            .arg(now_ms)
+            .arg(CHECK_LANES_AFTER.as_millis() as u64)
+            .arg(LANES_CHECKED)
+            .invoke_async(conn)
             .await?;
-        let truncated = heads.len() > MAX_HEADS_READ as usize;
-        Ok((
-            heads
-                .into_iter()
-                .take(MAX_HEADS_READ as usize)
-                .filter_map(|(b, t)| Some((b.parse().ok()?, t as i64)))
-                .collect(),
-            truncated,
-        ))
+        let truncated = flat.len() / 2 > MAX_HEADS_READ as usize;
+        Ok(flat
+            .chunks(2)
+            .take(MAX_HEADS_READ as usize)
+            .filter_map(|pair| {
+                let [b, t] = pair else { return None };
+                Some((b.parse().ok()?, t.parse::<f64>().ok()? as i64))
+            })
+            .collect::<Vec<_>>())
+        .map(|heads| (heads, truncated))
     }
 }
 

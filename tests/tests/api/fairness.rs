@@ -548,6 +548,57 @@ async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in
 }
 
 #[tokio::test]
+async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_reads_them() {
+    // No worker: the ready list stays as the lanes filled it.
+    let app = spawn_isolated_app(&[]).await;
+    let redis = app.redis().await;
+    let jobs = Jobs::new(&redis);
+    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery);
+    let prefix = format!("{queue}:fair:");
+    let mut conn = redis.conn.clone();
+    let lane = |organization_id| Lane {
+        organization_id,
+        id: Uuid::now_v7(),
+        high: false,
+    };
+    let (gone, astray) = (lane(Uuid::now_v7()), lane(Uuid::now_v7()));
+    // Each organization's one slot is taken by its first job, the rest stay parked.
+    jobs.set_org_slots(
+        QueueName::RecipientDelivery,
+        &[(gone.organization_id, 1), (astray.organization_id, 1)],
+    )
+    .await
+    .unwrap();
+    let ids = |n: usize| -> Vec<Uuid> { (0..n).map(|_| Uuid::now_v7()).collect() };
+    jobs.deliver(&gone, &ids(400)).await.unwrap();
+    jobs.deliver(&astray, &ids(400)).await.unwrap();
+    // Keys deleted one by one under a running deployment: one lane lost its jobs but not its
+    // head's note, the other lost its rings, its head parked a minute ago.
+    let minute_ago = chrono::Utc::now().timestamp_millis() - 60_000;
+    let _: () = redis::pipe()
+        .del(format!("{prefix}lane:{}", gone.id))
+        .del(format!("{prefix}org:bulk:{}", astray.organization_id))
+        .del(format!("{prefix}orgs:bulk"))
+        .zadd(format!("{prefix}heads"), astray.id.to_string(), minute_ago)
+        .del(format!("{queue}:active"))
+        .del(format!("{prefix}busy:{}", astray.organization_id))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let waiting = jobs.waiting_since().await.unwrap();
+    let waiting: Vec<Uuid> = waiting.since.iter().map(|(b, _)| *b).collect();
+    assert!(
+        !waiting.contains(&gone.id),
+        "an empty lane counts as waiting: its lost work would never be found"
+    );
+    assert!(waiting.contains(&astray.id));
+    // The lane astray is in turn again: the next refill takes its job.
+    jobs.refill(QueueName::RecipientDelivery).await.unwrap();
+    let depth = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
+    assert_eq!(depth.ready, 1, "{depth:?}");
+}
+
+#[tokio::test]
 async fn an_operators_limits_for_one_organization_replace_the_defaults() {
     // No rate and 20 sending broadcasts by default; organizations labelled in the metrics.
     let rig = Rig::start(Duration::ZERO, &[("PARLEY_METRICS_ORG_LABEL", "true")]).await;
