@@ -110,6 +110,8 @@ async fn reconcile(
 ) -> anyhow::Result<()> {
     let usual = ctx.settings().reconcile_after;
     let shortest = quick.map_or(usual, |(lease, _)| lease);
+    // A head left by a lost lane would hold the relay's lost bound back for good.
+    ctx.jobs.mend_lanes(QueueName::WebhookDelivery).await?;
     let after = |queue, wait| ctx.jobs.lost_after(queue, wait);
     let dispatch_after = after(QueueName::BroadcastDispatch, shortest).await?;
     for id in db::delivery::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {

@@ -626,6 +626,18 @@ impl Jobs {
         Ok(wait + waited.unwrap_or_default())
     }
 
+    /// Mends what a partial loss of keys left in a fair queue's lanes (see `lanes::HEADS`):
+    /// heads noted for empty lanes, lanes out of their rings. The reconciler's read of the
+    /// recipient-delivery heads ([`Jobs::waiting_since`]) does it for that queue; the ticker
+    /// calls this for the webhook queue, whose lost bound counts the oldest head.
+    pub async fn mend_lanes(&self, queue: QueueName) -> Result<(), redis::RedisError> {
+        if self.share(queue).is_none() {
+            return Ok(());
+        }
+        let mut conn = self.conn.clone();
+        self.lanes(queue).heads_of(&mut conn).await.map(|_| ())
+    }
+
     /// For each broadcast with delivery jobs waiting (parked in its lane, or in the ready list
     /// with a park time), the oldest of their park times: its work enqueued before that is
     /// not behind a waiting job. The reconciler bounds each broadcast by it, so a broadcast

@@ -599,6 +599,37 @@ async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_rea
 }
 
 #[tokio::test]
+async fn a_webhook_lane_that_lost_its_jobs_holds_back_no_recovery() {
+    // No worker. A webhook's lane loses its jobs but not its head's note: left there, the
+    // note's age would be the queue's oldest wait, which bounds the relay's lost deliveries.
+    let app = spawn_isolated_app(&[]).await;
+    let redis = app.redis().await;
+    let jobs = Jobs::new(&redis);
+    let (org, webhook) = (Uuid::now_v7(), Uuid::now_v7());
+    let deliveries: Vec<(Uuid, Uuid, Uuid)> =
+        (0..500).map(|_| (org, webhook, Uuid::now_v7())).collect();
+    jobs.deliver_webhooks(&deliveries).await.unwrap();
+    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::WebhookDelivery);
+    let hour_ago = chrono::Utc::now().timestamp_millis() - 3_600_000;
+    let mut conn = redis.conn.clone();
+    let _: () = redis::pipe()
+        .del(format!("{queue}:fair:lane:{webhook}"))
+        .zadd(format!("{queue}:fair:heads"), webhook.to_string(), hour_ago)
+        .del(format!("{queue}:active"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
+    assert!(
+        before.oldest_age > Some(Duration::from_secs(3_000)),
+        "{before:?}"
+    );
+    jobs.mend_lanes(QueueName::WebhookDelivery).await.unwrap();
+    let after = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
+    assert_eq!(after.oldest_age, None, "{after:?}");
+}
+
+#[tokio::test]
 async fn an_operators_limits_for_one_organization_replace_the_defaults() {
     // No rate and 20 sending broadcasts by default; organizations labelled in the metrics.
     let rig = Rig::start(Duration::ZERO, &[("PARLEY_METRICS_ORG_LABEL", "true")]).await;
