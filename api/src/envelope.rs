@@ -1,4 +1,4 @@
-//! SPEC.md's response envelope `{success, data, message, error, meta}` and the request-scoped
+//! The specification's response envelope (docs/api.md, Envelope and errors) `{success, data, message, error, meta}` and the request-scoped
 //! context (request id, the key's daily usage) that every response reports in it.
 
 use std::sync::{Arc, OnceLock};

@@ -1,5 +1,5 @@
 //! Errors as HTTP answers: every [`AppError`] becomes the envelope with the status and
-//! `error.code` of CONTRACT.md's table; Postgres, Redis and object-storage errors become
+//! `error.code` of the error table in docs/api.md; Postgres, Redis and object-storage errors become
 //! `AppError`s first. Handlers return [`AppResult`], so `?` does the conversions.
 
 use axum::http::{HeaderValue, StatusCode, header};

@@ -80,9 +80,13 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
 }
 
 fn is_json(value: Option<&header::HeaderValue>) -> bool {
-    let Some(mime) = value.and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
+    value
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_json_type)
+}
+
+/// `application/json` or `application/<something>+json`, with any parameters.
+pub fn is_json_type(mime: &str) -> bool {
     let essence = mime
         .split(';')
         .next()

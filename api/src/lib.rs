@@ -1,6 +1,7 @@
 //! The Parley HTTP API: validates requests, writes to Postgres, enqueues jobs.
 
 pub mod auth_failures;
+pub mod body_spool;
 pub mod cli;
 pub mod envelope;
 pub mod error;

@@ -20,7 +20,7 @@ async fn main() -> ExitCode {
         return probe(url).await;
     }
     if let Some(Command::Openapi) = cli.command {
-        let doc = parley_api::startup::openapi_document();
+        let doc = parley_api::openapi::default_document();
         println!("{doc:#}");
         return ExitCode::SUCCESS;
     }

@@ -242,11 +242,3 @@ pub fn layered(routes: Router, probes: Router, limits: Limits, max_body_bytes: u
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(from_fn(request_context::request_context))
 }
-
-/// The OpenAPI document as a deployment with the default settings serves it, for tools and
-/// tests.
-pub fn openapi_document() -> serde_json::Value {
-    let (_, openapi) = crate::routes::api(0).split_for_parts();
-    let (_, signed) = crate::routes::signed().split_for_parts();
-    crate::openapi::document(openapi.merge_from(signed), &Deployment::defaults())
-}

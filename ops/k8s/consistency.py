@@ -28,18 +28,18 @@ def check(ok, message):
 
 
 def queues():
-    text = (ROOT / "crates/jobs/src/lib.rs").read_text()
+    text = (ROOT / "shared/jobs/src/lib.rs").read_text()
     return set(re.findall(r'QueueName::[A-Za-z]+ => "([a-z-]+)"', text))
 
 
 def metric_names():
-    text = (ROOT / "crates/types/src/metric_names.rs").read_text()
+    text = (ROOT / "shared/types/src/metric_names.rs").read_text()
     return set(re.findall(r'"(parley_[a-z_]+)"', text))
 
 
 QUEUES = queues()
 METRICS = metric_names()
-check(len(QUEUES) >= 4, f"queue names not found in crates/jobs/src/lib.rs: {QUEUES}")
+check(len(QUEUES) >= 4, f"queue names not found in shared/jobs/src/lib.rs: {QUEUES}")
 
 k8s = OPS / "k8s"
 docs = {}

@@ -1,4 +1,4 @@
-//! Test harness: `spawn_app()` starts the real API on 127.0.0.1:0 against the real Postgres
+//! Test harness: `TestApp::builder().start()` starts the real API on 127.0.0.1:0 against the real Postgres
 //! and Redis, with a fresh organization and Redis prefix per test, so tests run in parallel
 //! without sharing state.
 
@@ -226,7 +226,29 @@ where
     }
 }
 
+/// With `TEST_LOG` set, the API's and the workers' log lines are printed, through the test
+/// harness (so `cargo test` shows those of a failing test): `TEST_LOG=1` at `info`, or a
+/// filter such as `TEST_LOG=parley_worker=debug,info`.
+pub fn init_test_log() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Ok(filter) = std::env::var("TEST_LOG") else {
+            return;
+        };
+        let filter = match filter.as_str() {
+            "" | "0" => return,
+            "1" | "true" => "info,sqlx=warn".to_owned(),
+            other => other.to_owned(),
+        };
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    });
+}
+
 pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
+    init_test_log();
     let mut vars: HashMap<String, String> = HashMap::from([
         ("DATABASE_URL".to_owned(), database_url()),
         ("REDIS_URL".to_owned(), redis_url()),
@@ -279,23 +301,6 @@ impl Drop for TestApp {
     }
 }
 
-pub async fn spawn_app() -> TestApp {
-    spawn_app_with(&[]).await
-}
-
-/// Starts the API with extra settings (e.g. `PARLEY_MAX_BODY_BYTES`).
-pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
-    prepare_database().await;
-    start(database_url(), false, extra).await
-}
-
-/// Starts the API on a database of its own: for tests that run a worker, whose ticker
-/// reconciles every broadcast in its database.
-pub async fn spawn_isolated_app(extra: &[(&str, &str)]) -> TestApp {
-    let url = isolated_database().await;
-    start(url, true, extra).await
-}
-
 /// `url` through the tests' PgBouncer (transaction pooling, started by `ops/test` in front of
 /// the tests' Postgres): the same server and database, on `PARLEY_TEST_PGBOUNCER_PORT` (6442).
 pub fn through_pgbouncer(url: &str) -> String {
@@ -303,35 +308,6 @@ pub fn through_pgbouncer(url: &str) -> String {
     let (server, name) = server_and_name(url);
     let (host, _) = server.rsplit_once(':').expect("database URL has a port");
     format!("{host}:{port}/{name}")
-}
-
-/// As [`spawn_isolated_app`], with the API on a database of its own reached through
-/// PgBouncer; migrations (applied at start, a no-op here) take the direct session URL.
-/// Workers join with [`TestApp::pooled_settings`].
-pub async fn spawn_pooled_app(extra: &[(&str, &str)]) -> TestApp {
-    let url = isolated_database().await;
-    // PgBouncer drops the startup options that carry the API's statement timeout; the API
-    // refuses connections without one, so the database carries it, as a deployment's role
-    // would (docs/operations.md, PgBouncer).
-    set_statement_timeout(&url, "30s").await;
-    let pooled = through_pgbouncer(&url);
-    let mut settings: Vec<(&str, &str)> = vec![
-        ("DATABASE_URL", &pooled),
-        ("PARLEY_DATABASE_SESSION_URL", &url),
-        ("PARLEY_AUTO_MIGRATE", "true"),
-    ];
-    settings.extend_from_slice(extra);
-    start(url.clone(), true, &settings).await
-}
-
-/// As [`spawn_isolated_app`], on the tests' Redis Cluster ([`redis_cluster_url`]); workers
-/// spawned by the app join it.
-pub async fn spawn_cluster_app(extra: &[(&str, &str)]) -> TestApp {
-    let url = isolated_database().await;
-    let nodes = redis_cluster_url();
-    let mut settings: Vec<(&str, &str)> = vec![("REDIS_URL", &nodes)];
-    settings.extend_from_slice(extra);
-    start(url, true, &settings).await
 }
 
 /// The Prometheus text a process serves at `http://<addr>/metrics`.
@@ -367,23 +343,101 @@ pub fn storage_vars() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// How a test's API runs, chosen with [`TestApp::builder`]: by default on the tests' shared
+/// database, without object storage, straight to Postgres and to one Redis.
+#[derive(Default)]
+pub struct AppBuilder {
+    own_database: bool,
+    storage: bool,
+    pgbouncer: bool,
+    redis_cluster: bool,
+    env: Vec<(String, String)>,
+}
+
+impl TestApp {
+    pub fn builder() -> AppBuilder {
+        AppBuilder::default()
+    }
+}
+
+impl AppBuilder {
+    /// On a database of its own, dropped with the app: for tests that run a worker, whose
+    /// ticker reconciles every broadcast in its database.
+    pub fn own_database(mut self) -> Self {
+        self.own_database = true;
+        self
+    }
+
+    /// With object storage: the tests' S3-compatible store ([`storage_vars`]), the bucket
+    /// made on first use.
+    pub fn storage(mut self) -> Self {
+        self.storage = true;
+        self
+    }
+
+    /// Reaching its own database through PgBouncer in transaction pooling
+    /// ([`through_pgbouncer`]); migrations take the direct session URL. Workers join with
+    /// [`TestApp::pooled_settings`].
+    pub fn pgbouncer(mut self) -> Self {
+        self.pgbouncer = true;
+        self.own_database = true;
+        self
+    }
+
+    /// On the tests' Redis Cluster ([`redis_cluster_url`]), with a database of its own;
+    /// workers spawned by the app join it.
+    pub fn redis_cluster(mut self) -> Self {
+        self.redis_cluster = true;
+        self.own_database = true;
+        self
+    }
+
+    /// Settings of the API (and of the workers it spawns), over the tests' defaults.
+    pub fn env(mut self, vars: &[(&str, &str)]) -> Self {
+        self.env
+            .extend(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        self
+    }
+
+    pub async fn start(self) -> TestApp {
+        let url = if self.own_database {
+            isolated_database().await
+        } else {
+            prepare_database().await;
+            database_url()
+        };
+        let mut settings: Vec<(String, String)> = Vec::new();
+        if self.storage {
+            settings.extend(storage_vars().into_iter().map(|(k, v)| (k.to_owned(), v)));
+        }
+        if self.pgbouncer {
+            // PgBouncer drops the startup options that carry the API's statement timeout; the
+            // API refuses connections without one, so the database carries it, as a
+            // deployment's role would (docs/operations.md, PgBouncer).
+            set_statement_timeout(&url, "30s").await;
+            settings.push(("DATABASE_URL".into(), through_pgbouncer(&url)));
+            settings.push(("PARLEY_DATABASE_SESSION_URL".into(), url.clone()));
+            settings.push(("PARLEY_AUTO_MIGRATE".into(), "true".into()));
+        }
+        if self.redis_cluster {
+            settings.push(("REDIS_URL".into(), redis_cluster_url()));
+        }
+        settings.extend(self.env);
+        let settings: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if self.storage {
+            ensure_bucket(&settings).await;
+        }
+        start(url, self.own_database, &settings).await
+    }
+}
+
 static BUCKET: OnceCell<()> = OnceCell::const_new();
 
-/// Starts the API with object storage (and extra settings); the bucket is made on first use.
-pub async fn spawn_storage_app(extra: &[(&str, &str)]) -> TestApp {
-    spawn_with_storage(extra, false).await
-}
-
-/// [`spawn_storage_app`] on a database of its own, for tests that run a worker.
-pub async fn spawn_isolated_storage_app(extra: &[(&str, &str)]) -> TestApp {
-    spawn_with_storage(extra, true).await
-}
-
-async fn spawn_with_storage(extra: &[(&str, &str)], isolated: bool) -> TestApp {
-    let vars = storage_vars();
-    let mut settings: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    settings.extend_from_slice(extra);
-    let config = test_config("unused", &settings);
+async fn ensure_bucket(settings: &[(&str, &str)]) {
+    let config = test_config("unused", settings);
     BUCKET
         .get_or_init(|| async {
             parley_storage::Storage::new(config.storage.as_ref().expect("storage set"))
@@ -392,11 +446,6 @@ async fn spawn_with_storage(extra: &[(&str, &str)], isolated: bool) -> TestApp {
                 .expect("the S3-compatible store answers (start it with ops/test)");
         })
         .await;
-    if isolated {
-        spawn_isolated_app(&settings).await
-    } else {
-        spawn_app_with(&settings).await
-    }
 }
 
 async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)]) -> TestApp {
@@ -676,7 +725,8 @@ impl TestApp {
         Self::read(req.send().await.expect("request is sent")).await
     }
 
-    async fn read(resp: reqwest::Response) -> Resp {
+    /// A response read whole, its body parsed as JSON (`null` when it is not).
+    pub async fn read(resp: reqwest::Response) -> Resp {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let bytes = resp.bytes().await.expect("body");

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 pub fn document() -> Value {
-    serde_json::to_value(parley_api::startup::openapi_document()).expect("document serializes")
+    serde_json::to_value(parley_api::openapi::default_document()).expect("document serializes")
 }
 
 #[derive(Debug, Clone)]

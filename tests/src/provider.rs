@@ -1,4 +1,4 @@
-//! A channel provider on 127.0.0.1 speaking CONTRACT.md's HTTP contract, scripted per test.
+//! A channel provider on 127.0.0.1 speaking the providers' HTTP contract (docs/api.md, Broadcasts), scripted per test.
 //! Like a real provider it honours `Idempotency-Key`: a key it already accepted gets the same
 //! `messageId` back and is not a second message.
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parley_tests::provider::FakeProvider;
 use parley_tests::receiver::{Answer, Receiver};
-use parley_tests::{TestApp, seed, spawn_isolated_app};
+use parley_tests::{TestApp, seed};
 use serde_json::{Value, json};
 
 /// Starts `parley-worker` against the test's database and Redis prefix.
@@ -88,7 +88,13 @@ impl Drop for Killed {
 async fn all_recipients(app: &TestApp, id: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor = String::new();
+    let mut pages = 0;
     loop {
+        pages += 1;
+        assert!(
+            pages <= 10000,
+            "the cursor walks more than 10000 pages: it does not end"
+        );
         let page = app
             .get(&format!(
                 "/api/v1/broadcasts/{id}/recipients?pageSize=100{cursor}"
@@ -154,7 +160,7 @@ fn sent_twice(provider: &FakeProvider) -> HashSet<String> {
 #[tokio::test]
 async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     // The default lease and reconciliation delay: what brings the work back is the dead
     // worker's claims running out and its in-flight jobs returning to the queue.
     let env = [
@@ -217,7 +223,11 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
 async fn a_receipt_sent_before_the_provider_answers_ends_applied() {
     let secret = "receipt-secret";
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)]).await;
+    let app = TestApp::builder()
+        .own_database()
+        .env(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)])
+        .start()
+        .await;
     // The provider posts each message's `delivered` receipt before it answers the send, so
     // the receipt reaches Parley before the worker can write the message id.
     let answers: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -258,7 +268,7 @@ async fn a_receipt_sent_before_the_provider_answers_ends_applied() {
 #[tokio::test]
 async fn sigterm_mid_send_drains_and_a_new_worker_finishes_the_broadcast() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let env = [
         ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
         ("PARLEY_CHANNEL_EMAIL_RATE", "200"),
@@ -322,7 +332,7 @@ async fn scrape(addr: &str) -> String {
 async fn two_and_four_worker_processes_share_a_broadcast_without_double_sends() {
     for workers in [2, 4] {
         let provider = FakeProvider::start().await;
-        let app = spawn_isolated_app(&[]).await;
+        let app = TestApp::builder().own_database().start().await;
         let env = [
             ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
             ("PARLEY_CHANNEL_EMAIL_RATE", "400"),
@@ -364,7 +374,7 @@ async fn two_and_four_worker_processes_share_a_broadcast_without_double_sends() 
 #[tokio::test]
 async fn shared_gauges_are_reported_by_one_worker_of_several() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     // No worker consumes broadcast-dispatch: the broadcast's job stays waiting in its queue.
     let env = [
         ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
@@ -396,7 +406,7 @@ async fn shared_gauges_are_reported_by_one_worker_of_several() {
 
 #[tokio::test]
 async fn a_worker_runs_on_the_threads_it_is_given() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     for threads in ["1", "3"] {
         let (child, addr) = worker_serving(&app, &[("PARLEY_WORKER_THREADS", threads)]).await;
         let _running = Killed(child);
@@ -452,7 +462,11 @@ async fn one_reports_the_depth(addrs: &[String]) -> usize {
 async fn webhook_events_survive_a_killed_worker_and_a_flushed_redis() {
     let receiver = Receiver::start().await;
     receiver.always(Answer::Sleep(Duration::from_millis(150)));
-    let app = spawn_isolated_app(&[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")]).await;
+    let app = TestApp::builder()
+        .own_database()
+        .env(&[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")])
+        .start()
+        .await;
     let env = [
         ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
         ("PARLEY_WEBHOOK_RETRY_BASE_MS", "100"),

@@ -1,6 +1,8 @@
 //! One apalis consumer per queue this process runs, supervised: if a consumer dies (say Redis
 //! was flushed and forgot this worker), it starts again under a new name.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use apalis::layers::WorkerBuilderExt;
@@ -11,9 +13,10 @@ use parley_jobs::{
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
+use crate::job::Job;
 
 /// A worker name unique to this process and attempt: two processes sharing a name would take
-/// each other's in-flight jobs (../shared/JOBS.md).
+/// each other's in-flight jobs (docs/jobs.md).
 fn worker_name(queue: QueueName) -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
@@ -39,64 +42,56 @@ where
     tokio::spawn(job)
 }
 
-macro_rules! consume {
-    ($ctx:expr, $shutdown:expr, $queue:expr, $payload:ty, $handler:path) => {{
-        let ctx: Ctx = $ctx;
-        let shutdown: CancellationToken = $shutdown;
-        let queue: QueueName = $queue;
-        async move {
-            loop {
-                let settings = ctx.settings().clone();
-                let backend = ctx
-                    .jobs
-                    .storage::<$payload>(queue)
-                    .poll_with_strategy(ctx.wakeups.strategy(queue, settings.poll_interval));
-                let name = worker_name(queue);
-                tracing::info!(queue = queue.as_str(), worker = %name, "consumer started");
-                let worker = WorkerBuilder::new(name)
-                    .backend(backend)
-                    .concurrency(if queue == QueueName::WebhookDelivery {
-                        settings.webhook_concurrency
-                    } else {
-                        settings.concurrency
-                    })
-                    .parallelize(spawn_job)
-                    .data(ctx.clone())
-                    .build($handler);
-                let stop = shutdown.clone();
-                let running: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), WorkerError>> + Send>> =
-                    Box::pin(worker.run_until(async move {
-                        stop.cancelled().await;
-                        Ok::<(), std::io::Error>(())
-                    }));
-                let result = running.await;
-                if shutdown.is_cancelled() {
-                    tracing::info!(queue = queue.as_str(), "consumer drained");
-                    return;
-                }
-                tracing::warn!(queue = queue.as_str(), ?result, "consumer stopped; restarting");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
+/// Runs the consumer of `J`'s queue until `shutdown`, starting it again if it dies.
+async fn consume<J: Job>(ctx: Ctx, shutdown: CancellationToken) {
+    let queue = J::QUEUE;
+    loop {
+        let settings = ctx.settings().clone();
+        let backend = ctx
+            .jobs
+            .storage::<J>(queue)
+            .poll_with_strategy(ctx.wakeups.strategy(queue, settings.poll_interval));
+        let name = worker_name(queue);
+        tracing::info!(queue = queue.as_str(), worker = %name, "consumer started");
+        let worker = WorkerBuilder::new(name)
+            .backend(backend)
+            .concurrency(if queue == QueueName::WebhookDelivery {
+                settings.webhook_concurrency
+            } else {
+                settings.concurrency
+            })
+            .parallelize(spawn_job)
+            .data(ctx.clone())
+            .build(crate::job::handle::<J>);
+        let stop = shutdown.clone();
+        // Boxed as a `Send` future: the compiler cannot prove the worker's future `Send` for
+        // every lifetime of a generic job type otherwise.
+        let running: Pin<Box<dyn Future<Output = Result<(), WorkerError>> + Send>> =
+            Box::pin(worker.run_until(async move {
+                stop.cancelled().await;
+                Ok::<(), std::io::Error>(())
+            }));
+        let result = running.await;
+        if shutdown.is_cancelled() {
+            tracing::info!(queue = queue.as_str(), "consumer drained");
+            return;
         }
-    }};
+        tracing::warn!(
+            queue = queue.as_str(),
+            ?result,
+            "consumer stopped; restarting"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Runs the consumer of `queue` until `shutdown`, then lets its in-flight jobs finish.
 pub async fn run(ctx: Ctx, shutdown: CancellationToken, queue: QueueName) {
-    use crate::{delivery, dispatch, imports, sla_checks, webhooks};
     match queue {
-        QueueName::BroadcastDispatch => {
-            consume!(ctx, shutdown, queue, DispatchBroadcast, dispatch::handle).await
-        }
-        QueueName::RecipientDelivery => {
-            consume!(ctx, shutdown, queue, DeliverRecipients, delivery::handle).await
-        }
-        QueueName::WebhookDelivery => {
-            consume!(ctx, shutdown, queue, DeliverWebhooks, webhooks::handle).await
-        }
-        QueueName::SlaCheck => consume!(ctx, shutdown, queue, CheckSla, sla_checks::handle).await,
-        QueueName::ContactImport => {
-            consume!(ctx, shutdown, queue, ImportContacts, imports::handle).await
-        }
+        QueueName::BroadcastDispatch => consume::<DispatchBroadcast>(ctx, shutdown).await,
+        QueueName::RecipientDelivery => consume::<DeliverRecipients>(ctx, shutdown).await,
+        QueueName::WebhookDelivery => consume::<DeliverWebhooks>(ctx, shutdown).await,
+        QueueName::SlaCheck => consume::<CheckSla>(ctx, shutdown).await,
+        QueueName::ContactImport => consume::<ImportContacts>(ctx, shutdown).await,
     }
 }

@@ -13,20 +13,19 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use apalis::prelude::{BoxDynError, Data, TaskId};
-use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use parley_db as db;
 use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::templates::{max_message_chars, render};
-use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, PAYLOAD_VERSION, QueueName};
-use tracing::Instrument;
+use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, QueueName};
 use uuid::Uuid;
 
 use crate::claims::Hold;
 use crate::context::Ctx;
+use crate::db_retry::retry_transient;
+use crate::job::{Job, JobResult};
 use crate::provider::{Message, SendResult};
 use crate::status_watch::StatusWatch;
 use parley_types::metric_names::RECIPIENTS;
@@ -38,37 +37,21 @@ const IN_FLIGHT: usize = 32;
 /// the statement running and then its own, and sends paused meanwhile.)
 const CHUNK: usize = DELIVERY_BATCH;
 
-pub async fn handle(
-    job: DeliverRecipients,
-    ctx: Data<Ctx>,
-    task: TaskId,
-) -> Result<(), BoxDynError> {
-    // The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
-    let span = tracing::info_span!("broadcast", broadcast_id = %job.broadcast_id);
-    crate::job::run(
-        QueueName::RecipientDelivery,
-        &task,
-        "delivery job",
-        run(&ctx, &job),
-    )
-    .instrument(span)
-    .await;
-    Ok(())
-}
+/// The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
+impl Job for DeliverRecipients {
+    const NAME: &'static str = "delivery job";
 
-/// Runs the job holding its organization's slot ([`crate::fair`]).
-async fn run(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
-    crate::fair::holding_slot(ctx, job, send_batch(ctx, job)).await
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id, recipients = self.recipient_ids.len())
+    }
+
+    /// Runs holding its organization's slot ([`crate::fair`]).
+    async fn run(self, ctx: &Ctx) -> JobResult {
+        Ok(crate::fair::holding_slot(ctx, &self, send_batch(ctx, &self)).await?)
+    }
 }
 
 async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
-    if job.version != PAYLOAD_VERSION {
-        tracing::error!(
-            version = job.version,
-            "delivery payload of an unknown version dropped"
-        );
-        return Ok(());
-    }
     // The claims first: a job out of the queue holds its recipients from its first step on,
     // so the reconciler never finds them both unqueued and unclaimed.
     let lease = ctx.settings().recipient_lease;
@@ -82,7 +65,7 @@ async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
     };
     let result = async {
         let broadcast =
-            patiently(|| db::delivery::delivery_context(&ctx.pool, job.broadcast_id)).await?;
+            retry_transient(|| db::delivery::delivery_context(&ctx.pool, job.broadcast_id)).await?;
         match broadcast {
             Some(b) if b.status == BroadcastStatus::Sending => send_all(ctx, job, &b, &hold).await,
             _ => Ok(Vec::new()),
@@ -111,7 +94,7 @@ async fn send_all(
     broadcast: &DeliveryContext,
     hold: &Hold,
 ) -> anyhow::Result<Vec<Uuid>> {
-    let claimed = patiently(|| {
+    let claimed = retry_transient(|| {
         db::delivery::pending_for_send(
             &ctx.pool,
             broadcast.organization_id,
@@ -176,37 +159,12 @@ async fn send_all(
         }
     }
     if let Some((status, org)) =
-        patiently(|| db::delivery::finish_if_done(&ctx.pool, job.broadcast_id)).await?
+        retry_transient(|| db::delivery::finish_if_done(&ctx.pool, job.broadcast_id)).await?
     {
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
         crate::dispatch::start_next(ctx, org).await?;
     }
     Ok(released)
-}
-
-/// How long a job keeps trying to read or write Postgres through transient failures (a
-/// restart, a failover) while its claims keep its recipients: what it sent meanwhile is
-/// written when Postgres is back, not sent again by another job.
-const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Runs `statement` again on transient failures, with exponential backoff, until
-/// [`PATIENCE`] has passed since the first try (by the clock: attempts count, not only waits).
-pub(crate) async fn patiently<T, F, Fut>(statement: F) -> Result<T, sqlx::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
-{
-    let started = std::time::Instant::now();
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(std::time::Duration::from_millis(50))
-        .with_max_delay(std::time::Duration::from_secs(2))
-        .without_max_times()
-        .with_jitter();
-    statement
-        .retry(backoff)
-        .when(|err| db::error::is_transient_error(err) && started.elapsed() < PATIENCE)
-        .notify(|err, after| tracing::warn!(%err, ?after, "Postgres unavailable; trying again"))
-        .await
 }
 
 /// Writes a chunk of outcomes, fenced by the claims (an outcome of a recipient another job

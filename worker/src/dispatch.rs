@@ -7,13 +7,12 @@
 
 use std::time::Duration;
 
-use apalis::prelude::{BoxDynError, Data, TaskId};
 use parley_db as db;
 use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
-use parley_jobs::{DispatchBroadcast, Lane, PAYLOAD_VERSION, QueueName};
-use tracing::Instrument;
+use parley_jobs::{DispatchBroadcast, Lane};
 
 use crate::context::Ctx;
+use crate::job::{Job, JobResult};
 
 /// Contacts turned into recipients by the first transaction: small, so sending starts soon.
 const FIRST_SLICE: i32 = 2_000;
@@ -27,31 +26,19 @@ const LEASE: Duration = Duration::from_secs(10);
 /// How long one job writes slices before it hands the rest of the fan-out to a new job.
 const TURN: Duration = Duration::from_secs(1);
 
-pub async fn handle(
-    job: DispatchBroadcast,
-    ctx: Data<Ctx>,
-    task: TaskId,
-) -> Result<(), BoxDynError> {
-    let span = tracing::info_span!("broadcast", broadcast_id = %job.broadcast_id);
-    crate::job::run(
-        QueueName::BroadcastDispatch,
-        &task,
-        "dispatch",
-        run(&ctx, &job),
-    )
-    .instrument(span)
-    .await;
-    Ok(())
+impl Job for DispatchBroadcast {
+    const NAME: &'static str = "dispatch";
+
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id)
+    }
+
+    async fn run(self, ctx: &Ctx) -> JobResult {
+        Ok(run(ctx, &self).await?)
+    }
 }
 
 async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
-    if job.version != PAYLOAD_VERSION {
-        tracing::error!(
-            version = job.version,
-            "dispatch payload of an unknown version dropped"
-        );
-        return Ok(());
-    }
     let id = job.broadcast_id;
     let token = uuid::Uuid::now_v7();
     let per_org = ctx.settings().broadcasts_per_org;

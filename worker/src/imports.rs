@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use apalis::prelude::{BoxDynError, Data, TaskId};
 use parley_db as db;
 use parley_domain::imports::{ImportFormat, ImportRow, RawRow, RejectedRow};
-use parley_jobs::{ImportContacts, QueueName};
+use parley_jobs::ImportContacts;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::context::Ctx;
+use crate::job::{Job, JobResult};
 use crate::renewal::Renewal;
 
 /// Rows per transaction.
@@ -34,22 +34,18 @@ const MAX_REASON: usize = 200;
 /// Rows skipped on resuming between two renewals of the lease.
 const SKIP_RENEW_EVERY: i64 = 50_000;
 
-pub async fn handle(job: ImportContacts, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
-    // A failed job leaves the import unfinished; the ticker enqueues it again once its lease
-    // ran out, and it resumes after its last batch.
-    let work = async {
-        if job.version == parley_jobs::PAYLOAD_VERSION {
-            run(&ctx, job.import_id).await
-        } else {
-            tracing::error!(
-                version = job.version,
-                "import payload of an unknown version dropped"
-            );
-            Ok(())
-        }
-    };
-    crate::job::run(QueueName::ContactImport, &task, "contact import", work).await;
-    Ok(())
+/// A failed job leaves the import unfinished; the ticker enqueues it again once its lease ran
+/// out, and it resumes after its last batch.
+impl Job for ImportContacts {
+    const NAME: &'static str = "contact import";
+
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("import", import_id = %self.import_id)
+    }
+
+    async fn run(self, ctx: &Ctx) -> JobResult {
+        Ok(run(ctx, self.import_id).await?)
+    }
 }
 
 /// Rows read and what became of them, up to a cut the next batch starts after.

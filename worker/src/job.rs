@@ -1,33 +1,92 @@
-//! Running one job: under its log span, with its outcome and duration counted.
+//! The contract every job keeps, and the one place that runs a job: the payload's version is
+//! checked, the job runs in a span with its queue, its id and the ids it names, and its
+//! outcome is logged and counted.
+//!
+//! A job never fails its apalis task: apalis' retries are not used (Postgres holds the truth).
+//! A job that fails for now ([`Failure::Retry`], what `?` gives) leaves its work due in
+//! Postgres, and the ticker, the relay or the SLA scheduler enqueues it again; how many times
+//! before the work itself is given up is counted in Postgres (`parley_db::MAX_REQUEUES`,
+//! an import's attempts), as only Postgres sees every worker's tries. A job that can never
+//! succeed ([`Failure::GiveUp`]: a payload of another version) is dropped and logged as an
+//! error.
 
 use std::future::Future;
 use std::time::Instant;
 
-use apalis::prelude::TaskId;
-use parley_jobs::QueueName;
+use apalis::prelude::{BoxDynError, Data, TaskId};
+use parley_jobs::{PAYLOAD_VERSION, Payload};
 use parley_types::metric_names::{JOB_DURATION, JOBS};
 use tracing::Instrument;
 
-/// Runs one job's work in a span carrying its queue and id (so every log line of the job
-/// has them), records its outcome and duration, and logs a failure as `what failed`. Never
-/// fails the apalis job: its retries are not ours; Postgres keeps the work due and the
-/// ticker enqueues it again.
-pub async fn run<F>(queue: QueueName, task: &TaskId, what: &'static str, work: F)
-where
-    F: Future<Output = anyhow::Result<()>>,
-{
-    let span = tracing::info_span!("job", queue = queue.as_str(), job_id = %task);
+use crate::context::Ctx;
+
+/// Why a job did not finish.
+#[derive(Debug)]
+pub enum Failure {
+    /// It may succeed later: its work stays due and is enqueued again.
+    Retry(anyhow::Error),
+    /// It never will: the job is dropped.
+    GiveUp(anyhow::Error),
+}
+
+/// Any error is worth another try unless the job says otherwise.
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(err: E) -> Self {
+        Failure::Retry(err.into())
+    }
+}
+
+pub type JobResult = Result<(), Failure>;
+
+/// A job: its payload (queue and version), what its log lines call it, the span of the ids
+/// it works on, and its work.
+pub trait Job: Payload {
+    const NAME: &'static str;
+
+    /// The span its log lines carry (the ids that matter: broadcast, import, webhook, ...).
+    fn span(&self) -> tracing::Span;
+
+    fn run(self, ctx: &Ctx) -> impl Future<Output = JobResult> + Send;
+}
+
+/// Runs one job of any queue, as apalis calls it.
+pub async fn handle<J: Job>(job: J, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
+    let outer = job.span();
+    let span =
+        tracing::info_span!(parent: &outer, "job", queue = J::QUEUE.as_str(), job_id = %task);
     async move {
         let started = Instant::now();
-        let result = work.await;
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        metrics::counter!(JOBS, "queue" => queue.as_str(), "outcome" => outcome).increment(1);
-        metrics::histogram!(JOB_DURATION, "queue" => queue.as_str(), "outcome" => outcome)
+        let result = if job.version() == PAYLOAD_VERSION {
+            job.run(&ctx).await
+        } else {
+            Err(Failure::GiveUp(anyhow::anyhow!(
+                "its payload is of version {}, and this worker reads version {PAYLOAD_VERSION}",
+                job.version()
+            )))
+        };
+        let outcome = match &result {
+            Ok(()) => "ok",
+            Err(Failure::Retry(_)) => "error",
+            Err(Failure::GiveUp(_)) => "given_up",
+        };
+        metrics::counter!(JOBS, "queue" => J::QUEUE.as_str(), "outcome" => outcome).increment(1);
+        metrics::histogram!(JOB_DURATION, "queue" => J::QUEUE.as_str(), "outcome" => outcome)
             .record(started.elapsed().as_secs_f64());
-        if let Err(err) = result {
-            tracing::warn!(error = %format!("{err:#}"), "{what} failed; it will be enqueued again");
+        match result {
+            Ok(()) => {}
+            Err(Failure::Retry(err)) => tracing::warn!(
+                error = %format!("{err:#}"),
+                "{} failed; it will be enqueued again",
+                J::NAME
+            ),
+            Err(Failure::GiveUp(err)) => tracing::error!(
+                error = %format!("{err:#}"),
+                "{} given up",
+                J::NAME
+            ),
         }
     }
     .instrument(span)
-    .await
+    .await;
+    Ok(())
 }

@@ -6,6 +6,7 @@ pub mod answer;
 pub mod claims;
 pub mod consumers;
 pub mod context;
+pub mod db_retry;
 pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;

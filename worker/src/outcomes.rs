@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::claims::{Claims, Fence};
-use crate::delivery::patiently;
+use crate::db_retry::retry_transient;
 
 /// Outcomes per statement, at most, unless one chunk has more (a job's chunk is at most 200, and
 /// never split).
@@ -207,7 +207,7 @@ async fn write(pool: &PgPool, batch: &[Handed], statements: &AtomicU64) -> Resul
         return Ok(());
     }
     let rows = || batch.iter().flat_map(|h| &h.chunk);
-    let result = patiently(|| db::delivery::record(pool, rows())).await;
+    let result = retry_transient(|| db::delivery::record(pool, rows())).await;
     statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(OUTCOME_STATEMENTS).increment(1);
     result

@@ -1,4 +1,4 @@
-//! Channel providers over CONTRACT.md's one HTTP contract: `POST {recipientId, channel, to,
+//! Channel providers over one HTTP contract (docs/api.md, Broadcasts): `POST {recipientId, channel, to,
 //! content, templateId, variables}` with `Idempotency-Key: <recipientId>`; a 2xx with
 //! `{"messageId"}` is sent, 429 and 5xx are retried with exponential backoff and jitter
 //! (honouring `Retry-After`), other 4xx fail the recipient. A channel without a URL uses the

@@ -5,34 +5,30 @@
 
 use std::collections::HashMap;
 
-use apalis::prelude::{BoxDynError, Data, TaskId};
 use parley_db as db;
 use parley_domain::Actor;
 use parley_domain::sla::{CheckKind, SubjectType};
 use parley_domain::tickets::TicketActivity;
 use parley_domain::webhooks::EventName;
-use parley_jobs::{CheckSla, QueueName};
+use parley_jobs::CheckSla;
 use parley_types::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
 use uuid::Uuid;
 
 use crate::context::Ctx;
+use crate::job::{Job, JobResult};
 
-pub async fn handle(job: CheckSla, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
-    // The checks of a failed job stay in Postgres, marked enqueued; the scheduler enqueues
-    // them again.
-    let work = async {
-        if job.version == parley_jobs::PAYLOAD_VERSION {
-            run(&ctx, &job.check_ids).await
-        } else {
-            tracing::error!(
-                version = job.version,
-                "SLA check payload of an unknown version dropped"
-            );
-            Ok(())
-        }
-    };
-    crate::job::run(QueueName::SlaCheck, &task, "SLA check job", work).await;
-    Ok(())
+/// The checks of a failed job stay in Postgres, marked enqueued; the scheduler enqueues them
+/// again.
+impl Job for CheckSla {
+    const NAME: &'static str = "SLA check job";
+
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("sla_checks", checks = self.check_ids.len())
+    }
+
+    async fn run(self, ctx: &Ctx) -> JobResult {
+        Ok(run(ctx, &self.check_ids).await?)
+    }
 }
 
 async fn run(ctx: &Ctx, ids: &[Uuid]) -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! The webhook-delivery job: attempts a batch of deliveries of one webhook. Each attempt is
-//! `POST`ed with SPEC.md's payload and CONTRACT.md's headers and signature, within the
+//! `POST`ed with the specification's payload and the headers and signature of docs/api.md (Webhooks), within the
 //! timeout, without following redirects; it is logged with its status, duration and the first
 //! 4 KiB of the answer. A failure is retried with exponential backoff and jitter (a
 //! `Retry-After` honoured within bounds): the next attempt's time is a row in Postgres that
@@ -9,7 +9,6 @@ use secrecy::ExposeSecret;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apalis::prelude::{BoxDynError, Data, TaskId};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
 use parley_config::WebhookSettings;
@@ -28,6 +27,7 @@ use uuid::Uuid;
 use crate::answer::read_prefix;
 use crate::claims::Hold;
 use crate::context::Ctx;
+use crate::job::{Job, JobResult};
 use crate::ssrf;
 
 /// Bytes of the receiver's answer kept in the log.
@@ -73,21 +73,21 @@ pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) 
     backoff.max(retry_after.unwrap_or_default()).min(MAX_DELAY)
 }
 
-pub async fn handle(job: DeliverWebhooks, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
-    // The deliveries of a failed job stay due in Postgres; the relay enqueues them again.
-    let work = crate::fair::holding_slot(&ctx, &job, run(&ctx, &job));
-    crate::job::run(QueueName::WebhookDelivery, &task, "webhook job", work).await;
-    Ok(())
+/// The deliveries of a failed job stay due in Postgres; the relay enqueues them again.
+impl Job for DeliverWebhooks {
+    const NAME: &'static str = "webhook job";
+
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("webhooks", organization_id = ?self.organization_id, deliveries = self.delivery_ids.len())
+    }
+
+    /// Runs holding its organization's slot ([`crate::fair`]).
+    async fn run(self, ctx: &Ctx) -> JobResult {
+        Ok(crate::fair::holding_slot(ctx, &self, run(ctx, &self)).await?)
+    }
 }
 
 async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
-    if job.version != parley_jobs::PAYLOAD_VERSION {
-        tracing::error!(
-            version = job.version,
-            "webhook payload of an unknown version dropped"
-        );
-        return Ok(());
-    }
     let settings = &ctx.config.webhooks;
     // The same short, heartbeat-kept claims as recipients: a dead worker's deliveries are
     // free again within a lease, when apalis hands its jobs back. What a job records is fenced

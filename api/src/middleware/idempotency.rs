@@ -29,6 +29,7 @@ use parley_db as db;
 use parley_db::idempotency::KEPT_FOR;
 use sha2::{Digest, Sha256};
 
+use crate::body_spool::{Handed, Spool, SpoolLimits, Spooled};
 use crate::error::{ApiError, AppError};
 use crate::extract::Tenant;
 use crate::state::AppState;
@@ -42,8 +43,6 @@ const WAIT_FOR: Duration = Duration::from_secs(10);
 /// The first look again at a running key; each next one waits twice as long, up to the cap.
 const POLL_FIRST: Duration = Duration::from_millis(25);
 const POLL_CAP: Duration = Duration::from_millis(500);
-/// Bodies longer than this are hashed off the async threads.
-const HASH_INLINE: usize = 1 << 20;
 /// Routes whose answer shows a secret once (an API key, a webhook's signing secret, an upload
 /// URL, which is a credential while it lives): the answer kept leaves it out (`key`, `secret`,
 /// `uploadUrl`, in `data` or, for the presigned upload's bare answer, at the top), and a
@@ -103,27 +102,28 @@ async fn run(
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
-    let limit = if route == LONG_BODY_ROUTE {
-        state.config.max_broadcast_body_bytes
+    let limits = if route == LONG_BODY_ROUTE {
+        SpoolLimits::in_memory(state.config.max_broadcast_body_bytes)
+    } else if route == crate::routes::imports::PATH {
+        crate::routes::imports::body_limits(state)
     } else {
-        state.config.max_body_bytes
+        SpoolLimits::in_memory(state.config.max_body_bytes)
     };
-    let (parts, body) = req.into_parts();
-    let body = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError(AppError::PayloadTooLarge))?;
-    let target = format!(
-        "{} {}\n",
-        parts.method,
-        parts.uri.path_and_query().map_or("", |p| p.as_str())
-    );
-    let hash = if body.len() > HASH_INLINE {
-        let body = body.clone();
-        tokio::task::spawn_blocking(move || request_hash(&target, &body))
-            .await
-            .map_err(|e| ApiError(AppError::Internal(e.into())))?
-    } else {
-        request_hash(&target, &body)
+    let (mut parts, body) = req.into_parts();
+    let mut hash = Sha256::new();
+    hash.update(parts.method.as_str());
+    hash.update(" ");
+    hash.update(parts.uri.path_and_query().map_or("", |p| p.as_str()));
+    hash.update("\n");
+    // A long upload is written to disk as it is hashed, and handed to its handler there.
+    let spool = Spool::read(body, limits, |chunk| hash.update(chunk)).await?;
+    let hash = hash.finalize().to_vec();
+    let body = match spool.content {
+        Spooled::Memory(bytes) => Body::from(bytes),
+        Spooled::File(_) => {
+            parts.extensions.insert(Handed::new(spool));
+            Body::empty()
+        }
     };
 
     // A request cut off may still have a statement running in Postgres, which may commit up
@@ -180,7 +180,7 @@ async fn run(
 
     // Dropped here (a timeout, a client gone), the request leaves its key running: a repeat
     // gets `idempotency_outcome_unknown` once it cannot still be running.
-    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let response = next.run(Request::from_parts(parts, body)).await;
     let status = response.status();
     let (parts, body) = response.into_parts();
     // The handlers' answers are in memory already: reading one costs nothing more.
@@ -210,13 +210,6 @@ async fn run(
         }
     }
     Ok(Response::from_parts(parts, Body::from(body)))
-}
-
-fn request_hash(target: &str, body: &[u8]) -> Vec<u8> {
-    let mut hash = Sha256::new();
-    hash.update(target.as_bytes());
-    hash.update(body);
-    hash.finalize().to_vec()
 }
 
 /// The answer without the secret it shows once.

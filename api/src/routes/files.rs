@@ -23,7 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get, delete))
 }
 
-/// Generate a presigned upload URL (endpoint 6). The answer is SPEC.md's bare object, not
+/// Generate a presigned upload URL (endpoint 6). The answer is the specification's bare object, not
 /// the envelope. PUT the bytes to `uploadUrl` with the same `Content-Type` and exactly
 /// `fileSize` bytes within `expiresIn` seconds (the store refuses anything else), then call
 /// `POST /files/{fileId}/complete`.

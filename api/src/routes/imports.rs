@@ -1,23 +1,37 @@
-//! Contact imports (scope `contacts:*`): a CSV or NDJSON file of contacts, run as a job.
+//! Contact imports (scope `contacts:*`): a CSV or NDJSON file of contacts, run as a job. The
+//! file comes inline in JSON, as an uploaded file's id, as the body itself (`text/csv`,
+//! `application/x-ndjson`) or as a `multipart/form-data` part.
 
 use std::time::Duration;
 
-use crate::envelope::{Envelope, Reply};
-use crate::error::{AppError, AppResult};
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::header;
+use futures::StreamExt;
 use parley_db as db;
-use parley_domain::files::FileStatus;
-use parley_domain::imports::{ContactImport, CreateImport};
+use parley_domain::files::{File, FileStatus, FileType};
+use parley_domain::imports::{ContactImport, CreateImport, ImportFormat};
+use parley_storage::ObjectBody;
+use parley_types::fields::Filename;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::extract::{Json, Path, Tenant};
+use crate::body_spool::{Handed, Spool, SpoolLimits, Spooled};
+use crate::envelope::{Envelope, Reply};
+use crate::error::{ApiError, AppError, AppResult};
+use crate::extract::{Json, Path, Tenant, is_json_type};
 use crate::state::AppState;
 
-/// How long the worker may take to start downloading an uploaded file (the presigned URL's
+pub const PATH: &str = "/api/v1/contacts/imports";
+
+/// How long the worker may take to start downloading a stored file (the presigned URL's
 /// life): a job that starts or resumes later fails the import with a download error.
 const DOWNLOAD_FOR: Duration = Duration::from_secs(6 * 3600);
+/// What a multipart body may add to its file: boundaries, part headers and `format`.
+const MULTIPART_OVERHEAD: u64 = 64 * 1024;
+/// The longest `format` part.
+const MAX_FORMAT_PART: u64 = 64;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -25,22 +39,193 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_import))
 }
 
-/// Import contacts from a CSV (with a header row) or NDJSON file, inline (`data`) or uploaded
-/// (`fileId`). Runs as a job: rows are upserted by email (without case), else phone; a bad
-/// row is rejected with its number and reason, never the file. Progress and the result are at
-/// `GET /contacts/imports/{id}`.
+/// The bounds of an import's file: with object storage, the upload limit
+/// (`PARLEY_UPLOAD_MAX_BYTES`), written to a temporary file beyond the body limit; without
+/// it, the body limit (`PARLEY_MAX_BODY_BYTES`), as the file is kept in Postgres.
+fn file_limits(s: &AppState) -> SpoolLimits {
+    let in_memory = s.config.max_body_bytes;
+    let max = match s.storage {
+        Some(_) => s.config.uploads.max_bytes.max(0) as u64,
+        None => in_memory as u64,
+    };
+    SpoolLimits { max, in_memory }
+}
+
+/// The bounds of a whole import request body (the idempotency middleware reads it first).
+pub fn body_limits(s: &AppState) -> SpoolLimits {
+    let file = file_limits(s);
+    SpoolLimits {
+        max: file.max + MULTIPART_OVERHEAD,
+        ..file
+    }
+}
+
+/// The multipart form of an import (documented; read by hand, as it streams).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ImportUpload {
+    /// The file: CSV with a header row, or one JSON object per line.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+    /// How the file is written; when left out, from the part's `Content-Type` (`text/csv`,
+    /// `application/x-ndjson`) or else its file name (`.csv`, `.ndjson`, `.jsonl`).
+    format: Option<ImportFormat>,
+}
+
+/// Import contacts from a CSV (with a header row) or NDJSON file. Runs as a job: rows are
+/// upserted by email (without case), else phone; a bad row is rejected with its number and
+/// reason, never the file. Progress and the result are at `GET /contacts/imports/{id}`.
+///
+/// The file may come in four ways:
+/// - JSON: inline (`data`, within `PARLEY_MAX_BODY_BYTES`) or an uploaded file (`fileId`);
+/// - `multipart/form-data`: a `file` part and, optionally, `format`;
+/// - the body itself, with `Content-Type: text/csv` or `application/x-ndjson` (UTF-8), as in
+///   `curl --data-binary @contacts.csv -H 'Content-Type: text/csv'`.
+///
+/// A file sent in the request is kept in object storage when it is configured (the import's
+/// `fileId` names it), up to `PARLEY_UPLOAD_MAX_BYTES` and within the request timeout;
+/// without object storage it is kept with the import, up to `PARLEY_MAX_BODY_BYTES`.
 #[utoipa::path(post, path = "/api/v1/contacts/imports", tag = "contacts",
-    request_body = CreateImport,
+    request_body(content(
+        (CreateImport = "application/json"),
+        (ImportUpload = "multipart/form-data"),
+    )),
     responses((status = 201, description = "The import, queued", body = Envelope<ContactImport>)))]
 async fn create_import(
     State(s): State<AppState>,
     t: Tenant,
-    Json(req): Json<CreateImport>,
+    req: Request,
 ) -> AppResult<Reply<ContactImport>> {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let file = if is_json_type(&content_type) {
+        if req.extensions().get::<Handed>().is_some() {
+            // The idempotency middleware wrote it to disk: longer than a JSON body may be.
+            return Err(AppError::PayloadTooLarge.into());
+        }
+        let Json(req) = Json::<CreateImport>::from_request(req, &s).await?;
+        return from_json(&s, &t, req).await;
+    } else if content_type
+        .to_ascii_lowercase()
+        .starts_with("multipart/form-data")
+    {
+        multipart_file(&s, &content_type, req).await?
+    } else if let Some(format) = ImportFormat::from_content_type(&content_type) {
+        let spool = match handed(&req) {
+            Some(spool) => spool,
+            None => Spool::read(req.into_body(), file_limits(&s), |_| {}).await?,
+        };
+        SentFile {
+            format,
+            filename: None,
+            spool,
+        }
+    } else {
+        return Err(AppError::UnsupportedMediaType.into());
+    };
+    from_sent_file(&s, &t, file).await
+}
+
+/// A file sent in the request.
+struct SentFile {
+    format: ImportFormat,
+    filename: Option<Filename>,
+    spool: Spool,
+}
+
+fn handed(req: &Request) -> Option<Spool> {
+    req.extensions().get::<Handed>().and_then(Handed::take)
+}
+
+/// The `file` part (and `format`) of a multipart body.
+async fn multipart_file(s: &AppState, content_type: &str, req: Request) -> AppResult<SentFile> {
+    let boundary = multer::parse_boundary(content_type).map_err(multipart_error)?;
+    // Read from disk when the idempotency middleware wrote it there.
+    let spooled = handed(&req);
+    let body = match &spooled {
+        Some(spool) => spool.body().await?,
+        None => req.into_body(),
+    };
+    let limits = file_limits(s);
+    let constraints = multer::Constraints::new()
+        .allowed_fields(vec!["file", "format"])
+        .size_limit(
+            multer::SizeLimit::new()
+                .whole_stream(limits.max + MULTIPART_OVERHEAD)
+                .per_field(limits.max)
+                .for_field("format", MAX_FORMAT_PART),
+        );
+    let mut multipart =
+        multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
+    let mut format = None;
+    let mut file: Option<(Spool, Option<ImportFormat>, Option<Filename>)> = None;
+    while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
+        match field.name() {
+            Some("format") => {
+                let text = field.text().await.map_err(multipart_error)?;
+                format = Some(text.trim().parse::<ImportFormat>().map_err(|_| {
+                    AppError::validation("format", "invalid_value", "must be csv or ndjson")
+                })?);
+            }
+            _ if file.is_some() => {
+                return Err(AppError::validation("file", "invalid_value", "give one file").into());
+            }
+            _ => {
+                let by_type = field
+                    .content_type()
+                    .and_then(|m| ImportFormat::from_content_type(m.as_ref()));
+                let filename = field.file_name().and_then(|n| Filename::parse(n).ok());
+                let chunks = field.map(|chunk| chunk.map_err(multipart_error));
+                let spool = Spool::read_chunks(chunks, limits, |_| {}).await?;
+                file = Some((spool, by_type, filename));
+            }
+        }
+    }
+    let Some((spool, by_type, filename)) = file else {
+        return Err(
+            AppError::validation("file", "required", "send the file in a part named file").into(),
+        );
+    };
+    let by_name = filename
+        .as_ref()
+        .and_then(|n| ImportFormat::from_filename(n.as_str()));
+    let format = format.or(by_type).or(by_name).ok_or_else(|| {
+        AppError::validation(
+            "format",
+            "required",
+            "give format, or a file typed text/csv or application/x-ndjson, or named .csv, .ndjson or .jsonl",
+        )
+    })?;
+    Ok(SentFile {
+        format,
+        filename,
+        spool,
+    })
+}
+
+fn multipart_error(err: multer::Error) -> ApiError {
+    ApiError(match err {
+        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
+            AppError::PayloadTooLarge
+        }
+        multer::Error::UnknownField { field_name } => AppError::validation(
+            field_name.as_deref().unwrap_or("body"),
+            "unknown_field",
+            "a multipart import takes the parts file and format",
+        ),
+        err => AppError::validation("body", "invalid_multipart", err.to_string()),
+    })
+}
+
+async fn from_json(s: &AppState, t: &Tenant, req: CreateImport) -> AppResult<Reply<ContactImport>> {
     req.check()?;
     let download_url = match req.file_id {
         Some(id) => {
-            let (file, storage) = crate::routes::files::stored_file(&s, t.org_id, id)
+            let (file, storage) = crate::routes::files::stored_file(s, t.org_id, id)
                 .await
                 .map_err(|e| match e.0 {
                     AppError::NotFound => AppError::validation(
@@ -76,6 +261,72 @@ async fn create_import(
         download_url.as_deref(),
     )
     .await?;
+    queued(s, import).await
+}
+
+/// A file sent in the request: stored, then imported.
+async fn from_sent_file(
+    s: &AppState,
+    t: &Tenant,
+    sent: SentFile,
+) -> AppResult<Reply<ContactImport>> {
+    if sent.spool.len == 0 {
+        return Err(AppError::validation("file", "required", "the file is empty").into());
+    }
+    let Some(storage) = &s.storage else {
+        // Within the body limit, so in memory: kept with the import.
+        let Spooled::Memory(data) = &sent.spool.content else {
+            return Err(AppError::PayloadTooLarge.into());
+        };
+        let import =
+            db::imports::create(&s.pool, t.org_id, sent.format, Some(data), None, None).await?;
+        return queued(s, import).await;
+    };
+    let filename = sent.filename.unwrap_or_else(|| {
+        Filename::parse(sent.format.default_filename()).expect("a valid file name")
+    });
+    let file = File::pending(
+        t.org_id,
+        &filename,
+        FileType::Document,
+        sent.format.content_type().to_owned(),
+        sent.spool.len as i64,
+        serde_json::Map::new(),
+    );
+    // The record first: an object whose store call fails or whose request is cut off is
+    // then a pending file of the organization, as an upload never completed is.
+    db::files::insert(&s.pool, &file).await?;
+    let body = match &sent.spool.content {
+        Spooled::Memory(bytes) => ObjectBody::Bytes(bytes.clone()),
+        Spooled::File(path) => ObjectBody::File(path.to_path_buf()),
+    };
+    let etag = storage
+        .put(
+            &file.storage_key,
+            &file.content_type,
+            body,
+            s.config.http.request_timeout,
+        )
+        .await?;
+    let download_url = storage
+        .presign_download(&file.storage_key, DOWNLOAD_FOR)
+        .await?;
+    let mut tx = s.pool.begin().await?;
+    db::files::mark_uploaded(&mut *tx, t.org_id, file.id, file.file_size, etag.as_deref()).await?;
+    let import = db::imports::create(
+        &mut *tx,
+        t.org_id,
+        sent.format,
+        None,
+        Some(file.id),
+        Some(&download_url),
+    )
+    .await?;
+    tx.commit().await?;
+    queued(s, import).await
+}
+
+async fn queued(s: &AppState, import: ContactImport) -> AppResult<Reply<ContactImport>> {
     if let Err(err) = s.jobs.import_contacts(import.id).await {
         tracing::warn!(import_id = %import.id, %err, "import not enqueued; the reconciler will");
     }

@@ -1,10 +1,10 @@
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 use reqwest::Method;
 use serde_json::json;
 
 #[tokio::test]
 async fn requests_without_a_valid_key_are_401() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let garbage = "prl_".to_owned() + &"x".repeat(32);
     for key in [
         None,
@@ -28,7 +28,10 @@ async fn requests_without_a_valid_key_are_401() {
 
 #[tokio::test]
 async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
-    let app = parley_tests::spawn_app_with(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "3")]).await;
+    let app = parley_tests::TestApp::builder()
+        .env(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "3")])
+        .start()
+        .await;
     let made_up = |i: usize| format!("prl_{}{i:02}", "x".repeat(30));
     // Malformed tokens cost no lookup and do not count.
     for _ in 0..5 {
@@ -60,7 +63,7 @@ async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
 
 #[tokio::test]
 async fn a_revoked_key_is_refused_at_once() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let created = app
         .post(
             "/api/v1/api-keys",
@@ -96,7 +99,7 @@ async fn a_revoked_key_is_refused_at_once() {
 
 #[tokio::test]
 async fn keys_are_stored_hashed() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let stored: Vec<Vec<u8>> =
         sqlx::query_scalar("SELECT key_hash FROM api_keys WHERE organization_id = $1")
             .bind(app.org_id)
@@ -117,7 +120,7 @@ async fn keys_are_stored_hashed() {
 
 #[tokio::test]
 async fn a_key_cannot_grant_scopes_it_does_not_hold() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let manager = app.key_with(&["api-keys:manage", "contacts:read"]).await;
     let ok = app
         .send(
@@ -147,7 +150,7 @@ async fn a_key_cannot_grant_scopes_it_does_not_hold() {
 
 #[tokio::test]
 async fn meta_reports_daily_usage_and_the_limit_is_a_429() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let key = app.key_for(app.org_id, &["contacts:read"], Some(3)).await;
     for used in 1..=3 {
         let resp = app
@@ -180,7 +183,7 @@ async fn meta_reports_daily_usage_and_the_limit_is_a_429() {
 
 #[tokio::test]
 async fn concurrent_requests_never_exceed_the_limit() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let key = app.key_for(app.org_id, &["contacts:read"], Some(10)).await;
     let mut handles = Vec::new();
     for _ in 0..30 {

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use parley_tests::provider::{FakeProvider, Reply};
-use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app, wait_until};
+use parley_tests::{TestApp, TestWorker, seed, wait_until};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -39,7 +39,7 @@ struct Rig {
 impl Rig {
     async fn new(app_env: &[(&str, &str)], worker_env: &[(&str, &str)]) -> Rig {
         let provider = FakeProvider::start().await;
-        let app = spawn_isolated_app(app_env).await;
+        let app = TestApp::builder().own_database().env(app_env).start().await;
         let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
         env.extend_from_slice(worker_env);
         let worker = app.spawn_worker(&env).await;
@@ -77,7 +77,13 @@ fn ended(b: &Value) -> bool {
 async fn recipients(app: &TestApp, broadcast: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor = String::new();
+    let mut pages = 0;
     loop {
+        pages += 1;
+        assert!(
+            pages <= 10000,
+            "the cursor walks more than 10000 pages: it does not end"
+        );
         let page = app
             .get(&format!(
                 "/api/v1/broadcasts/{broadcast}/recipients?pageSize=100{cursor}"
@@ -121,7 +127,7 @@ fn assert_counters_match(b: &Value, recipients: &[Value]) {
 
 #[tokio::test]
 async fn a_send_now_broadcast_reaches_every_recipient_once() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let contacts = seed::contacts(&app, 450).await;
     let t = template(&app, "email", "Hi {{contact.name}}, order {{1}}").await;
@@ -159,7 +165,7 @@ async fn a_send_now_broadcast_reaches_every_recipient_once() {
 #[tokio::test]
 async fn provider_500_500_200_is_one_send_under_one_key() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
         .await;
@@ -202,7 +208,7 @@ async fn provider_500_500_200_is_one_send_under_one_key() {
 #[tokio::test]
 async fn a_provider_400_fails_the_recipient_with_its_code() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
         .await;
@@ -255,7 +261,7 @@ async fn a_429_with_retry_after_is_waited_out() {
 #[tokio::test]
 async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_MESSAGING_A_URL", &provider.url)])
         .await;
@@ -345,7 +351,7 @@ async fn outcomes_reach_postgres_while_the_job_still_sends() {
 async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_it() {
     use parley_db::delivery::{begin_dispatch, fan_out, release_dispatch};
     // No worker: the test plays two dispatchers.
-    let app = parley_tests::spawn_app().await;
+    let app = parley_tests::TestApp::builder().start().await;
     let contacts = seed::contacts(&app, 3).await;
     let t = template(&app, "email", "Hello").await;
     let id: Uuid = send_now(&app, &t, &contacts).await.parse().unwrap();
@@ -566,7 +572,7 @@ async fn receipts_move_recipients_forward_only() {
 
 #[tokio::test]
 async fn the_state_machine_allows_and_refuses_transitions() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let contacts = seed::contacts(&app, 2).await;
     let t = template(&app, "email", "Hello").await;
     let create = |extra: Value| {
@@ -713,7 +719,7 @@ async fn the_state_machine_allows_and_refuses_transitions() {
 
 #[tokio::test]
 async fn bad_broadcast_input_is_refused_and_writes_nothing() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let contacts = seed::contacts(&app, 1).await;
     let t = template(&app, "email", "Order {{1}} and {{2}}").await;
     let before = app.fingerprint(app.org_id).await;
@@ -752,7 +758,7 @@ async fn bad_broadcast_input_is_refused_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_scheduled_broadcast_fires_on_time() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let contacts = seed::contacts(&app, 5).await;
     let t = template(&app, "email", "Hello").await;
@@ -942,7 +948,7 @@ async fn consecutive_provider_failures_pause_the_broadcast() {
 #[tokio::test]
 async fn two_workers_never_send_a_recipient_twice() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let env = [("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
     let _a = app.spawn_worker(&env).await;
     let _b = app.spawn_worker(&env).await;
@@ -1008,7 +1014,7 @@ async fn sent_now_within_a_second(app: &TestApp, template: &str, contacts: &[Uui
 
 #[tokio::test]
 async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     // Polling once a minute: the dispatch and the delivery jobs are fetched on their queues'
     // wake-ups alone (the broadcast would wait a minute for each without them).
     let worker = app
@@ -1041,7 +1047,7 @@ async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
 
 #[tokio::test]
 async fn a_wake_up_subscription_gone_silent_is_made_again() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     // The worker reaches Redis through a proxy that can silence its subscription without
     // closing it; it polls once a minute, so only wake-ups move the broadcast along.
     let proxy = parley_tests::tcp_proxy::TcpProxy::start(&app.redis_url).await;
@@ -1068,7 +1074,11 @@ async fn a_wake_up_subscription_gone_silent_is_made_again() {
 #[tokio::test]
 async fn receipts_with_bad_bodies_are_refused() {
     let secret = "receipt-secret";
-    let app = spawn_isolated_app(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)]).await;
+    let app = TestApp::builder()
+        .own_database()
+        .env(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)])
+        .start()
+        .await;
     let send = |body: &'static str, content_type: &'static str| {
         let client = app.client.clone();
         let url = format!("{}/api/v1/channels/email/receipts", app.base);
@@ -1113,7 +1123,11 @@ async fn a_retry_reaches_a_provider_that_honours_keys_and_the_first_messages_rec
     // answers a resend under the same key with that first message, delivering nothing.
     let secret = "retry-secret";
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[("PARLEY_CHANNEL_SOCIAL_A_SECRET", secret)]).await;
+    let app = TestApp::builder()
+        .own_database()
+        .env(&[("PARLEY_CHANNEL_SOCIAL_A_SECRET", secret)])
+        .start()
+        .await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
         .await;
@@ -1167,7 +1181,7 @@ async fn a_retry_reaches_a_provider_that_honours_keys_and_the_first_messages_rec
 #[tokio::test]
 async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
         .await;
@@ -1364,7 +1378,7 @@ async fn reconciliation_reads_only_stale_recipients_however_many_are_pending() {
     // The ticker looks for lost recipients every pass (here every 0.4 s). Its time bound must
     // be an index condition: as a filter (with `clock_timestamp()`, which is volatile) each
     // pass read every pending recipient of every sending broadcast, in every worker.
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     {
         // Redis holds this deployment's queues already: no "Redis emptied" catch-up mode.
         let jobs = parley_jobs::Jobs::new(&app.redis().await);

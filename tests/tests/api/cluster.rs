@@ -7,14 +7,18 @@ use std::collections::HashSet;
 use parley_jobs::{Jobs, QueueName, queue_name};
 use parley_tests::provider::FakeProvider;
 use parley_tests::receiver::Receiver;
-use parley_tests::{scenario, spawn_cluster_app};
+use parley_tests::{TestApp, scenario};
 use serde_json::json;
 
 #[tokio::test]
 async fn the_api_and_two_workers_run_on_a_redis_cluster() {
     let provider = FakeProvider::start().await;
     let receiver = Receiver::start().await;
-    let app = spawn_cluster_app(&[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")]).await;
+    let app = TestApp::builder()
+        .redis_cluster()
+        .env(&[("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true")])
+        .start()
+        .await;
     let settings = [
         ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
         ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
@@ -58,7 +62,7 @@ async fn the_api_and_two_workers_run_on_a_redis_cluster() {
 #[tokio::test]
 async fn a_queue_lost_with_its_master_alone_is_sent_in_full() {
     let provider = FakeProvider::start().await;
-    let app = spawn_cluster_app(&[]).await;
+    let app = TestApp::builder().redis_cluster().start().await;
     // A deployment that has run a while: its queues' markers are set (a first start finds
     // them absent and reconciles quickly for a minute anyway).
     let redis = app.redis().await;

@@ -1,4 +1,4 @@
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 use serde_json::{Value, json};
 
 fn activity_types(contact: &Value) -> Vec<String> {
@@ -12,7 +12,7 @@ fn activity_types(contact: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn a_new_contact_has_its_company_tags_and_a_created_activity() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let tag = app
         .post("/api/v1/tags", json!({"name": "vip", "color": "#FFAA00"}))
         .await;
@@ -51,7 +51,7 @@ async fn a_new_contact_has_its_company_tags_and_a_created_activity() {
 
 #[tokio::test]
 async fn every_change_is_an_activity() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let vip = app.post("/api/v1/tags", json!({"name": "vip"})).await.id();
     let id = app
         .post("/api/v1/contacts", json!({"source": "web", "name": "Ada"}))
@@ -108,7 +108,7 @@ async fn every_change_is_an_activity() {
 
 #[tokio::test]
 async fn opting_out_records_when() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let id = app
         .post("/api/v1/contacts", json!({"source": "web"}))
         .await
@@ -131,7 +131,7 @@ async fn opting_out_records_when() {
 
 #[tokio::test]
 async fn a_deleted_contact_is_gone() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let id = app
         .post("/api/v1/contacts", json!({"source": "web"}))
         .await
@@ -149,7 +149,7 @@ async fn a_deleted_contact_is_gone() {
 
 #[tokio::test]
 async fn a_changed_email_that_clashes_is_409() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     app.post(
         "/api/v1/contacts",
         json!({"source": "web", "email": "a@example.com"}),

@@ -1,13 +1,13 @@
-//! Every row of CONTRACT.md's error table, reached over HTTP (500 is covered by a unit test
+//! Every row of the error table in docs/api.md, reached over HTTP (500 is covered by a unit test
 //! of the error type: no input reaches it).
 
-use parley_tests::{spawn_app, test_config};
+use parley_tests::{TestApp, test_config};
 use reqwest::Method;
 use serde_json::json;
 
 #[tokio::test]
 async fn every_error_uses_the_envelope() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let cases = [
         (
             app.send_raw(Method::POST, "/api/v1/contacts", "application/json", "{")
@@ -61,7 +61,7 @@ async fn every_error_uses_the_envelope() {
 
 #[tokio::test]
 async fn a_duplicate_email_is_a_conflict_naming_the_field() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     app.post(
         "/api/v1/contacts",
         json!({"source": "web", "email": "ada@example.com"}),
@@ -82,7 +82,7 @@ async fn a_duplicate_email_is_a_conflict_naming_the_field() {
 
 #[tokio::test]
 async fn an_action_the_state_forbids_is_invalid_state() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let lead = app
         .post("/api/v1/leads", json!({"email": "c@example.com"}))
         .await
@@ -99,7 +99,7 @@ async fn an_action_the_state_forbids_is_invalid_state() {
 
 #[tokio::test]
 async fn the_callers_request_id_is_returned() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let resp = app
         .client
         .get(format!("{}/api/v1/contacts", app.base))
@@ -113,7 +113,7 @@ async fn the_callers_request_id_is_returned() {
 /// Postgres down: every request that needs it is 503 `service_unavailable`, not a 500.
 #[tokio::test]
 async fn a_dead_database_is_503() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     // A second app whose Postgres is a closed port (migrations off, pool connects lazily).
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();

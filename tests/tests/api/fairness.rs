@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use parley_db::org_limits::{Changes, Setting};
 use parley_jobs::{Jobs, Lane, QueueName};
+use parley_tests::TestApp;
 use parley_tests::provider::FakeProvider;
 use parley_tests::receiver::{Answer, Receiver};
-use parley_tests::{TestApp, spawn_isolated_app};
 use parley_types::enums::Channel;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -41,7 +41,7 @@ impl Rig {
     async fn start(delay: Duration, worker_env: &[(&str, &str)]) -> Rig {
         let provider = FakeProvider::start().await;
         provider.delay(delay);
-        let app = spawn_isolated_app(&[]).await;
+        let app = TestApp::builder().own_database().start().await;
         let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
         env.extend_from_slice(worker_env);
         let worker = app.spawn_worker(&env).await;
@@ -196,7 +196,7 @@ async fn one_organizations_send_rate_spaces_its_sends_without_slowing_another() 
 
 #[tokio::test]
 async fn another_organizations_requests_are_answered_while_one_counts_its_segments_in_parallel() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let (a_org, a_key) = app.new_org("Organization A").await;
     let (_, b_key) = app.new_org("Organization B").await;
     contacts_of(&app, a_org, 10_050).await;
@@ -332,7 +332,7 @@ async fn recipients_waiting_in_their_lane_are_late_not_lost() {
 
 #[tokio::test]
 async fn due_sla_checks_are_taken_organization_by_organization() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let (a, _) = app.new_org("Organization A").await;
     let (b, _) = app.new_org("Organization B").await;
     // Check rows alone (their states' foreign keys off for this fixture): A's 1,000 fell due an
@@ -406,7 +406,7 @@ async fn one_organizations_webhook_backlog_does_not_hold_back_anothers_events() 
         ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
         ("PARLEY_WEBHOOK_TIMEOUT_MS", "5000"),
     ];
-    let app = spawn_isolated_app(&env).await;
+    let app = TestApp::builder().own_database().env(&env).start().await;
     let (a_org, a_key) = app.new_org("Organization A").await;
     let (_, b_key) = app.new_org("Organization B").await;
     // A: 50 webhooks answering after 50 ms each (each endpoint with slots to spare, so A's
@@ -455,7 +455,7 @@ async fn one_organizations_webhook_backlog_does_not_hold_back_anothers_events() 
 #[tokio::test]
 async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
     // No worker: the ready lists stay as the lanes filled them.
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let jobs = Jobs::new(&app.redis().await);
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
     jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 1)])
@@ -502,7 +502,7 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
 #[tokio::test]
 async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in_it() {
     // No worker: the ready list stays as the lanes filled it.
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let redis = app.redis().await;
     let jobs = Jobs::new(&redis);
     let (org, id) = (Uuid::now_v7(), Uuid::now_v7());
@@ -550,7 +550,7 @@ async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in
 #[tokio::test]
 async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_reads_them() {
     // No worker: the ready list stays as the lanes filled it.
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let redis = app.redis().await;
     let jobs = Jobs::new(&redis);
     let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery);
@@ -602,7 +602,7 @@ async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_rea
 async fn a_webhook_lane_that_lost_its_jobs_holds_back_no_recovery() {
     // No worker. A webhook's lane loses its jobs but not its head's note: left there, the
     // note's age would be the queue's oldest wait, which bounds the relay's lost deliveries.
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let redis = app.redis().await;
     let jobs = Jobs::new(&redis);
     let (org, webhook) = (Uuid::now_v7(), Uuid::now_v7());

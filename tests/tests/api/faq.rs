@@ -1,9 +1,9 @@
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 use serde_json::json;
 
 #[tokio::test]
 async fn collections_count_their_faqs_and_reading_time() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let c = app
         .post(
             "/api/v1/faq-collections",
@@ -78,7 +78,7 @@ async fn collections_count_their_faqs_and_reading_time() {
 
 #[tokio::test]
 async fn slugs_are_unique_per_locale() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let first = app
         .post("/api/v1/faq-collections", json!({"name": "Help"}))
         .await;
@@ -120,7 +120,7 @@ async fn slugs_are_unique_per_locale() {
 
 #[tokio::test]
 async fn faqs_belong_to_categories_of_their_collection() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let one = app
         .post("/api/v1/faq-collections", json!({"name": "One"}))
         .await
@@ -196,7 +196,7 @@ async fn faqs_belong_to_categories_of_their_collection() {
 /// all its FAQs at once) move the collection's figures once per statement, right.
 #[tokio::test]
 async fn figures_follow_statements_of_many_faqs() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let id = app
         .post("/api/v1/faq-collections", json!({"name": "Bulk"}))
         .await

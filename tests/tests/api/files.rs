@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
-use parley_tests::{
-    TestApp, spawn_app, spawn_isolated_storage_app, spawn_storage_app, storage_vars,
-};
+use parley_tests::{TestApp, storage_vars};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -51,7 +49,7 @@ async fn files_of(app: &TestApp) -> i64 {
 
 #[tokio::test]
 async fn upload_complete_download_and_delete() {
-    let app = spawn_storage_app(&[]).await;
+    let app = TestApp::builder().storage().start().await;
     let created = app
         .post("/api/v1/files/presigned-upload", upload_body(PDF.len()))
         .await;
@@ -146,7 +144,7 @@ async fn upload_complete_download_and_delete() {
 
 #[tokio::test]
 async fn the_store_refuses_what_the_signature_does_not_cover() {
-    let app = spawn_storage_app(&[]).await;
+    let app = TestApp::builder().storage().start().await;
     let created = app
         .post("/api/v1/files/presigned-upload", upload_body(PDF.len()))
         .await;
@@ -174,7 +172,11 @@ async fn the_store_refuses_what_the_signature_does_not_cover() {
         .expect_error(422, "validation_error");
 
     // An expired URL.
-    let short = spawn_storage_app(&[("PARLEY_UPLOAD_URL_TTL_SECS", "1")]).await;
+    let short = TestApp::builder()
+        .storage()
+        .env(&[("PARLEY_UPLOAD_URL_TTL_SECS", "1")])
+        .start()
+        .await;
     let created = short
         .post("/api/v1/files/presigned-upload", upload_body(PDF.len()))
         .await;
@@ -191,7 +193,7 @@ async fn the_store_refuses_what_the_signature_does_not_cover() {
 
 #[tokio::test]
 async fn complete_checks_the_object_and_the_caller() {
-    let app = spawn_storage_app(&[]).await;
+    let app = TestApp::builder().storage().start().await;
     let created = app
         .post("/api/v1/files/presigned-upload", upload_body(PDF.len()))
         .await;
@@ -278,7 +280,11 @@ async fn complete_checks_the_object_and_the_caller() {
 
 #[tokio::test]
 async fn every_field_is_validated_and_nothing_is_written() {
-    let app = spawn_storage_app(&[("PARLEY_UPLOAD_MAX_BYTES", "1000")]).await;
+    let app = TestApp::builder()
+        .storage()
+        .env(&[("PARLEY_UPLOAD_MAX_BYTES", "1000")])
+        .start()
+        .await;
     let cases: Vec<(&str, Value, &str)> = vec![
         ("filename", json!(null), "filename"),
         ("filename", json!("   "), "filename"),
@@ -332,7 +338,7 @@ async fn every_field_is_validated_and_nothing_is_written() {
 
 #[tokio::test]
 async fn without_storage_the_file_routes_answer_503_and_write_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let resp = app
         .post("/api/v1/files/presigned-upload", upload_body(10))
         .await;
@@ -366,7 +372,7 @@ async fn without_storage_the_file_routes_answer_503_and_write_nothing() {
 
 #[tokio::test]
 async fn attachments_take_only_uploaded_files_of_the_organization() {
-    let app = spawn_storage_app(&[]).await;
+    let app = TestApp::builder().storage().start().await;
     let pending = app
         .post("/api/v1/files/presigned-upload", upload_body(PDF.len()))
         .await
@@ -385,7 +391,7 @@ async fn attachments_take_only_uploaded_files_of_the_organization() {
         )
         .await
         .id();
-    let other = spawn_storage_app(&[]).await;
+    let other = TestApp::builder().storage().start().await;
     let foreign = parley_tests::seed::file(&other, "document").await;
     for (file, why) in [(pending, "pending"), (foreign.to_string(), "foreign")] {
         let resp = app
@@ -406,7 +412,10 @@ async fn a_store_that_does_not_answer_is_503_not_500() {
     let mut settings: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // Nothing listens on port 9 of 127.0.0.1 (discard) in the test environment.
     settings.push(("S3_ENDPOINT", "http://127.0.0.1:9"));
-    let app = parley_tests::spawn_app_with(&settings).await;
+    let app = parley_tests::TestApp::builder()
+        .env(&settings)
+        .start()
+        .await;
     // Signing is local: the URL is valid once the store is back.
     let created = app
         .post("/api/v1/files/presigned-upload", upload_body(10))
@@ -428,7 +437,7 @@ async fn a_store_that_does_not_answer_is_503_not_500() {
 
 #[tokio::test]
 async fn abandoned_uploads_are_deleted_with_their_objects() {
-    let app = spawn_isolated_storage_app(&[]).await;
+    let app = TestApp::builder().own_database().storage().start().await;
     // Three uploads whose bytes reached the store: one never confirmed and old, one confirmed
     // and old, one never confirmed but recent.
     let mut files = Vec::new();
@@ -484,7 +493,7 @@ async fn abandoned_uploads_are_deleted_with_their_objects() {
 
 #[tokio::test]
 async fn a_repeated_presigned_upload_is_refused_and_its_url_is_stored_nowhere() {
-    let app = spawn_storage_app(&[]).await;
+    let app = TestApp::builder().storage().start().await;
     let body = upload_body(PDF.len());
     let send = || {
         app.post_with_headers(

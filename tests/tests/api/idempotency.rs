@@ -1,6 +1,6 @@
 //! `Idempotency-Key` on POST: a repeat gets the first answer again and does nothing twice.
 
-use parley_tests::{Resp, TestApp, spawn_app};
+use parley_tests::{Resp, TestApp};
 use serde_json::{Value, json};
 
 async fn post_with_key(app: &TestApp, api_key: &str, path: &str, key: &str, body: &Value) -> Resp {
@@ -31,7 +31,7 @@ async fn leads_named(app: &TestApp, name: &str) -> i64 {
 
 #[tokio::test]
 async fn a_repeated_request_gets_the_first_answer_and_creates_nothing_more() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let body = json!({"name": "Ada", "email": "ada@example.com"});
     let first = post_with_key(&app, &app.key, "/api/v1/leads", "order-1", &body).await;
     first.expect(201);
@@ -52,7 +52,7 @@ async fn a_repeated_request_gets_the_first_answer_and_creates_nothing_more() {
 
 #[tokio::test]
 async fn requests_arriving_at_once_with_one_key_create_one_record() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let body = json!({"name": "Grace"});
     let answers = futures::future::join_all(
         (0..8).map(|_| post_with_key(&app, &app.key, "/api/v1/leads", "burst", &body)),
@@ -76,7 +76,7 @@ async fn requests_arriving_at_once_with_one_key_create_one_record() {
 
 #[tokio::test]
 async fn the_same_key_with_another_body_is_refused_and_changes_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     post_with_key(
         &app,
         &app.key,
@@ -104,7 +104,7 @@ async fn the_same_key_with_another_body_is_refused_and_changes_nothing() {
 
 #[tokio::test]
 async fn keys_belong_to_their_organization() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let (_, other_key) = app.new_org("Other").await;
     let body = json!({"name": "Ada"});
     let ours = post_with_key(&app, &app.key, "/api/v1/leads", "shared", &body).await;
@@ -117,7 +117,7 @@ async fn keys_belong_to_their_organization() {
 
 #[tokio::test]
 async fn a_refusal_is_kept_but_a_malformed_key_is_not_a_key() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     // A 4xx answer is the request's answer: repeated as it was.
     let refused = post_with_key(&app, &app.key, "/api/v1/leads", "bad", &json!({})).await;
     refused.expect_error(422, "validation_error");
@@ -142,7 +142,7 @@ async fn a_refusal_is_kept_but_a_malformed_key_is_not_a_key() {
 
 #[tokio::test]
 async fn a_key_older_than_a_day_is_a_new_key_and_is_swept() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let body = json!({"name": "Ada"});
     post_with_key(&app, &app.key, "/api/v1/leads", "old", &body)
         .await
@@ -177,7 +177,7 @@ async fn a_key_older_than_a_day_is_a_new_key_and_is_swept() {
 
 #[tokio::test]
 async fn a_repeat_of_an_answer_with_a_secret_is_refused_and_names_what_was_made() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let body = json!({"name": "CRM sync", "scopes": ["contacts:read"]});
     let first = post_with_key(&app, &app.key, "/api/v1/api-keys", "key-1", &body).await;
     first.expect(201);
@@ -208,7 +208,10 @@ async fn a_repeat_of_an_answer_with_a_secret_is_refused_and_names_what_was_made(
 #[tokio::test]
 async fn a_request_cut_off_in_its_handler_never_gives_its_key_to_a_second_execution() {
     // Requests time out after 1 s; a key not answered counts as unknown 2 * 1 + 5 s later.
-    let app = parley_tests::spawn_app_with(&[("PARLEY_REQUEST_TIMEOUT_SECS", "1")]).await;
+    let app = parley_tests::TestApp::builder()
+        .env(&[("PARLEY_REQUEST_TIMEOUT_SECS", "1")])
+        .start()
+        .await;
     let body = json!({"name": "Cut off"});
     // A lead's insert waits for its organization's row (the foreign key's check), held here:
     // the request times out inside its handler, whose insert lands once the row is let go.
@@ -235,7 +238,7 @@ async fn a_request_cut_off_in_its_handler_never_gives_its_key_to_a_second_execut
 #[tokio::test]
 async fn a_5xx_of_the_handler_leaves_the_outcome_unknown_and_an_answer_before_it_leaves_the_key() {
     // No object storage: the presigned upload's handler answers 503 `storage_unavailable`.
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let body = json!({"filename": "a.pdf", "contentType": "application/pdf", "fileSize": 10,
                       "fileType": "document"});
     let path = "/api/v1/files/presigned-upload";
@@ -259,7 +262,10 @@ async fn a_5xx_of_the_handler_leaves_the_outcome_unknown_and_an_answer_before_it
 
 #[tokio::test]
 async fn a_client_that_hangs_up_during_a_broadcast_and_retries_gets_one_broadcast() {
-    let app = parley_tests::spawn_app_with(&[("PARLEY_REQUEST_TIMEOUT_SECS", "2")]).await;
+    let app = parley_tests::TestApp::builder()
+        .env(&[("PARLEY_REQUEST_TIMEOUT_SECS", "2")])
+        .start()
+        .await;
     let contacts = parley_tests::seed::contacts(&app, 2).await;
     let template = app
         .post(

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use parley_tests::{TestApp, spawn_isolated_app, spawn_isolated_storage_app};
+use parley_tests::TestApp;
 use serde_json::{Value, json};
 
 async fn finished(app: &TestApp, id: &str) -> Value {
@@ -37,7 +37,7 @@ fn counts(i: &Value) -> [i64; 5] {
 
 #[tokio::test]
 async fn a_csv_upserts_by_email_or_phone_rejects_bad_rows_and_changes_nothing_twice() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let known = app
         .post(
@@ -106,7 +106,7 @@ grace@example.com,\"Hopper, Grace\",,US,
 
 #[tokio::test]
 async fn ndjson_lines_are_rows_and_a_bad_line_is_only_that_row() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let data = "{\"email\": \"a@example.com\", \"externalId\": \"crm-1\"}\n\
                 {not json}\n\
@@ -145,7 +145,7 @@ async fn ndjson_lines_are_rows_and_a_bad_line_is_only_that_row() {
 
 #[tokio::test]
 async fn a_100000_row_upload_imports_and_imports_again_unchanged() {
-    let app = spawn_isolated_storage_app(&[]).await;
+    let app = TestApp::builder().own_database().storage().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let mut csv = String::from("email,name,phone\n");
     for i in 0..100_000 {
@@ -164,7 +164,7 @@ async fn a_100000_row_upload_imports_and_imports_again_unchanged() {
 
 #[tokio::test]
 async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holder_writes_nothing() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let mut csv = String::from("email,name\n");
     for i in 0..10 {
         writeln!(csv, "r{i}@example.com,Row {i}").unwrap();
@@ -245,7 +245,7 @@ async fn uploaded(app: &TestApp, bytes: Vec<u8>) -> String {
 
 #[tokio::test]
 async fn a_quote_never_closed_fails_its_import_and_the_worker_imports_the_next_file() {
-    let app = spawn_isolated_storage_app(&[]).await;
+    let app = TestApp::builder().own_database().storage().start().await;
     let _worker = app.spawn_worker(&[]).await;
     // 3 MiB after an opening quote: one cell to a csv reader, however many lines it spans.
     let mut csv = String::from("email,name\nada@example.com,\"Ada\n");
@@ -274,7 +274,7 @@ async fn a_quote_never_closed_fails_its_import_and_the_worker_imports_the_next_f
 
 #[tokio::test]
 async fn files_with_carriage_return_line_ends_import() {
-    let app = spawn_isolated_storage_app(&[]).await;
+    let app = TestApp::builder().own_database().storage().start().await;
     let _worker = app.spawn_worker(&[]).await;
     // Over 1 MiB of `\r` line ends: once read as one line of that length, and refused.
     let mut csv = String::from("email,name\r");
@@ -294,7 +294,7 @@ async fn files_with_carriage_return_line_ends_import() {
 
 #[tokio::test]
 async fn an_organization_runs_at_most_its_share_of_imports_at_once() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[("PARLEY_IMPORTS_PER_ORG", "1")]).await;
     let mut ids = Vec::new();
     for file in 0..3 {
@@ -363,7 +363,7 @@ async fn a_slow_download_keeps_its_import_lease_on_a_timer() {
         }),
     );
     let (addr, _stop) = parley_tests::loopback::serve(file).await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let url = format!("http://{addr}/file.csv");
     let import = parley_db::imports::create(
         &app.pool,

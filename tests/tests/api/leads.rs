@@ -1,9 +1,9 @@
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 use serde_json::json;
 
 #[tokio::test]
 async fn a_lead_embeds_its_assignee_and_tags() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let user = app
         .post(
             "/api/v1/users",
@@ -33,7 +33,7 @@ async fn a_lead_embeds_its_assignee_and_tags() {
 
 #[tokio::test]
 async fn converting_a_lead_makes_a_contact_once() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let tag = app.post("/api/v1/tags", json!({"name": "hot"})).await.id();
     let lead = app
         .post(
@@ -67,7 +67,7 @@ async fn converting_a_lead_makes_a_contact_once() {
 
 #[tokio::test]
 async fn converting_links_an_existing_contact_with_the_same_email() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let existing = app
         .post(
             "/api/v1/contacts",
@@ -96,7 +96,7 @@ async fn converting_links_an_existing_contact_with_the_same_email() {
 
 #[tokio::test]
 async fn status_moves_through_patch_but_not_to_converted() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let lead = app
         .post("/api/v1/leads", json!({"phone": "+14155550100"}))
         .await

@@ -1,6 +1,6 @@
 use std::collections::HashSet;
 
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 use serde_json::{Value, json};
 
 fn ids(body: &Value) -> Vec<String> {
@@ -14,7 +14,7 @@ fn ids(body: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn pages_and_cursors_walk_the_whole_list_once() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let mut created = Vec::new();
     for i in 0..7 {
         created.push(
@@ -59,7 +59,13 @@ async fn pages_and_cursors_walk_the_whole_list_once() {
     app.post("/api/v1/tags", json!({"name": "added-meanwhile"}))
         .await
         .expect(201);
+    let mut pages = 0;
     loop {
+        pages += 1;
+        assert!(
+            pages <= 100,
+            "the cursor walks more than 100 pages: it does not end"
+        );
         let page = app
             .get(&format!("/api/v1/tags?pageSize=3&cursor={cursor}"))
             .await;
@@ -77,7 +83,7 @@ async fn pages_and_cursors_walk_the_whole_list_once() {
 
 #[tokio::test]
 async fn sort_created_at_ascending() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let mut created = Vec::new();
     for i in 0..3 {
         created.push(
@@ -97,7 +103,7 @@ async fn sort_created_at_ascending() {
 
 #[tokio::test]
 async fn filters_narrow_lists_and_unknown_values_are_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let vip = app.post("/api/v1/tags", json!({"name": "VIP"})).await.id();
     let company = app
         .post("/api/v1/companies", json!({"name": "Acme"}))
@@ -190,7 +196,7 @@ async fn filters_narrow_lists_and_unknown_values_are_422() {
 
 #[tokio::test]
 async fn a_total_is_exact_up_to_ten_thousand_then_flagged() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     parley_tests::seed::contacts(&app, 10_050).await;
     let page = app.get("/api/v1/contacts?pageSize=100").await;
     let meta = &page.body["meta"];

@@ -13,6 +13,7 @@ mod faq;
 mod files;
 mod hostile;
 mod idempotency;
+mod import_bodies;
 mod imports;
 mod leads;
 mod lists;

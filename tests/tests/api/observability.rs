@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use parley_tests::spawn_isolated_app;
+use parley_tests::TestApp;
 
 /// `parley_*` names in a dashboard or rules file, without histogram suffixes.
 fn metric_names(text: &str) -> BTreeSet<String> {
@@ -44,7 +44,7 @@ async fn every_metric_in_the_dashboard_and_the_alerts_is_exported() {
     wanted.extend(metric_names(&keda));
     assert!(wanted.len() >= 15, "the files name metrics: {wanted:?}");
 
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let worker = app.spawn_worker(&[]).await;
     app.get("/api/v1/contacts").await.expect(200);
     let client = reqwest::Client::new();

@@ -1,8 +1,8 @@
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 
 #[tokio::test]
 async fn the_document_is_openapi_3_1_with_every_route() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let resp = app
         .client
         .get(format!("{}/api/v1/openapi.json", app.base))
@@ -39,7 +39,7 @@ async fn the_document_is_openapi_3_1_with_every_route() {
 
 #[tokio::test]
 async fn the_docs_page_is_served_from_the_binary() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let page = app
         .client
         .get(format!("{}/docs/", app.base))
@@ -64,7 +64,7 @@ async fn the_docs_page_is_served_from_the_binary() {
 
 #[tokio::test]
 async fn http_metrics_count_requests_by_route_template() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     app.get(&format!("/api/v1/contacts/{}", uuid::Uuid::now_v7()))
         .await
         .expect(404);

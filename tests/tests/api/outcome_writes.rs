@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, fan_out_segment, record};
 use parley_jobs::redis_conn::Redis;
-use parley_tests::{TestApp, seed, spawn_isolated_app, wait_until};
+use parley_tests::{TestApp, seed, wait_until};
 use parley_worker::claims::{Claims, Hold};
 use parley_worker::outcomes::{Chunk, Outcomes};
 use serde_json::json;
@@ -41,7 +41,7 @@ impl Dispatching {
     }
 
     async fn to(contacts: usize, audience: Audience) -> Dispatching {
-        let app = spawn_isolated_app(&[]).await;
+        let app = TestApp::builder().own_database().start().await;
         let contacts = seed::contacts(&app, contacts).await;
         let t = template(&app, "email", "Hello").await;
         let id: Uuid = match audience {
@@ -357,7 +357,14 @@ async fn outcome_writes_pass_a_fan_out_in_progress(audience: Audience) {
     let slice = tokio::spawn(d.fan_out(2));
     assert!(d.a_session_waits().await, "the slice waits mid-insert");
     // An outcome written by a session whose counter shard the broadcast does not have yet.
+    // Sessions land on shards by their backend; a new session soon lands on a new shard.
+    let mut tries = 0;
     let writer = loop {
+        tries += 1;
+        assert!(
+            tries <= 200,
+            "no session found a counter shard the broadcast lacks"
+        );
         let session = sqlx::postgres::PgPoolOptions::new()
             .max_connections(1)
             .connect_with(

@@ -4,7 +4,7 @@
 
 use parley_tests::provider::FakeProvider;
 use parley_tests::receiver::Receiver;
-use parley_tests::{scenario, spawn_pooled_app};
+use parley_tests::{TestApp, scenario};
 use serde_json::json;
 
 #[tokio::test]
@@ -13,11 +13,14 @@ async fn the_api_and_a_worker_run_through_pgbouncer() {
     let receiver = Receiver::start().await;
     // More client connections (API 12, worker 12) than the pooler's 5 server connections per
     // database: statements prepared on one server connection run on another.
-    let app = spawn_pooled_app(&[
-        ("PARLEY_DB_MAX_CONNECTIONS", "12"),
-        ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
-    ])
-    .await;
+    let app = TestApp::builder()
+        .pgbouncer()
+        .env(&[
+            ("PARLEY_DB_MAX_CONNECTIONS", "12"),
+            ("PARLEY_WEBHOOK_ALLOW_PRIVATE", "true"),
+        ])
+        .start()
+        .await;
     let pooled = app.pooled_settings();
     let mut settings: Vec<(&str, &str)> = pooled.iter().map(|(k, v)| (*k, v.as_str())).collect();
     settings.extend([

@@ -1,4 +1,4 @@
-use parley_tests::spawn_app;
+use parley_tests::TestApp;
 use serde_json::{Value, json};
 
 /// Every field of `sent` comes back unchanged in `got`.
@@ -11,7 +11,7 @@ fn assert_round_trip(sent: &Value, got: &Value) {
 
 #[tokio::test]
 async fn spec_example_values_round_trip() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let collection = json!({"name": "Getting started", "color": "#1a73e8", "description": "First steps",
         "displayOrder": 3, "icon": "rocket", "isPublished": true, "locale": "pt-BR", "slug": "comecar"});
     let id = app
@@ -96,7 +96,7 @@ async fn spec_example_values_round_trip() {
 
 #[tokio::test]
 async fn duplicating_a_template_makes_a_draft_copy() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let original = app
         .post(
             "/api/v1/templates",
@@ -144,7 +144,7 @@ async fn duplicating_a_template_makes_a_draft_copy() {
 
 #[tokio::test]
 async fn templates_update_and_delete() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let id = app
         .post(
             "/api/v1/templates",
@@ -176,7 +176,7 @@ async fn templates_update_and_delete() {
 
 #[tokio::test]
 async fn a_team_shows_its_members_counts_and_creator() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let mut users = Vec::new();
     for (i, name) in ["Grace", "Alan", "Barbara"].iter().enumerate() {
         users.push(
@@ -270,7 +270,7 @@ async fn a_team_shows_its_members_counts_and_creator() {
 
 #[tokio::test]
 async fn categories_list_create_update_delete() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let a = app
         .post("/api/v1/categories", json!({"name": "Billing Questions"}))
         .await;
@@ -307,7 +307,7 @@ async fn categories_list_create_update_delete() {
 
 #[tokio::test]
 async fn message_attributes_are_deletable() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let a = app
         .post(
             "/api/v1/message-attributes",
@@ -348,7 +348,7 @@ async fn message_attributes_are_deletable() {
 
 #[tokio::test]
 async fn tags_are_read_changed_and_deleted_and_their_records_stay() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let tag = app
         .post(
             "/api/v1/tags",
@@ -404,7 +404,7 @@ async fn tags_are_read_changed_and_deleted_and_their_records_stay() {
 
 #[tokio::test]
 async fn companies_are_read_changed_and_deleted_and_their_contacts_stay() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let company = app
         .post(
             "/api/v1/companies",
@@ -437,7 +437,7 @@ async fn companies_are_read_changed_and_deleted_and_their_contacts_stay() {
 
 #[tokio::test]
 async fn a_deleted_user_is_unassigned_everywhere() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let agent = parley_tests::seed::user(&app, "agent@example.com").await;
     parley_tests::seed::user(&app, "taken@example.com").await;
     let path = format!("/api/v1/users/{agent}");
@@ -498,7 +498,7 @@ async fn a_deleted_user_is_unassigned_everywhere() {
 
 #[tokio::test]
 async fn a_deleted_lead_leaves_the_contact_it_became() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let lead = app
         .post(
             "/api/v1/leads",

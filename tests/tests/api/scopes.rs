@@ -1,13 +1,13 @@
 use parley_domain::auth::all_scopes;
+use parley_tests::TestApp;
 use parley_tests::fixture::Fixture;
 use parley_tests::openapi::{document, example, keyed_operations};
-use parley_tests::spawn_app;
 
 /// Every operation, called with a key holding every scope but the one it needs, is 403 and
 /// writes nothing.
 #[tokio::test]
 async fn a_key_without_the_routes_scope_is_forbidden_and_changes_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let f = Fixture::create(&app).await;
     let doc = document();
     let ops = keyed_operations(&doc);
@@ -57,7 +57,7 @@ async fn a_key_without_the_routes_scope_is_forbidden_and_changes_nothing() {
 
 #[tokio::test]
 async fn a_read_scope_reads_and_cannot_write() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let key = app.key_with(&["contacts:read"]).await;
     let list = app
         .send(reqwest::Method::GET, "/api/v1/contacts", Some(&key), None)

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use parley_tests::{TestApp, spawn_app, spawn_isolated_app};
+use parley_tests::TestApp;
 use serde_json::{Value, json};
 
 async fn contact(app: &TestApp, body: Value) -> String {
@@ -19,7 +19,7 @@ async fn count(app: &TestApp, segment: &str) -> Value {
 
 #[tokio::test]
 async fn a_segment_holds_the_contacts_its_filter_names_and_counts_them() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let vip = app.post("/api/v1/tags", json!({"name": "vip"})).await.id();
     contact(
         &app,
@@ -117,7 +117,7 @@ fn ended(b: &Value) -> bool {
 
 #[tokio::test]
 async fn a_broadcast_to_a_segment_sends_to_whom_it_holds_when_sending_starts() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let t = app
         .post(

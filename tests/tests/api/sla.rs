@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, Utc};
-use parley_tests::{TestApp, spawn_app, spawn_isolated_app};
+use parley_tests::TestApp;
 use serde_json::{Value, json};
 
 async fn policy(app: &TestApp, extra: Value) -> String {
@@ -63,7 +63,7 @@ async fn set_status(app: &TestApp, ticket: &Value, status: &str) {
 
 #[tokio::test]
 async fn the_most_specific_active_policy_applies() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let any = policy(&app, json!({"name": "any"})).await;
     let high = policy(&app, json!({"name": "high", "priority": "high"})).await;
     let email = policy(&app, json!({"name": "email", "channel": "email"})).await;
@@ -142,7 +142,7 @@ async fn the_most_specific_active_policy_applies() {
 
 #[tokio::test]
 async fn targets_met_in_time_and_breached_when_late() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     policy(
         &app,
         json!({"firstResponseSeconds": 1, "nextResponseSeconds": 1, "resolutionSeconds": 2}),
@@ -199,7 +199,7 @@ async fn targets_met_in_time_and_breached_when_late() {
 
 #[tokio::test]
 async fn a_pause_moves_the_deadlines_by_its_length() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     policy(&app, json!({})).await;
     let t = ticket(&app, json!({"subject": "x"})).await;
     let before = sla_of(&app, &t).await;
@@ -228,7 +228,7 @@ async fn a_pause_moves_the_deadlines_by_its_length() {
 
 #[tokio::test]
 async fn business_hours_deadlines_skip_closed_time() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     // One working hour a week: Mondays 09:00 to 10:00 UTC.
     let hours = json!({"timezone": "UTC", "days": {"monday": [{"start": "09:00", "end": "10:00"}]}, "holidays": []});
     let org = app
@@ -284,7 +284,7 @@ async fn business_hours_deadlines_skip_closed_time() {
 
 #[tokio::test]
 async fn the_worker_records_breaches_and_warnings_within_seconds_unread() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     // Two seconds between warning and deadline: room for a loaded machine to run the warning
     // before the breach (issue 12 moves these tests to an injectable clock).
@@ -358,7 +358,7 @@ async fn the_worker_records_breaches_and_warnings_within_seconds_unread() {
 
 #[tokio::test]
 async fn a_redis_loss_misses_no_breach() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     policy(
         &app,
         json!({"firstResponseSeconds": 1, "resolutionSeconds": 3600}),
@@ -391,7 +391,7 @@ async fn a_redis_loss_misses_no_breach() {
 
 #[tokio::test]
 async fn statistics_count_met_breached_and_in_progress() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     policy(
         &app,
         json!({"firstResponseSeconds": 1, "resolutionSeconds": 3600}),

@@ -1,13 +1,13 @@
+use parley_tests::TestApp;
 use parley_tests::fixture::Fixture;
 use parley_tests::openapi::{document, example, keyed_operations};
-use parley_tests::spawn_app;
 use serde_json::json;
 
 /// For every route with an `{id}`, organization B's key on organization A's record gets 404,
 /// and A's data is unchanged afterwards.
 #[tokio::test]
 async fn another_organizations_records_are_not_found_and_stay_unchanged() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let a = Fixture::create(&app).await;
     let (_, b_key) = app.new_org("Organization B").await;
     let before = app.fingerprint(app.org_id).await;
@@ -43,7 +43,7 @@ async fn another_organizations_records_are_not_found_and_stay_unchanged() {
 
 #[tokio::test]
 async fn lists_show_only_the_callers_organization() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let a = Fixture::create(&app).await;
     let (_, b_key) = app.new_org("Organization B").await;
     let doc = document();
@@ -69,7 +69,7 @@ async fn lists_show_only_the_callers_organization() {
 
 #[tokio::test]
 async fn ids_of_another_organization_are_unknown_ids() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let (b_org, b_key) = app.new_org("Organization B").await;
     let _ = b_org;
     let b_tag = app

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use parley_tests::{TestApp, seed, spawn_app};
+use parley_tests::{TestApp, seed};
 use serde_json::{Value, json};
 
 async fn ticket(app: &TestApp, body: Value) -> Value {
@@ -27,7 +27,7 @@ fn activity_types(t: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn every_change_is_an_activity_and_one_event() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let ada = seed::contact(&app, "Ada").await;
     let agent = seed::user(&app, "agent@example.com").await;
     let t = ticket(
@@ -115,7 +115,7 @@ async fn every_change_is_an_activity_and_one_event() {
 
 #[tokio::test]
 async fn replies_count_and_a_customer_reply_reopens_a_pending_ticket() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let ada = seed::contact(&app, "Ada").await;
     let bob = seed::contact(&app, "Bob").await;
     let agent = seed::user(&app, "agent@example.com").await;
@@ -182,7 +182,7 @@ async fn replies_count_and_a_customer_reply_reopens_a_pending_ticket() {
 
 #[tokio::test]
 async fn the_list_filters() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let ada = seed::contact(&app, "Ada").await;
     let agent = seed::user(&app, "agent@example.com").await;
     let team = app
@@ -240,7 +240,7 @@ async fn the_list_filters() {
 
 #[tokio::test]
 async fn the_sla_reads_with_a_key_or_the_tickets_access_token() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let bare = ticket(&app, json!({"subject": "No policy yet"})).await;
     let none = app
         .get(&format!(

@@ -1,9 +1,9 @@
 //! Bad input for every operation that takes a body or a page: each gets its contract status
 //! and code, never a 500, and nothing is written.
 
+use parley_tests::TestApp;
 use parley_tests::fixture::Fixture;
 use parley_tests::openapi::{document, example, keyed_operations, resolve, type_of, wrong_type};
-use parley_tests::{TestApp, spawn_app, spawn_app_with};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -17,7 +17,7 @@ async fn unchanged(app: &TestApp, before: &[(String, i64, Option<String>)], what
 
 #[tokio::test]
 async fn every_body_rejects_malformed_json_wrong_types_missing_fields_and_long_strings() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let f = Fixture::create(&app).await;
     let doc = document();
     let before = app.fingerprint(app.org_id).await;
@@ -170,11 +170,13 @@ async fn every_body_rejects_malformed_json_wrong_types_missing_fields_and_long_s
 
 #[tokio::test]
 async fn a_body_over_the_size_limit_is_413_on_every_operation() {
-    let app = spawn_app_with(&[
-        ("PARLEY_MAX_BODY_BYTES", "4096"),
-        ("PARLEY_MAX_BROADCAST_BODY_BYTES", "4096"),
-    ])
-    .await;
+    let app = TestApp::builder()
+        .env(&[
+            ("PARLEY_MAX_BODY_BYTES", "4096"),
+            ("PARLEY_MAX_BROADCAST_BODY_BYTES", "4096"),
+        ])
+        .start()
+        .await;
     let f = Fixture::create(&app).await;
     let doc = document();
     let before = app.fingerprint(app.org_id).await;
@@ -204,7 +206,7 @@ async fn a_body_over_the_size_limit_is_413_on_every_operation() {
 
 #[tokio::test]
 async fn page_size_zero_and_a_thousand_are_refused_on_every_list() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let f = Fixture::create(&app).await;
     let doc = document();
     let mut lists = 0;
@@ -236,7 +238,7 @@ async fn page_size_zero_and_a_thousand_are_refused_on_every_list() {
 
 #[tokio::test]
 async fn unknown_ids_in_references_are_422_and_write_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let f = Fixture::create(&app).await;
     let before = app.fingerprint(app.org_id).await;
     let nobody = uuid::Uuid::now_v7();
@@ -321,7 +323,7 @@ async fn unknown_ids_in_references_are_422_and_write_nothing() {
 
 #[tokio::test]
 async fn field_formats_are_checked() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let cases = [
         (
             "/api/v1/contacts",

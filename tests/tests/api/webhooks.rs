@@ -6,7 +6,7 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use parley_jobs::{Jobs, QueueName};
 use parley_tests::receiver::{Answer, Received, Receiver};
-use parley_tests::{TestApp, TestWorker, seed, spawn_isolated_app};
+use parley_tests::{TestApp, TestWorker, seed};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use uuid::Uuid;
@@ -21,7 +21,7 @@ const LOCAL: &[(&str, &str)] = &[
 async fn setup(extra: &[(&str, &str)]) -> (TestApp, TestWorker, Receiver) {
     let mut env = LOCAL.to_vec();
     env.extend_from_slice(extra);
-    let app = spawn_isolated_app(&env).await;
+    let app = TestApp::builder().own_database().env(&env).start().await;
     let worker = app.spawn_worker(&env).await;
     (app, worker, Receiver::start().await)
 }
@@ -314,7 +314,7 @@ async fn retry_after_is_honoured() {
 
 #[tokio::test]
 async fn private_addresses_are_refused_unless_allowed() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let worker = app
         .spawn_worker(&[("PARLEY_WEBHOOK_RETRY_BASE_MS", "100")])
         .await;
@@ -408,7 +408,7 @@ async fn subscriptions_are_checked() {
     assert_eq!(
         names.len(),
         15,
-        "the 12 events of SPEC.md and sla.warning, sla.breached, webhook.disabled"
+        "the specification's 12 events and sla.warning, sla.breached, webhook.disabled"
     );
     for name in [
         "conversation.started",
@@ -934,7 +934,7 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     //
     // The passes run here one after another on one session, with no worker, so that what they
     // read is counted exactly (below: what else they may read, docs/jobs.md).
-    let app = spawn_isolated_app(LOCAL).await;
+    let app = TestApp::builder().own_database().env(LOCAL).start().await;
     let receiver = Receiver::start().await;
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     let n: i64 = 10_000;

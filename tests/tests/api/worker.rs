@@ -1,9 +1,9 @@
-use parley_tests::spawn_isolated_app;
+use parley_tests::TestApp;
 
 #[tokio::test]
 async fn the_worker_starts_and_answers_its_probes() {
     // A database of its own: a worker relays and reconciles whatever its database holds.
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let worker = app.spawn_worker(&[]).await;
     let client = reqwest::Client::new();
     for probe in ["healthz", "readyz", "metrics"] {

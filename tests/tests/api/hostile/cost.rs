@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use parley_tests::spawn_app_with;
+use parley_tests::TestApp;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -13,7 +13,10 @@ const SECRET: &str = "receipts-secret";
 
 #[tokio::test]
 async fn a_flooded_signature_header_is_refused_without_work_on_the_body() {
-    let app = spawn_app_with(&[("PARLEY_CHANNEL_MESSAGING_A_SECRET", SECRET)]).await;
+    let app = TestApp::builder()
+        .env(&[("PARLEY_CHANNEL_MESSAGING_A_SECRET", SECRET)])
+        .start()
+        .await;
     let url = format!("{}/api/v1/channels/messaging_a/receipts", app.base);
     let body = vec![b' '; 1024 * 1024];
     // 2,000 empty candidates (about 16 KB): refused while parsing the header.
@@ -81,7 +84,7 @@ async fn a_flooded_signature_header_is_refused_without_work_on_the_body() {
 
 #[tokio::test]
 async fn an_audience_of_200_000_unknown_ids_is_refused_quickly_with_capped_details() {
-    let app = spawn_app_with(&[]).await;
+    let app = TestApp::builder().start().await;
     let template = template(&app, "email", "Hi").await;
     let ids: Vec<Uuid> = (0..200_000).map(|_| Uuid::now_v7()).collect();
     let started = Instant::now();
@@ -117,7 +120,10 @@ async fn an_audience_of_200_000_unknown_ids_is_refused_quickly_with_capped_detai
 
 #[tokio::test]
 async fn only_broadcast_create_and_update_take_long_bodies() {
-    let app = spawn_app_with(&[("PARLEY_MAX_BODY_BYTES", "4096")]).await;
+    let app = TestApp::builder()
+        .env(&[("PARLEY_MAX_BODY_BYTES", "4096")])
+        .start()
+        .await;
     let long = json!({"name": "x".repeat(5_000)});
     app.post("/api/v1/contacts", long.clone())
         .await

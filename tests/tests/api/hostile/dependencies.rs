@@ -5,7 +5,7 @@ use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use parley_tests::{metrics_text, spawn_app_with, spawn_isolated_app, wait_until};
+use parley_tests::{TestApp, metrics_text, wait_until};
 use serde_json::json;
 
 use super::{still_healthy, template};
@@ -33,7 +33,7 @@ async fn set_on_database(app: &parley_tests::TestApp, setting: &str) {
 
 #[tokio::test]
 async fn writes_to_a_read_only_postgres_are_503_with_retry_after_and_reads_go_on() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let before = app.fingerprint(app.org_id).await;
     set_on_database(&app, "default_transaction_read_only = on").await;
     // The first request may meet a connection that was just ended (503 as well); the next
@@ -72,7 +72,7 @@ async fn writes_to_a_read_only_postgres_are_503_with_retry_after_and_reads_go_on
 
 #[tokio::test]
 async fn a_lock_not_granted_in_time_is_503() {
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     set_on_database(&app, "lock_timeout = '200ms'").await;
     let mut holder = app.pool.begin().await.unwrap();
     sqlx::query("LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE")
@@ -149,7 +149,7 @@ async fn readyz(app: &parley_tests::TestApp) -> (u16, serde_json::Value) {
 async fn the_api_starts_and_serves_without_redis() {
     // Nothing listens on this port.
     let url = format!("redis://127.0.0.1:{}", free_port());
-    let app = spawn_app_with(&[("REDIS_URL", &url)]).await;
+    let app = TestApp::builder().env(&[("REDIS_URL", &url)]).start().await;
     let created = app
         .post("/api/v1/contacts", json!({"source": "web", "name": "Ada"}))
         .await;
@@ -169,7 +169,10 @@ async fn the_api_starts_and_serves_without_redis() {
 async fn the_api_keeps_serving_while_redis_is_away_and_counts_again_when_it_is_back() {
     let port = free_port();
     let redis = OwnRedis::start(port);
-    let app = spawn_app_with(&[("REDIS_URL", &redis.url())]).await;
+    let app = TestApp::builder()
+        .env(&[("REDIS_URL", &redis.url())])
+        .start()
+        .await;
     let before = app.get("/api/v1/contacts").await;
     assert_eq!(before.body["meta"]["apiKeyUsage"]["used"], 1);
     drop(redis);

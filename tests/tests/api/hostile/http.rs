@@ -8,7 +8,7 @@ use axum::Router;
 use axum::routing::get;
 use parley_api::middleware::guard::Limits;
 use parley_api::serve::ConnectionLimits;
-use parley_tests::{metrics_text, spawn_app, spawn_app_with};
+use parley_tests::{TestApp, metrics_text};
 use reqwest::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -17,7 +17,7 @@ use super::still_healthy;
 
 #[tokio::test]
 async fn made_up_methods_are_405_and_share_one_metric_label() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     for i in 0..500 {
         let method = Method::from_bytes(format!("BREW{i}").as_bytes()).unwrap();
         let resp = app
@@ -160,7 +160,10 @@ async fn requests_past_the_in_flight_limit_are_shed_at_once() {
 
 #[tokio::test]
 async fn a_client_that_dribbles_its_headers_is_cut_off() {
-    let app = spawn_app_with(&[("PARLEY_HEADER_READ_TIMEOUT_SECS", "1")]).await;
+    let app = TestApp::builder()
+        .env(&[("PARLEY_HEADER_READ_TIMEOUT_SECS", "1")])
+        .start()
+        .await;
     let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
     stream
         .write_all(b"GET /api/v1/contacts HTTP/1.1\r\nHost: x\r\n")
@@ -177,11 +180,13 @@ async fn a_client_that_dribbles_its_headers_is_cut_off() {
 
 #[tokio::test]
 async fn a_connection_that_sends_nothing_is_closed_and_connections_are_capped() {
-    let app = spawn_app_with(&[
-        ("PARLEY_HEADER_READ_TIMEOUT_SECS", "1"),
-        ("PARLEY_MAX_CONNECTIONS", "4"),
-    ])
-    .await;
+    let app = TestApp::builder()
+        .env(&[
+            ("PARLEY_HEADER_READ_TIMEOUT_SECS", "1"),
+            ("PARLEY_MAX_CONNECTIONS", "4"),
+        ])
+        .start()
+        .await;
     // Four silent connections take every place...
     let mut silent = Vec::new();
     for _ in 0..4 {
@@ -200,7 +205,7 @@ async fn a_connection_that_sends_nothing_is_closed_and_connections_are_capped() 
 
 #[tokio::test]
 async fn an_oversized_request_head_is_refused() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let resp = app
         .client
         .get(format!("{}/api/v1/contacts", app.base))

@@ -3,7 +3,7 @@
 
 use parley_tests::provider::{FakeProvider, Reply};
 use parley_tests::receiver::{Answer, Receiver};
-use parley_tests::{TestApp, metrics_text, seed, spawn_isolated_app, wait_until};
+use parley_tests::{TestApp, metrics_text, seed, wait_until};
 use serde_json::{Value, json};
 
 /// Private addresses (the receivers are on 127.0.0.1), fast retries and reconciliation.
@@ -54,7 +54,7 @@ async fn recipient(app: &TestApp, broadcast: &str) -> Value {
 
 #[tokio::test]
 async fn a_receiver_answering_with_nul_bytes_is_logged_once_and_delivered() {
-    let app = spawn_isolated_app(LOCAL).await;
+    let app = TestApp::builder().own_database().env(LOCAL).start().await;
     let _worker = app.spawn_worker(LOCAL).await;
     let receiver = Receiver::start().await;
     receiver.always(Answer::Body(200, b"ok\0\0 and \xff more"));
@@ -96,7 +96,7 @@ async fn a_receiver_answering_with_nul_bytes_is_logged_once_and_delivered() {
 #[tokio::test]
 async fn provider_text_with_nul_is_stored_cleaned() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(&[]).await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
         .await;
@@ -148,7 +148,7 @@ async fn refuse_outcomes(app: &TestApp, table: &str, when: &str) {
 #[tokio::test]
 async fn a_recipient_whose_outcome_cannot_be_recorded_is_given_up_after_a_few_sends() {
     let provider = FakeProvider::start().await;
-    let app = spawn_isolated_app(LOCAL).await;
+    let app = TestApp::builder().own_database().env(LOCAL).start().await;
     // A sent outcome cannot be written; giving up (attempts_exhausted) can.
     refuse_outcomes(
         &app,
@@ -169,7 +169,7 @@ async fn a_recipient_whose_outcome_cannot_be_recorded_is_given_up_after_a_few_se
     assert_eq!(r["errorCode"], "attempts_exhausted");
     let sends = provider.calls().len();
     assert!(
-        (1..=1 + parley_db::delivery::MAX_REQUEUES as usize).contains(&sends),
+        (1..=1 + parley_db::MAX_REQUEUES as usize).contains(&sends),
         "sent {sends} times"
     );
     let metrics = metrics_text(worker.metrics_addr).await;
@@ -183,7 +183,7 @@ async fn a_recipient_whose_outcome_cannot_be_recorded_is_given_up_after_a_few_se
 
 #[tokio::test]
 async fn a_webhook_delivery_whose_attempt_cannot_be_recorded_is_given_up_after_a_few_posts() {
-    let app = spawn_isolated_app(LOCAL).await;
+    let app = TestApp::builder().own_database().env(LOCAL).start().await;
     refuse_outcomes(&app, "webhook_attempts", "true").await;
     let worker = app.spawn_worker(LOCAL).await;
     let receiver = Receiver::start().await;
@@ -205,7 +205,7 @@ async fn a_webhook_delivery_whose_attempt_cannot_be_recorded_is_given_up_after_a
     assert!(wait_until(60, failed).await, "the delivery is given up");
     let posts = receiver.received().len();
     assert!(
-        (1..=1 + parley_db::delivery::MAX_REQUEUES as usize).contains(&posts),
+        (1..=1 + parley_db::MAX_REQUEUES as usize).contains(&posts),
         "posted {posts} times"
     );
     // Given up for good: a later event is posted, this one no more.

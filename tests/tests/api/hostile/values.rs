@@ -2,7 +2,7 @@
 //! their column, times past what can be written back, cursors past Postgres' range, template
 //! variables and messages past their channel. Each is a 422 that changes nothing.
 
-use parley_tests::{spawn_app, spawn_app_with};
+use parley_tests::TestApp;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -10,7 +10,7 @@ use super::{contact, still_healthy, template};
 
 #[tokio::test]
 async fn nul_in_a_body_field_a_free_form_object_or_a_filter_is_a_422_that_writes_nothing() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     let before = app.fingerprint(app.org_id).await;
     for (body, field) in [
         (json!({"source": "web", "name": "Ada\u{0}"}), "name"),
@@ -58,7 +58,7 @@ async fn nul_in_a_body_field_a_free_form_object_or_a_filter_is_a_422_that_writes
 
 #[tokio::test]
 async fn numbers_past_their_column_are_422_and_the_largest_that_fit_are_kept_exactly() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     for value in [json!(1e12), json!(-0.01), json!(1e300)] {
         app.post("/api/v1/leads", json!({"name": "a", "value": value}))
             .await
@@ -111,7 +111,7 @@ async fn numbers_past_their_column_are_422_and_the_largest_that_fit_are_kept_exa
 
 #[tokio::test]
 async fn times_and_cursors_past_their_range_are_422() {
-    let app = spawn_app().await;
+    let app = TestApp::builder().start().await;
     for due in ["9999-12-31T23:00:00-05:00", "+10000-01-01T00:00:00Z"] {
         let resp = app
             .post("/api/v1/tickets", json!({"subject": "s", "dueDate": due}))
@@ -147,7 +147,7 @@ async fn times_and_cursors_past_their_range_are_422() {
 
 #[tokio::test]
 async fn template_variables_placeholders_and_rendered_messages_are_bounded_when_written() {
-    let app = spawn_app_with(&[]).await;
+    let app = TestApp::builder().start().await;
     // Placeholders: at most 100, numbered to 100.
     for body in ["{{1}}".repeat(101), "Hi {{101}}".to_owned()] {
         let resp = app

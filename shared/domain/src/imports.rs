@@ -1,0 +1,302 @@
+//! Contact imports: a CSV or NDJSON file of contacts, upserted by email or phone as a job.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use parley_types::error::AppError;
+use parley_types::fields::{Email, Label, Locale, Name, Phone, ShortText};
+use parley_types::time::Timestamp;
+
+parley_types::text_enum!(
+    /// How the file is written: CSV with a header row, or one JSON object per line.
+    ImportFormat { Csv = "csv", Ndjson = "ndjson" }
+);
+
+parley_types::text_enum!(
+    /// Where an import stands.
+    ImportStatus { Queued = "queued", Running = "running", Completed = "completed", Failed = "failed" }
+);
+
+impl ImportFormat {
+    /// The media type of a file in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            ImportFormat::Csv => "text/csv",
+            ImportFormat::Ndjson => "application/x-ndjson",
+        }
+    }
+
+    /// The format a media type names (`text/csv`; `application/x-ndjson` or
+    /// `application/jsonl`), any case, with parameters; `None` for another type or a
+    /// `charset` other than UTF-8 (or its subset US-ASCII).
+    pub fn from_content_type(value: &str) -> Option<Self> {
+        let mut parts = value.split(';');
+        let format = match parts.next()?.trim().to_ascii_lowercase().as_str() {
+            "text/csv" => ImportFormat::Csv,
+            "application/x-ndjson" | "application/jsonl" => ImportFormat::Ndjson,
+            _ => return None,
+        };
+        for param in parts {
+            let Some((name, charset)) = param.split_once('=') else {
+                continue;
+            };
+            let charset = charset.trim().trim_matches('"').to_ascii_lowercase();
+            if name.trim().eq_ignore_ascii_case("charset")
+                && !matches!(charset.as_str(), "utf-8" | "utf8" | "us-ascii")
+            {
+                return None;
+            }
+        }
+        Some(format)
+    }
+
+    /// The format a file name's extension names: `.csv`, `.ndjson` or `.jsonl`.
+    pub fn from_filename(name: &str) -> Option<Self> {
+        let (_, extension) = name.rsplit_once('.')?;
+        match extension.to_ascii_lowercase().as_str() {
+            "csv" => Some(ImportFormat::Csv),
+            "ndjson" | "jsonl" => Some(ImportFormat::Ndjson),
+            _ => None,
+        }
+    }
+
+    /// The name a file sent without one is stored under.
+    pub fn default_filename(self) -> &'static str {
+        match self {
+            ImportFormat::Csv => "contacts.csv",
+            ImportFormat::Ndjson => "contacts.ndjson",
+        }
+    }
+}
+
+/// Rejected rows an import lists (it counts them all).
+pub const MAX_LISTED_ERRORS: usize = 1_000;
+
+/// `POST /contacts/imports`: the file inline (`data`), or an uploaded file (`fileId`).
+#[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"format": "csv", "data": "email,name\nada@example.com,Ada\n"})))]
+pub struct CreateImport {
+    pub format: ImportFormat,
+    /// The file itself, within the body limit (`PARLEY_MAX_BODY_BYTES`).
+    pub data: Option<String>,
+    /// A file uploaded through `POST /files/presigned-upload` and completed.
+    pub file_id: Option<Uuid>,
+}
+
+impl CreateImport {
+    /// Exactly one source.
+    pub fn check(&self) -> Result<(), AppError> {
+        match (&self.data, self.file_id) {
+            (Some(_), Some(_)) => Err(AppError::validation(
+                "fileId",
+                "invalid_value",
+                "give data or fileId, not both",
+            )),
+            (None, None) => Err(AppError::validation(
+                "data",
+                "required",
+                "give the file inline (data) or an uploaded file (fileId)",
+            )),
+            (Some(d), None) if d.contains('\0') => Err(AppError::validation(
+                "data",
+                "invalid_format",
+                "must not contain the NUL character (U+0000)",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One rejected row: its number in the file (the header is row 1 of a CSV; the first line is
+/// row 1 of NDJSON) and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RejectedRow {
+    pub row: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContactImport {
+    pub id: Uuid,
+    pub format: ImportFormat,
+    pub file_id: Option<Uuid>,
+    pub status: ImportStatus,
+    /// Data rows read so far.
+    pub rows: i32,
+    pub created: i32,
+    /// Rows that changed an existing contact.
+    pub updated: i32,
+    /// Rows that matched a contact and changed nothing (a file imported again).
+    pub unchanged: i32,
+    pub rejected: i32,
+    /// The first 1,000 rejected rows.
+    pub errors: Vec<RejectedRow>,
+    /// Why the import as a whole failed (the file could not be read).
+    pub error_message: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A row's fields, by their API names (camelCase, as `POST /contacts` takes them; a CSV's
+/// header names the columns); unknown ones are ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawRow {
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub source: Option<String>,
+    pub country: Option<String>,
+    pub language: Option<String>,
+    pub position: Option<String>,
+    pub external_id: Option<String>,
+}
+
+/// A row that passed its rules: what it sets on the contact it creates or updates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportRow {
+    /// Its number in the file.
+    pub row: i64,
+    pub name: Option<String>,
+    /// As given; matched without case.
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub source: Option<String>,
+    pub country: Option<String>,
+    pub language: Option<String>,
+    pub position: Option<String>,
+    pub external_id: Option<String>,
+}
+
+impl ImportRow {
+    /// The row's rules: an email or a phone, each field as `POST /contacts` checks it. Empty
+    /// cells are absent.
+    pub fn parse(row: i64, raw: RawRow) -> Result<ImportRow, RejectedRow> {
+        let reject = |field: &str, why: String| RejectedRow {
+            row,
+            reason: format!("{field}: {why}"),
+        };
+        fn given(v: Option<String>) -> Option<String> {
+            v.filter(|s| !s.trim().is_empty())
+        }
+        macro_rules! checked {
+            ($value:expr, $ty:ty, $field:literal) => {
+                match given($value) {
+                    Some(v) => Some(
+                        <$ty>::parse(v)
+                            .map(String::from)
+                            .map_err(|(_, why)| reject($field, why))?,
+                    ),
+                    None => None,
+                }
+            };
+        }
+        let r = ImportRow {
+            row,
+            name: checked!(raw.name, Name, "name"),
+            email: checked!(raw.email, Email, "email"),
+            phone: checked!(raw.phone, Phone, "phone"),
+            source: checked!(raw.source, Label, "source"),
+            country: checked!(raw.country, ShortText, "country"),
+            language: checked!(raw.language, Locale, "language"),
+            position: checked!(raw.position, ShortText, "position"),
+            external_id: checked!(raw.external_id, ShortText, "externalId"),
+        };
+        if r.email.is_none() && r.phone.is_none() {
+            return Err(RejectedRow {
+                row,
+                reason: "email or phone is required to match or create a contact".to_owned(),
+            });
+        }
+        Ok(r)
+    }
+
+    /// Takes a later row of the same contact: its non-empty cells win.
+    pub fn fold(&mut self, later: ImportRow) {
+        fn take(to: &mut Option<String>, from: Option<String>) {
+            if from.is_some() {
+                *to = from;
+            }
+        }
+        take(&mut self.name, later.name);
+        take(&mut self.phone, later.phone);
+        take(&mut self.source, later.source);
+        take(&mut self.country, later.country);
+        take(&mut self.language, later.language);
+        take(&mut self.position, later.position);
+        take(&mut self.external_id, later.external_id);
+        // The email is the key (or absent on both): the first spelling stays.
+    }
+
+    /// What identifies the contact: the email without case, else the phone.
+    pub fn key(&self) -> String {
+        match (&self.email, &self.phone) {
+            (Some(e), _) => format!("e:{}", e.to_lowercase()),
+            (None, Some(p)) => format!("p:{p}"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(email: Option<&str>, phone: Option<&str>) -> RawRow {
+        RawRow {
+            email: email.map(str::to_owned),
+            phone: phone.map(str::to_owned),
+            ..RawRow::default()
+        }
+    }
+
+    #[test]
+    fn formats_from_media_types_and_file_names() {
+        use ImportFormat::{Csv, Ndjson};
+        for (value, want) in [
+            ("text/csv", Some(Csv)),
+            ("Text/CSV; charset=UTF-8", Some(Csv)),
+            ("text/csv; header=present", Some(Csv)),
+            ("application/x-ndjson", Some(Ndjson)),
+            ("application/jsonl; charset=\"us-ascii\"", Some(Ndjson)),
+            ("text/csv; charset=latin1", None),
+            ("text/plain", None),
+            ("application/json", None),
+            ("", None),
+        ] {
+            assert_eq!(ImportFormat::from_content_type(value), want, "{value:?}");
+        }
+        for (name, want) in [
+            ("contacts.csv", Some(Csv)),
+            ("export.2026.CSV", Some(Csv)),
+            ("people.jsonl", Some(Ndjson)),
+            ("people.ndjson", Some(Ndjson)),
+            ("contacts", None),
+            ("contacts.txt", None),
+        ] {
+            assert_eq!(ImportFormat::from_filename(name), want, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn a_row_needs_an_email_or_a_phone_and_valid_fields() {
+        assert!(ImportRow::parse(2, raw(Some("ada@example.com"), None)).is_ok());
+        let phone = ImportRow::parse(3, raw(None, Some("+44 20 7123 4567"))).unwrap();
+        assert_eq!(phone.phone.as_deref(), Some("+442071234567"));
+        assert_eq!(phone.key(), "p:+442071234567");
+        let none = ImportRow::parse(4, raw(Some(" "), None)).unwrap_err();
+        assert_eq!(none.row, 4);
+        let bad = ImportRow::parse(5, raw(Some("not-an-email"), None)).unwrap_err();
+        assert!(bad.reason.starts_with("email: "), "{}", bad.reason);
+        let upper = ImportRow::parse(6, raw(Some("Ada@Example.com"), None)).unwrap();
+        assert_eq!(upper.key(), "e:ada@example.com");
+        assert_eq!(upper.email.as_deref(), Some("Ada@Example.com"));
+    }
+}

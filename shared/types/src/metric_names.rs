@@ -1,0 +1,82 @@
+//! Every metric name the service exports, in one place: the dashboard and the alert rules
+//! (and a test) rely on them.
+
+/// HTTP requests by route template, method and status (API).
+pub const HTTP_REQUESTS: &str = "parley_http_requests_total";
+/// HTTP request latency by route template, method and status (API).
+pub const HTTP_DURATION: &str = "parley_http_request_duration_seconds";
+/// Requests the API refused before or instead of answering them, by reason (`timeout`,
+/// `overloaded`, `panic`) (API).
+pub const HTTP_REFUSED: &str = "parley_http_refused_total";
+/// Requests whose daily usage could not be counted because Redis did not answer; they are
+/// served uncounted (API).
+pub const USAGE_UNCOUNTED: &str = "parley_usage_uncounted_total";
+/// Jobs waiting per queue and state (`ready`, `scheduled`; `parked` in their lanes for the
+/// recipient- and webhook-delivery queues), read from Redis (worker).
+pub const QUEUE_DEPTH: &str = "parley_queue_depth";
+/// How long the oldest ready job of each queue has waited, from its id's time (worker).
+pub const QUEUE_AGE: &str = "parley_queue_oldest_job_age_seconds";
+/// Jobs run, by queue and outcome (`ok`, `error`: enqueued again, `given_up`) (worker).
+pub const JOBS: &str = "parley_jobs_total";
+/// Job duration by queue and outcome (worker).
+pub const JOB_DURATION: &str = "parley_job_duration_seconds";
+/// Provider calls by channel and outcome (worker).
+pub const PROVIDER_CALLS: &str = "parley_provider_calls_total";
+/// Provider call latency by channel (worker).
+pub const PROVIDER_DURATION: &str = "parley_provider_call_duration_seconds";
+/// Recipients reaching a status, by channel: sends (worker) and receipts (API).
+pub const RECIPIENTS: &str = "parley_broadcast_recipients_total";
+/// Work found again by the reconciler, by kind (worker).
+pub const RECONCILED: &str = "parley_reconciled_total";
+/// Rows removed by retention, by `kind`.
+pub const RETENTION_DELETED: &str = "parley_retention_deleted_total";
+/// Webhook delivery attempts by outcome (`succeeded`, `failed`, `deferred`) and HTTP status
+/// class (`2xx` ... `5xx`, `none`) (worker).
+pub const WEBHOOK_ATTEMPTS: &str = "parley_webhook_attempts_total";
+/// From an event's commit to the 2xx of its delivery (worker).
+pub const WEBHOOK_LATENCY: &str = "parley_webhook_delivery_latency_seconds";
+/// Events not yet turned into deliveries (worker).
+pub const OUTBOX_BACKLOG: &str = "parley_webhook_outbox_backlog";
+/// Webhooks disabled after failing for too long (worker).
+pub const WEBHOOKS_DISABLED: &str = "parley_webhooks_disabled_total";
+/// SLA targets breached, by target (`first_response`, `next_response`, `resolution`): by the
+/// worker's checks and by late achievements alike (worker).
+pub const SLA_BREACHES: &str = "parley_sla_breaches_total";
+/// SLA warnings given, by target (worker).
+pub const SLA_WARNINGS: &str = "parley_sla_warnings_total";
+/// SLA checks run, by outcome (`recorded`: a warning or breach was written; `nothing`: met
+/// or already recorded) (worker).
+pub const SLA_CHECKS: &str = "parley_sla_checks_total";
+/// From an SLA deadline to the breach record the worker wrote (worker).
+pub const SLA_BREACH_LAG: &str = "parley_sla_breach_lag_seconds";
+/// SLA checks due and not yet moved into the queue (worker).
+pub const SLA_BACKLOG: &str = "parley_sla_checks_backlog";
+/// Outcomes of deliveries or recipients that could not be written, by kind (`webhook`,
+/// `recipient`); the work stays due and its attempt ceiling still holds (worker).
+pub const OUTCOME_WRITE_FAILURES: &str = "parley_outcome_write_failures_total";
+/// Statements that wrote recipient outcomes, whatever their result (worker): the sent, failed
+/// and skipped of `parley_broadcast_recipients_total` over it are the outcomes a statement
+/// carried.
+pub const OUTCOME_STATEMENTS: &str = "parley_recipient_outcome_statements_total";
+/// Deliveries or recipients given up because they reached their attempt ceiling without an
+/// outcome being recorded, by kind (worker).
+pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";
+/// The worker process's runtime threads (`PARLEY_WORKER_THREADS`, or one per core it may use):
+/// `sum()` is a fleet's threads, to weigh against the cores they share (worker).
+pub const RUNTIME_THREADS: &str = "parley_worker_runtime_threads";
+/// Requests or work held back because an organization reached one of its own limits, by
+/// limit (`segment_counts` in the API; in the worker `delivery_jobs` and `webhook_jobs`, each
+/// time the lanes pass an organization over, and `channel_rate`, each message its rate holds
+/// back): one series per limit, and per organization too only when the operator asks
+/// (`PARLEY_METRICS_ORG_LABEL`). Counted by [`org_limit_hits`].
+pub const ORG_LIMIT_HITS: &str = "parley_org_limit_hits_total";
+
+/// Counts `n` hits of `limit`; `org` is `Some` only when organizations are labelled.
+pub fn org_limit_hits(limit: &'static str, org: Option<String>, n: u64) {
+    match org {
+        Some(org) => {
+            metrics::counter!(ORG_LIMIT_HITS, "limit" => limit, "organization" => org).increment(n)
+        }
+        None => metrics::counter!(ORG_LIMIT_HITS, "limit" => limit).increment(n),
+    }
+}
