@@ -2,6 +2,7 @@
 //! and Redis, with a fresh organization and Redis prefix per test, so tests run in parallel
 //! without sharing state.
 
+pub mod email_worker;
 pub mod fixture;
 pub mod loopback;
 pub mod openapi;

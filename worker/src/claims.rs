@@ -2,7 +2,7 @@
 //! worker at a time per recipient, so a recipient in two jobs (a job enqueued again by the
 //! reconciler or by apalis' orphan recovery while the first still runs) is sent by one.
 //!
-//! A delivery job's claims are short leases ([`Hold`]): a heartbeat keeps them every third of
+//! A delivery job's claims are short leases ([`HeldClaims`]): a heartbeat keeps them every third of
 //! the lease, so a SIGKILLed worker's recipients are free again within one lease. A job that
 //! finds a recipient claimed by another job has lost it: it no longer sends it and does not
 //! write its outcome. Claims are coordination only; the truth of what was sent is the
@@ -181,9 +181,9 @@ impl Claims {
 }
 
 /// A job's claims while it works: kept by a heartbeat every third of the lease and checked
-/// again before each outcome write ([`Fence`]); the ids another job took over are lost to this
+/// again before each outcome write ([`ClaimFence`]); the ids another job took over are lost to this
 /// one.
-pub struct Hold {
+pub struct HeldClaims {
     claims: Claims,
     ids: Vec<Uuid>,
     token: Uuid,
@@ -191,19 +191,19 @@ pub struct Hold {
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Hold {
+impl Drop for HeldClaims {
     fn drop(&mut self) {
         self.heartbeat.abort();
     }
 }
 
-impl Hold {
+impl HeldClaims {
     /// Claims what it can of `ids`; `None` when another job holds them all.
     pub async fn take(
         claims: &Claims,
         ids: &[Uuid],
         lease: Duration,
-    ) -> Result<Option<Hold>, redis::RedisError> {
+    ) -> Result<Option<HeldClaims>, redis::RedisError> {
         let token = Uuid::now_v7();
         let ids = claims.take(ids, token, lease).await?;
         if ids.is_empty() {
@@ -222,7 +222,7 @@ impl Hold {
                 }
             }
         });
-        Ok(Some(Hold {
+        Ok(Some(HeldClaims {
             claims: claims.clone(),
             ids,
             token,
@@ -242,8 +242,8 @@ impl Hold {
     }
 
     /// What the worker's outcome writer checks before it writes this job's outcomes.
-    pub fn fence(&self) -> Fence {
-        Fence {
+    pub fn fence(&self) -> ClaimFence {
+        ClaimFence {
             token: self.token.to_string(),
             lost: self.lost.clone(),
         }
@@ -263,12 +263,12 @@ impl Hold {
 /// A job's claims as its outcome writes see them: the statement that writes them checks the
 /// holders of all its recipients at once, right before it runs.
 #[derive(Clone)]
-pub struct Fence {
+pub struct ClaimFence {
     token: String,
     lost: Arc<Mutex<HashSet<Uuid>>>,
 }
 
-impl Fence {
+impl ClaimFence {
     /// Of `ids`, given their claims' `holders` read right before the write, those no other job
     /// holds; the others are lost to this job. A claim nobody holds (Redis lost it) is still
     /// this job's: its heartbeat takes it again. Without holders (Redis unreachable) they count

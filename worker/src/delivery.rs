@@ -22,7 +22,7 @@ use parley_domain::templates::{max_message_chars, render};
 use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, QueueName};
 use uuid::Uuid;
 
-use crate::claims::Hold;
+use crate::claims::HeldClaims;
 use crate::context::Ctx;
 use crate::db_retry::retry_transient;
 use crate::job::{Job, JobResult};
@@ -55,7 +55,7 @@ async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
     // The claims first: a job out of the queue holds its recipients from its first step on,
     // so the reconciler never finds them both unqueued and unclaimed.
     let lease = ctx.settings().recipient_lease;
-    let hold = Hold::take(&ctx.claims, &job.recipient_ids, lease).await?;
+    let hold = HeldClaims::take(&ctx.claims, &job.recipient_ids, lease).await?;
     // This job left the ready list: the next job in turn takes its place.
     if let Err(err) = ctx.jobs.refill(QueueName::RecipientDelivery).await {
         tracing::warn!(%err, "delivery queue not topped up from the lanes; the ticker will");
@@ -88,11 +88,12 @@ async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
 
 /// Sends the held recipients still pending and writes their outcomes; returns the ids left
 /// pending (the broadcast stopped, or the worker is shutting down).
+#[tracing::instrument(skip_all, fields(organization_id = %broadcast.organization_id, channel = %broadcast.channel, recipients = job.recipient_ids.len()))]
 async fn send_all(
     ctx: &Ctx,
     job: &DeliverRecipients,
     broadcast: &DeliveryContext,
-    hold: &Hold,
+    hold: &HeldClaims,
 ) -> anyhow::Result<Vec<Uuid>> {
     let claimed = retry_transient(|| {
         db::delivery::pending_for_send(
@@ -169,9 +170,10 @@ async fn send_all(
 
 /// Writes a chunk of outcomes, fenced by the claims (an outcome of a recipient another job
 /// took over is not written: that job's stands), and counts what was written.
+#[tracing::instrument(skip_all, fields(outcomes = chunk.len(), last))]
 async fn record(
     ctx: &Ctx,
-    hold: &Hold,
+    hold: &HeldClaims,
     channel: Channel,
     chunk: Vec<(Uuid, RecipientOutcome)>,
     last: bool,
@@ -241,13 +243,14 @@ fn address(channel: Channel, r: &Claimed) -> Option<&str> {
     }
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(recipient_id = %r.id))]
 async fn send_one(
     ctx: &Ctx,
     b: &DeliveryContext,
     prepared: &Prepared,
     r: Claimed,
     watch: &StatusWatch,
-    hold: &Hold,
+    hold: &HeldClaims,
     saw_failure: &AtomicBool,
 ) -> (Uuid, RecipientOutcome) {
     let id = r.id;

@@ -112,6 +112,7 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
 /// A broadcast of `org` ended: its broadcast queued longest, waiting for one of the
 /// organization's sending spots (`PARLEY_BROADCASTS_PER_ORG`), starts now rather than at the
 /// reconciler's next look.
+#[tracing::instrument(skip(ctx), fields(organization_id = %org))]
 pub async fn start_next(ctx: &Ctx, org: uuid::Uuid) -> anyhow::Result<()> {
     if let Some(next) = db::delivery::next_queued(&ctx.pool, org).await? {
         ctx.jobs.dispatch(next, false).await?;

@@ -126,6 +126,7 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
 }
 
 /// Parses `reader` and applies its batches, then ends the import.
+#[tracing::instrument(skip_all, fields(organization_id = %org, format = %format, rows_done))]
 async fn run_file(
     ctx: &Ctx,
     id: Uuid,

@@ -2,7 +2,6 @@
 //! ticker that moves due and lost work from Postgres into the queues, and serves `/healthz`,
 //! `/readyz` and `/metrics` on its metrics address. Any number of workers may run at once.
 
-pub mod answer;
 pub mod claims;
 pub mod consumers;
 pub mod context;
@@ -25,6 +24,7 @@ pub mod rate_limit;
 pub mod relay;
 pub mod renewal;
 pub mod reporter;
+pub mod response_prefix;
 pub mod sla_checks;
 pub mod sla_scheduler;
 pub mod ssrf;

@@ -10,7 +10,7 @@
 //! have nothing left to send and would hold their slots waiting. A job hands over one chunk at
 //! a time and waits for its statement; so an outcome waits in memory for the statements
 //! running and then its own. Right before each statement, one
-//! `MGET` checks the claims on all its recipients ([`Fence`]): the outcome of a recipient
+//! `MGET` checks the claims on all its recipients ([`ClaimFence`]): the outcome of a recipient
 //! another job took over is not written, that job's stands. A statement failing for a reason
 //! other than Postgres' availability writes its chunks again one by one, so that a chunk
 //! Postgres refuses fails only its own job.
@@ -30,7 +30,7 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::claims::{Claims, Fence};
+use crate::claims::{ClaimFence, Claims};
 use crate::db_retry::retry_transient;
 
 /// Outcomes per statement, at most, unless one chunk has more (a job's chunk is at most 200, and
@@ -43,7 +43,7 @@ pub type Chunk = Vec<(Uuid, RecipientOutcome)>;
 /// written.
 struct Handed {
     chunk: Chunk,
-    fence: Fence,
+    fence: ClaimFence,
     /// The job's last: it has nothing left to send.
     last: bool,
     written: oneshot::Sender<Result<Chunk, String>>,
@@ -72,7 +72,7 @@ impl Outcomes {
     pub fn write(
         &self,
         chunk: Chunk,
-        fence: Fence,
+        fence: ClaimFence,
         last: bool,
     ) -> impl Future<Output = anyhow::Result<Chunk>> + use<> {
         let (written, result) = oneshot::channel();
@@ -182,6 +182,7 @@ async fn fence(claims: &Claims, batch: &mut [Handed]) {
     }
 }
 
+#[tracing::instrument(skip_all, fields(outcomes = batch.len()))]
 async fn write_batch(pool: &PgPool, batch: Vec<Handed>, statements: &AtomicU64) {
     match write(pool, &batch, statements).await {
         Ok(()) => batch.into_iter().for_each(|h| h.answer(Ok(()))),

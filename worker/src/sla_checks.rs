@@ -31,6 +31,7 @@ impl Job for CheckSla {
     }
 }
 
+#[tracing::instrument(skip_all, fields(checks = ids.len()))]
 async fn run(ctx: &Ctx, ids: &[Uuid]) -> anyhow::Result<()> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;

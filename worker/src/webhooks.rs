@@ -24,10 +24,10 @@ use parley_types::metric_names::{
 use parley_types::time::Timestamp;
 use uuid::Uuid;
 
-use crate::answer::read_prefix;
-use crate::claims::Hold;
+use crate::claims::HeldClaims;
 use crate::context::Ctx;
 use crate::job::{Job, JobResult};
+use crate::response_prefix::read_prefix;
 use crate::ssrf;
 
 /// Bytes of the receiver's answer kept in the log.
@@ -93,7 +93,7 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
     // free again within a lease, when apalis hands its jobs back. What a job records is fenced
     // in Postgres (a failure stands only while the delivery was not enqueued again).
     let lease = ctx.settings().recipient_lease;
-    let hold = Hold::take(&ctx.claims, &job.delivery_ids, lease).await?;
+    let hold = HeldClaims::take(&ctx.claims, &job.delivery_ids, lease).await?;
     // This job left the ready list: the next job in turn takes its place.
     if let Err(err) = ctx.jobs.refill(QueueName::WebhookDelivery).await {
         tracing::warn!(%err, "webhook queue not topped up from the lanes; the ticker will");
@@ -162,6 +162,7 @@ struct GroupResult {
 /// One webhook's share of a job, sent over the endpoint's free slots. New attempts start only
 /// within [`SEND_WINDOW`]: behind a slow endpoint the rest go back rather than wait in line,
 /// so a job lasts at most the window plus one timeout.
+#[tracing::instrument(skip_all, fields(webhook_id = %webhook, deliveries = group.len()))]
 async fn send_group(
     ctx: &Ctx,
     webhook: Uuid,
@@ -239,6 +240,7 @@ fn status_class(status: Option<u16>) -> &'static str {
     }
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(delivery_id = %d.delivery_id, event = %d.event, attempt = d.attempts + 1))]
 async fn attempt(ctx: &Ctx, d: Due) -> AttemptRecord {
     let settings = &ctx.config.webhooks;
     let attempt = d.attempts + 1;

@@ -25,18 +25,18 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateApiKey,
     responses((status = 201, description = "The key, with its secret `key`", body = Envelope<CreatedApiKey>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateApiKey>,
 ) -> AppResult<Reply<CreatedApiKey>> {
     let new = NewApiKey::try_from(req)?;
-    if let Some(beyond) = new.scopes.iter().find(|s| !auth::allows(&t.scopes, s)) {
+    if let Some(beyond) = new.scopes.iter().find(|s| !auth::allows(&tenant.scopes, s)) {
         return Err(AppError::Forbidden(format!(
             "a key cannot grant the scope {beyond}, which it does not hold"
         ))
         .into());
     }
-    let key = db::api_keys::create(&s.pool, t.org_id, new).await?;
+    let key = db::api_keys::create(&state.pool, tenant.org_id, new).await?;
     Ok(Reply::created(key))
 }
 
@@ -45,12 +45,12 @@ async fn create(
     params(PageParams),
     responses((status = 200, description = "A page of keys", body = ListEnvelope<ApiKey>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<ApiKey>>> {
     Ok(Reply::page(
-        db::api_keys::list(&s.pool, t.org_id, &page).await?,
+        db::api_keys::list(&state.pool, tenant.org_id, &page).await?,
     ))
 }
 
@@ -59,11 +59,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "API key id")),
     responses((status = 200, description = "The key is revoked", body = Envelope<Deleted>)))]
 async fn revoke(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    db::api_keys::revoke(&s.pool, t.org_id, id)
+    db::api_keys::revoke(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::deleted)
         .ok_or(AppError::NotFound.into())

@@ -38,14 +38,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Hands a broadcast to the workers. Postgres already says it is queued, so if Redis is
 /// unreachable now the worker's reconciler dispatches it later; the request still succeeds.
-async fn dispatch(s: &AppState, id: Uuid, requeue: bool) {
-    if let Err(err) = s.jobs.dispatch(id, requeue).await {
+async fn dispatch(state: &AppState, id: Uuid, requeue: bool) {
+    if let Err(err) = state.jobs.dispatch(id, requeue).await {
         tracing::warn!(broadcast_id = %id, %err, "dispatch not enqueued; the reconciler will");
     }
 }
 
-async fn read(s: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
-    db::broadcasts::get(&s.pool, org, id)
+async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
+    db::broadcasts::get(&state.pool, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
 }
@@ -71,16 +71,16 @@ async fn template(
     request_body = CreateBroadcast,
     responses((status = 201, description = "The new broadcast", body = Envelope<Broadcast>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateBroadcast>,
 ) -> AppResult<Reply<Broadcast>> {
-    let mut tx = s.pool.begin().await?;
-    let template = template(&mut tx, t.org_id, req.template_id).await?;
+    let mut tx = state.pool.begin().await?;
+    let template = template(&mut tx, tenant.org_id, req.template_id).await?;
     refs::check_ids(
         &mut tx,
         RefTable::Contacts,
-        t.org_id,
+        tenant.org_id,
         "contactIds",
         &req.contact_ids,
         MAX_AUDIENCE,
@@ -89,18 +89,20 @@ async fn create(
     refs::check_id(
         &mut tx,
         RefTable::Segments,
-        t.org_id,
+        tenant.org_id,
         "segmentId",
         req.segment_id,
     )
     .await?;
-    let (broadcast, audience) = req.into_broadcast(t.org_id, &template, Timestamp::now())?;
+    let (broadcast, audience) = req.into_broadcast(tenant.org_id, &template, Timestamp::now())?;
     db::broadcasts::insert(&mut *tx, &broadcast, &audience).await?;
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
-        dispatch(&s, broadcast.id, false).await;
+        dispatch(&state, broadcast.id, false).await;
     }
-    Ok(Reply::created(read(&s, t.org_id, broadcast.id).await?))
+    Ok(Reply::created(
+        read(&state, tenant.org_id, broadcast.id).await?,
+    ))
 }
 
 /// List broadcasts (endpoint 4).
@@ -108,13 +110,13 @@ async fn create(
     params(PageParams, BroadcastFilter),
     responses((status = 200, description = "A page of broadcasts", body = ListEnvelope<Broadcast>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<BroadcastFilter>,
 ) -> AppResult<Reply<Vec<Broadcast>>> {
     Ok(Reply::page(
-        db::broadcasts::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::broadcasts::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -123,11 +125,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Broadcast id")),
     responses((status = 200, description = "The broadcast", body = Envelope<Broadcast>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Broadcast>> {
-    Ok(Reply::ok(read(&s, t.org_id, id).await?))
+    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
 }
 
 /// Update a draft or scheduled broadcast (endpoint 3). `sendNow: true` sends it, a future
@@ -140,13 +142,13 @@ async fn get(
         (status = 409, description = "The broadcast is past draft and scheduled (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateBroadcast>,
 ) -> AppResult<Reply<Broadcast>> {
-    let mut tx = s.pool.begin().await?;
-    let mut broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Update.allowed_from().contains(&broadcast.status) {
@@ -156,7 +158,7 @@ async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Contacts,
-            t.org_id,
+            tenant.org_id,
             "contactIds",
             ids,
             MAX_AUDIENCE,
@@ -166,19 +168,19 @@ async fn update(
     refs::check_id(
         &mut tx,
         RefTable::Segments,
-        t.org_id,
+        tenant.org_id,
         "segmentId",
         req.segment_id,
     )
     .await?;
-    let template = template(&mut tx, t.org_id, broadcast.template_id).await?;
+    let template = template(&mut tx, tenant.org_id, broadcast.template_id).await?;
     let audience = req.apply(&mut broadcast, &template, Timestamp::now())?;
     db::broadcasts::update(&mut *tx, &broadcast, audience.as_deref()).await?;
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
-        dispatch(&s, id, false).await;
+        dispatch(&state, id, false).await;
     }
-    Ok(Reply::ok(read(&s, t.org_id, id).await?))
+    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
 }
 
 /// Delete a draft broadcast.
@@ -189,18 +191,18 @@ async fn update(
         (status = 409, description = "Only drafts can be deleted (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    let mut tx = s.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Delete.allowed_from().contains(&broadcast.status) {
         return Err(Action::Delete.refused(broadcast.status).into());
     }
-    db::broadcasts::delete(&mut *tx, t.org_id, id).await?;
+    db::broadcasts::delete(&mut *tx, tenant.org_id, id).await?;
     tx.commit().await?;
     Ok(Reply::deleted(id))
 }
@@ -210,22 +212,27 @@ async fn delete(
     params(("id" = Uuid, Path, description = "Broadcast id"), PageParams, RecipientFilter),
     responses((status = 200, description = "A page of recipients", body = ListEnvelope<BroadcastRecipient>)))]
 async fn recipients(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Paging(page): Paging,
     Query(filter): Query<RecipientFilter>,
 ) -> AppResult<Reply<Vec<BroadcastRecipient>>> {
-    read(&s, t.org_id, id).await?;
+    read(&state, tenant.org_id, id).await?;
     Ok(Reply::page(
-        db::broadcasts::recipients(&s.pool, t.org_id, id, &filter, &page).await?,
+        db::broadcasts::recipients(&state.pool, tenant.org_id, id, &filter, &page).await?,
     ))
 }
 
 /// Runs an action: checks the state under a row lock, then moves the broadcast.
-async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Reply<Broadcast>> {
-    let mut tx = s.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
+async fn act(
+    state: &AppState,
+    tenant: &Tenant,
+    id: Uuid,
+    action: Action,
+) -> AppResult<Reply<Broadcast>> {
+    let mut tx = state.pool.begin().await?;
+    let broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !action.allowed_from().contains(&broadcast.status) {
@@ -241,12 +248,12 @@ async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Re
             return Err(action.refused(broadcast.status).into());
         }
     };
-    db::broadcasts::set_status(&mut *tx, t.org_id, id, to).await?;
+    db::broadcasts::set_status(&mut *tx, tenant.org_id, id, to).await?;
     tx.commit().await?;
     if action == Action::Resume {
-        dispatch(s, id, true).await;
+        dispatch(state, id, true).await;
     }
-    Ok(Reply::ok(read(s, t.org_id, id).await?))
+    Ok(Reply::ok(read(state, tenant.org_id, id).await?))
 }
 
 /// Pause a queued or sending broadcast: no new message goes out within a second.
@@ -257,11 +264,11 @@ async fn act(s: &AppState, t: &Tenant, id: Uuid, action: Action) -> AppResult<Re
         (status = 409, description = "Only queued or sending broadcasts pause (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn pause(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Broadcast>> {
-    act(&s, &t, id, Action::Pause).await
+    act(&state, &tenant, id, Action::Pause).await
 }
 
 /// Resume a paused broadcast: exactly the recipients still `pending` are sent.
@@ -272,11 +279,11 @@ async fn pause(
         (status = 409, description = "Only paused broadcasts resume (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn resume(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Broadcast>> {
-    act(&s, &t, id, Action::Resume).await
+    act(&state, &tenant, id, Action::Resume).await
 }
 
 /// Cancel a scheduled, queued, sending or paused broadcast; recipients not yet sent stay
@@ -288,11 +295,11 @@ async fn resume(
         (status = 409, description = "Drafts and ended broadcasts do not cancel (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn cancel(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Broadcast>> {
-    act(&s, &t, id, Action::Cancel).await
+    act(&state, &tenant, id, Action::Cancel).await
 }
 
 /// Send again, once each, to the recipients whose delivery failed (optionally only those with
@@ -307,14 +314,14 @@ async fn cancel(
         (status = 409, description = "Only completed or failed broadcasts retry, and only when a failed recipient matches (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn retry_failed(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<RetryFailed>,
 ) -> AppResult<Reply<Broadcast>> {
     let codes = req.codes()?;
-    let mut tx = s.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::RetryFailed
@@ -331,6 +338,6 @@ async fn retry_failed(
     }
     tx.commit().await?;
     tracing::info!(broadcast_id = %id, retried, "failed recipients sent again");
-    dispatch(&s, id, true).await;
-    Ok(Reply::ok(read(&s, t.org_id, id).await?))
+    dispatch(&state, id, true).await;
+    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
 }

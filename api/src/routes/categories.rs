@@ -30,14 +30,14 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "The given slug is taken", body = ErrorEnvelope),
     ))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateCategory>,
 ) -> AppResult<Reply<ConversationCategory>> {
-    let (mut category, derived) = req.into_category(t.org_id);
-    let mut tx = s.pool.begin().await?;
+    let (mut category, derived) = req.into_category(tenant.org_id);
+    let mut tx = state.pool.begin().await?;
     if derived {
-        let taken = db::categories::taken_slugs(&mut *tx, t.org_id, &category.slug).await?;
+        let taken = db::categories::taken_slugs(&mut *tx, tenant.org_id, &category.slug).await?;
         category.slug = next_free_slug(&category.slug, &taken);
     }
     db::categories::insert(&mut *tx, &category).await?;
@@ -50,13 +50,13 @@ async fn create(
     params(PageParams, CategoryFilter),
     responses((status = 200, description = "A page of categories", body = ListEnvelope<ConversationCategory>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<CategoryFilter>,
 ) -> AppResult<Reply<Vec<ConversationCategory>>> {
     Ok(Reply::page(
-        db::categories::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::categories::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -65,11 +65,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Category id")),
     responses((status = 200, description = "The category", body = Envelope<ConversationCategory>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<ConversationCategory>> {
-    db::categories::get(&s.pool, t.org_id, id)
+    db::categories::get(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -84,13 +84,13 @@ async fn get(
         (status = 409, description = "The slug is taken", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateCategory>,
 ) -> AppResult<Reply<ConversationCategory>> {
-    let mut tx = s.pool.begin().await?;
-    let mut category = db::categories::lock(&mut *tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut category = db::categories::lock(&mut *tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -104,11 +104,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Category id")),
     responses((status = 200, description = "The category is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::categories::delete(&s.pool, t.org_id, id).await? {
+    if db::categories::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())

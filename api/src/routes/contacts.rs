@@ -36,17 +36,17 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "Another contact has this email", body = crate::envelope::ErrorEnvelope),
     ))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateContact>,
 ) -> AppResult<Reply<Contact>> {
-    let (contact, tag_ids) = req.into_contact(t.org_id);
+    let (contact, tag_ids) = req.into_contact(tenant.org_id);
     let tag_ids = parley_types::ids::dedup(tag_ids);
-    let mut tx = s.pool.begin().await?;
+    let mut tx = state.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Companies,
-        t.org_id,
+        tenant.org_id,
         "companyId",
         contact.company_id,
     )
@@ -54,22 +54,29 @@ async fn create(
     refs::check_ids(
         &mut tx,
         RefTable::Tags,
-        t.org_id,
+        tenant.org_id,
         "tagIds",
         &tag_ids,
         MAX_TAGS,
     )
     .await?;
     db::contacts::insert(&mut *tx, &contact).await?;
-    set_tags(&mut tx, TagLink::Contact, t.org_id, contact.id, &tag_ids).await?;
+    set_tags(
+        &mut tx,
+        TagLink::Contact,
+        tenant.org_id,
+        contact.id,
+        &tag_ids,
+    )
+    .await?;
     let created = ContactActivity::new(
         contact.id,
         ActivityType::Created,
-        &t.actor(),
+        &tenant.actor(),
         "Contact created".to_owned(),
     );
-    db::contacts::add_activities(&mut tx, t.org_id, &[created]).await?;
-    let contact = read(&mut tx, t.org_id, contact.id).await?;
+    db::contacts::add_activities(&mut tx, tenant.org_id, &[created]).await?;
+    let contact = read(&mut tx, tenant.org_id, contact.id).await?;
     tx.commit().await?;
     Ok(Reply::created(contact))
 }
@@ -87,21 +94,21 @@ async fn read(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> AppResult<C
     params(PageParams, ContactFilter),
     responses((status = 200, description = "A page of contacts", body = ListEnvelope<Contact>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<ContactFilter>,
 ) -> AppResult<Reply<Vec<Contact>>> {
     let tag = match &filter.tag {
         // An unknown tag matches no contact.
         Some(tag) => Some(
-            db::contacts::resolve_tag(&s.pool, t.org_id, tag.as_str())
+            db::contacts::resolve_tag(&state.pool, tenant.org_id, tag.as_str())
                 .await?
                 .unwrap_or(Uuid::nil()),
         ),
         None => None,
     };
-    let page = db::contacts::list(&s.pool, t.org_id, &filter, tag, &page).await?;
+    let page = db::contacts::list(&state.pool, tenant.org_id, &filter, tag, &page).await?;
     Ok(Reply::page(page))
 }
 
@@ -110,12 +117,12 @@ async fn list(
     params(("id" = Uuid, Path, description = "Contact id")),
     responses((status = 200, description = "The contact", body = Envelope<Contact>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Contact>> {
-    let mut conn = s.pool.acquire().await?;
-    Ok(Reply::ok(read(&mut conn, t.org_id, id).await?))
+    let mut conn = state.pool.acquire().await?;
+    Ok(Reply::ok(read(&mut conn, tenant.org_id, id).await?))
 }
 
 /// Update a contact; each changed field is recorded as an activity.
@@ -127,14 +134,14 @@ async fn get(
         (status = 409, description = "Another contact has this email", body = crate::envelope::ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateContact>,
 ) -> AppResult<Reply<Contact>> {
-    let actor = t.actor();
-    let mut tx = s.pool.begin().await?;
-    let mut contact = db::contacts::lock(&mut tx, t.org_id, id)
+    let actor = tenant.actor();
+    let mut tx = state.pool.begin().await?;
+    let mut contact = db::contacts::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     let now = Timestamp::now();
@@ -143,7 +150,7 @@ async fn update(
         refs::check_id(
             &mut tx,
             RefTable::Companies,
-            t.org_id,
+            tenant.org_id,
             "companyId",
             contact.company_id,
         )
@@ -158,13 +165,14 @@ async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
-            t.org_id,
+            tenant.org_id,
             "tagIds",
             &tag_ids,
             MAX_TAGS,
         )
         .await?;
-        let (added, removed) = set_tags(&mut tx, TagLink::Contact, t.org_id, id, &tag_ids).await?;
+        let (added, removed) =
+            set_tags(&mut tx, TagLink::Contact, tenant.org_id, id, &tag_ids).await?;
         for (tags, kind, verb) in [
             (added, ActivityType::TagAdded, "added"),
             (removed, ActivityType::TagRemoved, "removed"),
@@ -184,9 +192,9 @@ async fn update(
     if !activities.is_empty() {
         contact.updated_at = now;
         db::contacts::update(&mut *tx, &contact).await?;
-        db::contacts::add_activities(&mut tx, t.org_id, &activities).await?;
+        db::contacts::add_activities(&mut tx, tenant.org_id, &activities).await?;
     }
-    let contact = read(&mut tx, t.org_id, id).await?;
+    let contact = read(&mut tx, tenant.org_id, id).await?;
     tx.commit().await?;
     Ok(Reply::ok(contact))
 }
@@ -196,11 +204,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Contact id")),
     responses((status = 200, description = "The contact is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::contacts::delete(&s.pool, t.org_id, id).await? {
+    if db::contacts::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())

@@ -35,11 +35,13 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateConversation,
     responses((status = 201, description = "The new conversation, with its SLA state when a policy applies", body = Envelope<Conversation>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateConversation>,
 ) -> AppResult<Reply<Conversation>> {
-    Ok(Reply::created(conversations::create(&s, &t, req).await?))
+    Ok(Reply::created(
+        conversations::create(&state, &tenant, req).await?,
+    ))
 }
 
 /// List conversations (endpoint 16) with their category, contact, assignees, teams, latest
@@ -48,17 +50,25 @@ async fn create(
     params(PageParams, ConversationFilter),
     responses((status = 200, description = "A page of conversations", body = ListEnvelope<Conversation>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<ConversationFilter>,
 ) -> AppResult<Reply<Vec<Conversation>>> {
     let tag = match &filter.tag {
-        Some(tag) => db::contacts::resolve_tag(&s.pool, t.org_id, tag.as_str()).await?,
+        Some(tag) => db::contacts::resolve_tag(&state.pool, tenant.org_id, tag.as_str()).await?,
         None => None,
     };
     Ok(Reply::page(
-        db::conversations::list(&s.pool, t.org_id, &filter, tag, &page, s.clock.now()).await?,
+        db::conversations::list(
+            &state.pool,
+            tenant.org_id,
+            &filter,
+            tag,
+            &page,
+            state.clock.now(),
+        )
+        .await?,
     ))
 }
 
@@ -67,13 +77,13 @@ async fn list(
     params(("id" = Uuid, Path, description = "Conversation id")),
     responses((status = 200, description = "The conversation", body = Envelope<Conversation>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Conversation>> {
-    let mut conn = s.pool.acquire().await?;
+    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        conversations::read(&mut conn, t.org_id, id, s.clock.now()).await?,
+        conversations::read(&mut conn, tenant.org_id, id, state.clock.now()).await?,
     ))
 }
 
@@ -87,12 +97,14 @@ async fn get(
         (status = 409, description = "The conversation is closed (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateConversation>,
 ) -> AppResult<Reply<Conversation>> {
-    Ok(Reply::ok(conversations::update(&s, &t, id, req).await?))
+    Ok(Reply::ok(
+        conversations::update(&state, &tenant, id, req).await?,
+    ))
 }
 
 /// Add a message: inbound (`senderType: contact`, the default) or outbound (`user`, `ai`,
@@ -106,13 +118,13 @@ async fn update(
         (status = 409, description = "The conversation is closed (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn add_message(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<CreateMessage>,
 ) -> AppResult<Reply<Message>> {
     Ok(Reply::created(
-        conversations::add_message(&s, &t, id, req).await?,
+        conversations::add_message(&state, &tenant, id, req).await?,
     ))
 }
 
@@ -121,16 +133,16 @@ async fn add_message(
     params(("id" = Uuid, Path, description = "Conversation id"), PageParams),
     responses((status = 200, description = "A page of messages", body = ListEnvelope<Message>)))]
 async fn messages(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Message>>> {
-    if !db::conversations::exists(&s.pool, t.org_id, id).await? {
+    if !db::conversations::exists(&state.pool, tenant.org_id, id).await? {
         return Err(AppError::NotFound.into());
     }
     Ok(Reply::page(
-        db::conversations::messages(&s.pool, t.org_id, id, &page).await?,
+        db::conversations::messages(&state.pool, tenant.org_id, id, &page).await?,
     ))
 }
 
@@ -141,13 +153,13 @@ async fn messages(
     request_body = AssignUsers,
     responses((status = 200, description = "The conversation", body = Envelope<Conversation>)))]
 async fn assign_users(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::assign_users(&s, &t, id, req).await?,
+        conversations::assign_users(&state, &tenant, id, req).await?,
     ))
 }
 
@@ -158,13 +170,13 @@ async fn assign_users(
     request_body = AssignTeams,
     responses((status = 200, description = "The conversation", body = Envelope<Conversation>)))]
 async fn assign_teams(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<AssignTeams>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::assign_teams(&s, &t, id, req).await?,
+        conversations::assign_teams(&state, &tenant, id, req).await?,
     ))
 }
 
@@ -173,12 +185,12 @@ async fn assign_teams(
     params(("id" = Uuid, Path, description = "Conversation id"), ("userId" = Uuid, Path, description = "The assigned user")),
     responses((status = 200, description = "The assignment is gone; `id` is the user's", body = Envelope<Deleted>)))]
 async fn unassign_user(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        conversations::unassign_user(&s, &t, id, user).await?,
+        conversations::unassign_user(&state, &tenant, id, user).await?,
     ))
 }
 
@@ -187,12 +199,12 @@ async fn unassign_user(
     params(("id" = Uuid, Path, description = "Conversation id"), ("teamId" = Uuid, Path, description = "The assigned team")),
     responses((status = 200, description = "The assignment is gone; `id` is the team's", body = Envelope<Deleted>)))]
 async fn unassign_team(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, team)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        conversations::unassign_team(&s, &t, id, team).await?,
+        conversations::unassign_team(&state, &tenant, id, team).await?,
     ))
 }
 
@@ -205,10 +217,12 @@ async fn unassign_team(
         (status = 409, description = "The handover's state does not allow the action (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn handover(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<Handover>,
 ) -> AppResult<Reply<Conversation>> {
-    Ok(Reply::ok(conversations::handover(&s, &t, id, req).await?))
+    Ok(Reply::ok(
+        conversations::handover(&state, &tenant, id, req).await?,
+    ))
 }

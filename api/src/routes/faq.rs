@@ -41,14 +41,15 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "The given slug is taken in this locale", body = ErrorEnvelope),
     ))]
 async fn create_collection(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateFaqCollection>,
 ) -> AppResult<Reply<FaqCollection>> {
-    let (mut c, derived) = req.into_collection(t.org_id);
-    let mut tx = s.pool.begin().await?;
+    let (mut c, derived) = req.into_collection(tenant.org_id);
+    let mut tx = state.pool.begin().await?;
     if derived {
-        let taken = db::faq::taken_slugs(&mut *tx, false, t.org_id, &c.locale, &c.slug).await?;
+        let taken =
+            db::faq::taken_slugs(&mut *tx, false, tenant.org_id, &c.locale, &c.slug).await?;
         c.slug = next_free_slug(&c.slug, &taken);
     }
     db::faq::insert_collection(&mut *tx, &c).await?;
@@ -62,13 +63,13 @@ async fn create_collection(
     params(PageParams, FaqCollectionFilter),
     responses((status = 200, description = "A page of collections", body = ListEnvelope<FaqCollection>)))]
 async fn list_collections(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<FaqCollectionFilter>,
 ) -> AppResult<Reply<Vec<FaqCollection>>> {
     Ok(Reply::page(
-        db::faq::list_collections(&s.pool, t.org_id, &filter, &page).await?,
+        db::faq::list_collections(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -85,12 +86,14 @@ async fn read_collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppRes
     params(("id" = Uuid, Path, description = "Collection id")),
     responses((status = 200, description = "The collection and its FAQs", body = Envelope<FaqCollection>)))]
 async fn get_collection(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<FaqCollection>> {
-    let mut conn = s.pool.acquire().await?;
-    Ok(Reply::ok(read_collection(&mut conn, t.org_id, id).await?))
+    let mut conn = state.pool.acquire().await?;
+    Ok(Reply::ok(
+        read_collection(&mut conn, tenant.org_id, id).await?,
+    ))
 }
 
 /// Update an FAQ collection.
@@ -102,18 +105,18 @@ async fn get_collection(
         (status = 409, description = "The slug is taken in this locale", body = ErrorEnvelope),
     ))]
 async fn update_collection(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateFaqCollection>,
 ) -> AppResult<Reply<FaqCollection>> {
-    let mut tx = s.pool.begin().await?;
-    let mut c = db::faq::lock_collection(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut c = db::faq::lock_collection(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut c);
     db::faq::update_collection(&mut *tx, &c).await?;
-    let c = read_collection(&mut tx, t.org_id, id).await?;
+    let c = read_collection(&mut tx, tenant.org_id, id).await?;
     tx.commit().await?;
     Ok(Reply::ok(c))
 }
@@ -123,11 +126,11 @@ async fn update_collection(
     params(("id" = Uuid, Path, description = "Collection id")),
     responses((status = 200, description = "The collection is gone", body = Envelope<Deleted>)))]
 async fn delete_collection(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::faq::delete_collection(&s.pool, t.org_id, id).await? {
+    if db::faq::delete_collection(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -149,14 +152,14 @@ async fn collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<F
         (status = 409, description = "The collection has a category with this name", body = ErrorEnvelope),
     ))]
 async fn create_category(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<CreateFaqCategory>,
 ) -> AppResult<Reply<FaqCategory>> {
-    let mut tx = s.pool.begin().await?;
-    let c = collection(&mut tx, t.org_id, id).await?;
-    let category = req.into_category(t.org_id, c.id);
+    let mut tx = state.pool.begin().await?;
+    let c = collection(&mut tx, tenant.org_id, id).await?;
+    let category = req.into_category(tenant.org_id, c.id);
     db::faq::insert_category(&mut *tx, &category).await?;
     tx.commit().await?;
     Ok(Reply::created(category))
@@ -167,15 +170,15 @@ async fn create_category(
     params(("id" = Uuid, Path, description = "Collection id"), PageParams),
     responses((status = 200, description = "A page of categories", body = ListEnvelope<FaqCategory>)))]
 async fn list_categories(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<FaqCategory>>> {
-    let mut conn = s.pool.acquire().await?;
-    collection(&mut conn, t.org_id, id).await?;
+    let mut conn = state.pool.acquire().await?;
+    collection(&mut conn, tenant.org_id, id).await?;
     Ok(Reply::page(
-        db::faq::list_categories(&s.pool, t.org_id, id, &page).await?,
+        db::faq::list_categories(&state.pool, tenant.org_id, id, &page).await?,
     ))
 }
 
@@ -191,13 +194,13 @@ async fn list_categories(
         (status = 409, description = "The collection has a category with this name", body = ErrorEnvelope),
     ))]
 async fn update_category(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, category_id)): Path<(Uuid, Uuid)>,
     Json(req): Json<UpdateFaqCategory>,
 ) -> AppResult<Reply<FaqCategory>> {
-    let mut tx = s.pool.begin().await?;
-    let mut category = db::faq::lock_category(&mut *tx, t.org_id, id, category_id)
+    let mut tx = state.pool.begin().await?;
+    let mut category = db::faq::lock_category(&mut *tx, tenant.org_id, id, category_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -214,11 +217,11 @@ async fn update_category(
     ),
     responses((status = 200, description = "The category is gone", body = Envelope<Deleted>)))]
 async fn delete_category(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, category_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::faq::delete_category(&s.pool, t.org_id, id, category_id).await? {
+    if db::faq::delete_category(&state.pool, tenant.org_id, id, category_id).await? {
         Ok(Reply::deleted(category_id))
     } else {
         Err(AppError::NotFound.into())
@@ -252,17 +255,18 @@ async fn check_category(
         (status = 409, description = "The given slug is taken in this locale", body = ErrorEnvelope),
     ))]
 async fn create_faq(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<CreateFaq>,
 ) -> AppResult<Reply<Faq>> {
-    let mut tx = s.pool.begin().await?;
-    let c = collection(&mut tx, t.org_id, id).await?;
+    let mut tx = state.pool.begin().await?;
+    let c = collection(&mut tx, tenant.org_id, id).await?;
     let (mut faq, derived) = req.into_faq(&c)?;
     check_category(&mut tx, c.id, faq.category_id).await?;
     if derived {
-        let taken = db::faq::taken_slugs(&mut *tx, true, t.org_id, &faq.locale, &faq.slug).await?;
+        let taken =
+            db::faq::taken_slugs(&mut *tx, true, tenant.org_id, &faq.locale, &faq.slug).await?;
         faq.slug = next_free_slug(&faq.slug, &taken);
     }
     db::faq::insert_faq(&mut *tx, &faq).await?;
@@ -276,17 +280,17 @@ async fn create_faq(
     params(("id" = Uuid, Path, description = "Collection id"), PageParams, FaqFilter),
     responses((status = 200, description = "A page of FAQs", body = ListEnvelope<Faq>)))]
 async fn list_faqs(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Paging(page): Paging,
     Query(filter): Query<FaqFilter>,
 ) -> AppResult<Reply<Vec<Faq>>> {
-    let mut conn = s.pool.acquire().await?;
-    collection(&mut conn, t.org_id, id).await?;
+    let mut conn = state.pool.acquire().await?;
+    collection(&mut conn, tenant.org_id, id).await?;
     drop(conn);
     Ok(Reply::page(
-        db::faq::list_faqs(&s.pool, t.org_id, id, &filter, &page).await?,
+        db::faq::list_faqs(&state.pool, tenant.org_id, id, &filter, &page).await?,
     ))
 }
 
@@ -311,12 +315,14 @@ async fn read_faq(
     ),
     responses((status = 200, description = "The FAQ", body = Envelope<Faq>)))]
 async fn get_faq(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, faq_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Faq>> {
-    let mut conn = s.pool.acquire().await?;
-    Ok(Reply::ok(read_faq(&mut conn, t.org_id, id, faq_id).await?))
+    let mut conn = state.pool.acquire().await?;
+    Ok(Reply::ok(
+        read_faq(&mut conn, tenant.org_id, id, faq_id).await?,
+    ))
 }
 
 /// Update a FAQ; `readTime` follows the content.
@@ -331,19 +337,19 @@ async fn get_faq(
         (status = 409, description = "The slug is taken in this locale", body = ErrorEnvelope),
     ))]
 async fn update_faq(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, faq_id)): Path<(Uuid, Uuid)>,
     Json(req): Json<UpdateFaq>,
 ) -> AppResult<Reply<Faq>> {
-    let mut tx = s.pool.begin().await?;
-    let mut faq = db::faq::lock_faq(&mut tx, t.org_id, id, faq_id)
+    let mut tx = state.pool.begin().await?;
+    let mut faq = db::faq::lock_faq(&mut tx, tenant.org_id, id, faq_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut faq)?;
     check_category(&mut tx, id, faq.category_id).await?;
     db::faq::update_faq(&mut *tx, &faq).await?;
-    let faq = read_faq(&mut tx, t.org_id, id, faq_id).await?;
+    let faq = read_faq(&mut tx, tenant.org_id, id, faq_id).await?;
     tx.commit().await?;
     Ok(Reply::ok(faq))
 }
@@ -356,11 +362,11 @@ async fn update_faq(
     ),
     responses((status = 200, description = "The FAQ is gone", body = Envelope<Deleted>)))]
 async fn delete_faq(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, faq_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::faq::delete_faq(&s.pool, t.org_id, id, faq_id).await? {
+    if db::faq::delete_faq(&state.pool, tenant.org_id, id, faq_id).await? {
         Ok(Reply::deleted(faq_id))
     } else {
         Err(AppError::NotFound.into())

@@ -34,14 +34,14 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 503, description = "Object storage is not configured (`storage_unavailable`) or not answering", body = ErrorEnvelope),
     ))]
 async fn presigned_upload(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<PresignUpload>,
 ) -> AppResult<(StatusCode, BareJson<PresignedUpload>)> {
-    let uploads = &s.config.uploads;
+    let uploads = &state.config.uploads;
     req.check(uploads)?;
-    let storage = s.storage()?;
-    let file = req.into_file(t.org_id);
+    let storage = state.storage()?;
+    let file = req.into_file(tenant.org_id);
     let upload_url = storage
         .presign_upload(
             &file.storage_key,
@@ -50,7 +50,7 @@ async fn presigned_upload(
             uploads.upload_url_ttl,
         )
         .await?;
-    db::files::insert(&s.pool, &file).await?;
+    db::files::insert(&state.pool, &file).await?;
     Ok((
         StatusCode::CREATED,
         BareJson(PresignedUpload {
@@ -65,11 +65,15 @@ async fn presigned_upload(
 
 /// The organization's file and the store: an unknown file is 404 whether or not storage is
 /// configured; a known one needs the store (503 `storage_unavailable` without it).
-pub(crate) async fn stored_file(s: &AppState, org: Uuid, id: Uuid) -> AppResult<(File, &Storage)> {
-    let file = db::files::get(&s.pool, org, id)
+pub(crate) async fn stored_file(
+    state: &AppState,
+    org: Uuid,
+    id: Uuid,
+) -> AppResult<(File, &Storage)> {
+    let file = db::files::get(&state.pool, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
-    Ok((file, s.storage()?))
+    Ok((file, state.storage()?))
 }
 
 /// Confirm an upload: the object must be in the store with the declared size (422
@@ -79,11 +83,11 @@ pub(crate) async fn stored_file(s: &AppState, org: Uuid, id: Uuid) -> AppResult<
     params(("id" = Uuid, Path, description = "File id")),
     responses((status = 200, description = "The uploaded file", body = Envelope<File>)))]
 async fn complete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<File>> {
-    let (file, storage) = stored_file(&s, t.org_id, id).await?;
+    let (file, storage) = stored_file(&state, tenant.org_id, id).await?;
     if file.status == FileStatus::Uploaded {
         return Ok(Reply::ok(file));
     }
@@ -106,22 +110,32 @@ async fn complete(
         )
         .into());
     }
-    db::files::mark_uploaded(&s.pool, t.org_id, id, object.size, object.etag.as_deref())
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    db::files::mark_uploaded(
+        &state.pool,
+        tenant.org_id,
+        id,
+        object.size,
+        object.etag.as_deref(),
+    )
+    .await?
+    .map(Reply::ok)
+    .ok_or(AppError::NotFound.into())
 }
 
 /// Get a file, with a short-lived signed download URL in `fileUrl` once it is uploaded.
 #[utoipa::path(get, path = "/api/v1/files/{id}", tag = "files",
     params(("id" = Uuid, Path, description = "File id")),
     responses((status = 200, description = "The file", body = Envelope<File>)))]
-async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<File>> {
-    let (mut file, storage) = stored_file(&s, t.org_id, id).await?;
+async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<File>> {
+    let (mut file, storage) = stored_file(&state, tenant.org_id, id).await?;
     if file.status == FileStatus::Uploaded {
         file.file_url = Some(
             storage
-                .presign_download(&file.storage_key, s.config.uploads.download_url_ttl)
+                .presign_download(&file.storage_key, state.config.uploads.download_url_ttl)
                 .await?,
         );
     }
@@ -134,14 +148,14 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
     params(("id" = Uuid, Path, description = "File id")),
     responses((status = 200, description = "Deleted", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    let (file, storage) = stored_file(&s, t.org_id, id).await?;
+    let (file, storage) = stored_file(&state, tenant.org_id, id).await?;
     // The object goes first: if the store fails, nothing changed and the call can be repeated.
     storage.delete(&file.storage_key).await?;
-    if !db::files::mark_deleted(&s.pool, t.org_id, id).await? {
+    if !db::files::mark_deleted(&state.pool, tenant.org_id, id).await? {
         return Err(AppError::NotFound.into());
     }
     Ok(Reply::deleted(id))

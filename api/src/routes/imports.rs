@@ -42,18 +42,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The bounds of an import's file: with object storage, the upload limit
 /// (`PARLEY_UPLOAD_MAX_BYTES`), written to a temporary file beyond the body limit; without
 /// it, the body limit (`PARLEY_MAX_BODY_BYTES`), as the file is kept in Postgres.
-fn file_limits(s: &AppState) -> SpoolLimits {
-    let in_memory = s.config.max_body_bytes;
-    let max = match s.storage {
-        Some(_) => s.config.uploads.max_bytes.max(0) as u64,
+fn file_limits(state: &AppState) -> SpoolLimits {
+    let in_memory = state.config.max_body_bytes;
+    let max = match state.storage {
+        Some(_) => state.config.uploads.max_bytes.max(0) as u64,
         None => in_memory as u64,
     };
     SpoolLimits { max, in_memory }
 }
 
 /// The bounds of a whole import request body (the idempotency middleware reads it first).
-pub fn body_limits(s: &AppState) -> SpoolLimits {
-    let file = file_limits(s);
+pub fn body_limits(state: &AppState) -> SpoolLimits {
+    let file = file_limits(state);
     SpoolLimits {
         max: file.max + MULTIPART_OVERHEAD,
         ..file
@@ -92,8 +92,8 @@ struct ImportUpload {
     )),
     responses((status = 201, description = "The import, queued", body = Envelope<ContactImport>)))]
 async fn create_import(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     req: Request,
 ) -> AppResult<Reply<ContactImport>> {
     let content_type = req
@@ -107,17 +107,17 @@ async fn create_import(
             // The idempotency middleware wrote it to disk: longer than a JSON body may be.
             return Err(AppError::PayloadTooLarge.into());
         }
-        let Json(req) = Json::<CreateImport>::from_request(req, &s).await?;
-        return from_json(&s, &t, req).await;
+        let Json(req) = Json::<CreateImport>::from_request(req, &state).await?;
+        return from_json(&state, &tenant, req).await;
     } else if content_type
         .to_ascii_lowercase()
         .starts_with("multipart/form-data")
     {
-        multipart_file(&s, &content_type, req).await?
+        multipart_file(&state, &content_type, req).await?
     } else if let Some(format) = ImportFormat::from_content_type(&content_type) {
         let spool = match handed(&req) {
             Some(spool) => spool,
-            None => Spool::read(req.into_body(), file_limits(&s), |_| {}).await?,
+            None => Spool::read(req.into_body(), file_limits(&state), |_| {}).await?,
         };
         SentFile {
             format,
@@ -127,7 +127,7 @@ async fn create_import(
     } else {
         return Err(AppError::UnsupportedMediaType.into());
     };
-    from_sent_file(&s, &t, file).await
+    from_sent_file(&state, &tenant, file).await
 }
 
 /// A file sent in the request.
@@ -142,7 +142,7 @@ fn handed(req: &Request) -> Option<Spool> {
 }
 
 /// The `file` part (and `format`) of a multipart body.
-async fn multipart_file(s: &AppState, content_type: &str, req: Request) -> AppResult<SentFile> {
+async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> AppResult<SentFile> {
     let boundary = multer::parse_boundary(content_type).map_err(multipart_error)?;
     // Read from disk when the idempotency middleware wrote it there.
     let spooled = handed(&req);
@@ -150,7 +150,7 @@ async fn multipart_file(s: &AppState, content_type: &str, req: Request) -> AppRe
         Some(spool) => spool.body().await?,
         None => req.into_body(),
     };
-    let limits = file_limits(s);
+    let limits = file_limits(state);
     let constraints = multer::Constraints::new()
         .allowed_fields(vec!["file", "format"])
         .size_limit(
@@ -221,11 +221,15 @@ fn multipart_error(err: multer::Error) -> ApiError {
     })
 }
 
-async fn from_json(s: &AppState, t: &Tenant, req: CreateImport) -> AppResult<Reply<ContactImport>> {
+async fn from_json(
+    state: &AppState,
+    tenant: &Tenant,
+    req: CreateImport,
+) -> AppResult<Reply<ContactImport>> {
     req.check()?;
     let download_url = match req.file_id {
         Some(id) => {
-            let (file, storage) = crate::routes::files::stored_file(s, t.org_id, id)
+            let (file, storage) = crate::routes::files::stored_file(state, tenant.org_id, id)
                 .await
                 .map_err(|e| match e.0 {
                     AppError::NotFound => AppError::validation(
@@ -253,40 +257,47 @@ async fn from_json(s: &AppState, t: &Tenant, req: CreateImport) -> AppResult<Rep
         None => None,
     };
     let import = db::imports::create(
-        &s.pool,
-        t.org_id,
+        &state.pool,
+        tenant.org_id,
         req.format,
         req.data.as_deref().map(str::as_bytes),
         req.file_id,
         download_url.as_deref(),
     )
     .await?;
-    queued(s, import).await
+    queued(state, import).await
 }
 
 /// A file sent in the request: stored, then imported.
 async fn from_sent_file(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     sent: SentFile,
 ) -> AppResult<Reply<ContactImport>> {
     if sent.spool.len == 0 {
         return Err(AppError::validation("file", "required", "the file is empty").into());
     }
-    let Some(storage) = &s.storage else {
+    let Some(storage) = &state.storage else {
         // Within the body limit, so in memory: kept with the import.
         let Spooled::Memory(data) = &sent.spool.content else {
             return Err(AppError::PayloadTooLarge.into());
         };
-        let import =
-            db::imports::create(&s.pool, t.org_id, sent.format, Some(data), None, None).await?;
-        return queued(s, import).await;
+        let import = db::imports::create(
+            &state.pool,
+            tenant.org_id,
+            sent.format,
+            Some(data),
+            None,
+            None,
+        )
+        .await?;
+        return queued(state, import).await;
     };
     let filename = sent.filename.unwrap_or_else(|| {
         Filename::parse(sent.format.default_filename()).expect("a valid file name")
     });
     let file = File::pending(
-        t.org_id,
+        tenant.org_id,
         &filename,
         FileType::Document,
         sent.format.content_type().to_owned(),
@@ -295,7 +306,7 @@ async fn from_sent_file(
     );
     // The record first: an object whose store call fails or whose request is cut off is
     // then a pending file of the organization, as an upload never completed is.
-    db::files::insert(&s.pool, &file).await?;
+    db::files::insert(&state.pool, &file).await?;
     let body = match &sent.spool.content {
         Spooled::Memory(bytes) => ObjectBody::Bytes(bytes.clone()),
         Spooled::File(path) => ObjectBody::File(path.to_path_buf()),
@@ -305,17 +316,24 @@ async fn from_sent_file(
             &file.storage_key,
             &file.content_type,
             body,
-            s.config.http.request_timeout,
+            state.config.http.request_timeout,
         )
         .await?;
     let download_url = storage
         .presign_download(&file.storage_key, DOWNLOAD_FOR)
         .await?;
-    let mut tx = s.pool.begin().await?;
-    db::files::mark_uploaded(&mut *tx, t.org_id, file.id, file.file_size, etag.as_deref()).await?;
+    let mut tx = state.pool.begin().await?;
+    db::files::mark_uploaded(
+        &mut *tx,
+        tenant.org_id,
+        file.id,
+        file.file_size,
+        etag.as_deref(),
+    )
+    .await?;
     let import = db::imports::create(
         &mut *tx,
-        t.org_id,
+        tenant.org_id,
         sent.format,
         None,
         Some(file.id),
@@ -323,11 +341,11 @@ async fn from_sent_file(
     )
     .await?;
     tx.commit().await?;
-    queued(s, import).await
+    queued(state, import).await
 }
 
-async fn queued(s: &AppState, import: ContactImport) -> AppResult<Reply<ContactImport>> {
-    if let Err(err) = s.jobs.import_contacts(import.id).await {
+async fn queued(state: &AppState, import: ContactImport) -> AppResult<Reply<ContactImport>> {
+    if let Err(err) = state.jobs.import_contacts(import.id).await {
         tracing::warn!(import_id = %import.id, %err, "import not enqueued; the reconciler will");
     }
     Ok(Reply::created(import))
@@ -339,11 +357,11 @@ async fn queued(s: &AppState, import: ContactImport) -> AppResult<Reply<ContactI
     params(("id" = Uuid, Path, description = "Import id")),
     responses((status = 200, description = "The import", body = Envelope<ContactImport>)))]
 async fn get_import(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<ContactImport>> {
-    db::imports::get(&s.pool, t.org_id, id)
+    db::imports::get(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())

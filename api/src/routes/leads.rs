@@ -32,17 +32,17 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateLead,
     responses((status = 201, description = "The new lead, with `assignee` embedded", body = Envelope<Lead>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateLead>,
 ) -> AppResult<Reply<Lead>> {
-    let (lead, tag_ids) = req.into_lead(t.org_id)?;
+    let (lead, tag_ids) = req.into_lead(tenant.org_id)?;
     let tag_ids = parley_types::ids::dedup(tag_ids);
-    let mut tx = s.pool.begin().await?;
+    let mut tx = state.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Users,
-        t.org_id,
+        tenant.org_id,
         "assigneeId",
         lead.assignee_id,
     )
@@ -50,18 +50,18 @@ async fn create(
     refs::check_ids(
         &mut tx,
         RefTable::Tags,
-        t.org_id,
+        tenant.org_id,
         "tagIds",
         &tag_ids,
         MAX_TAGS,
     )
     .await?;
     db::leads::insert(&mut *tx, &lead).await?;
-    set_tags(&mut tx, TagLink::Lead, t.org_id, lead.id, &tag_ids).await?;
-    let lead = db::leads::get(&mut tx, t.org_id, lead.id)
+    set_tags(&mut tx, TagLink::Lead, tenant.org_id, lead.id, &tag_ids).await?;
+    let lead = db::leads::get(&mut tx, tenant.org_id, lead.id)
         .await?
         .ok_or(AppError::NotFound)?;
-    db::outbox::emit(&mut tx, t.org_id, EventName::LeadCreated, &lead).await?;
+    db::outbox::emit(&mut tx, tenant.org_id, EventName::LeadCreated, &lead).await?;
     tx.commit().await?;
     Ok(Reply::created(lead))
 }
@@ -71,13 +71,13 @@ async fn create(
     params(PageParams, LeadFilter),
     responses((status = 200, description = "A page of leads", body = ListEnvelope<Lead>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<LeadFilter>,
 ) -> AppResult<Reply<Vec<Lead>>> {
     Ok(Reply::page(
-        db::leads::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::leads::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -85,9 +85,13 @@ async fn list(
 #[utoipa::path(get, path = "/api/v1/leads/{id}", tag = "leads",
     params(("id" = Uuid, Path, description = "Lead id")),
     responses((status = 200, description = "The lead", body = Envelope<Lead>)))]
-async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<Lead>> {
-    let mut conn = s.pool.acquire().await?;
-    db::leads::get(&mut conn, t.org_id, id)
+async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Lead>> {
+    let mut conn = state.pool.acquire().await?;
+    db::leads::get(&mut conn, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -102,13 +106,13 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
         (status = 409, description = "The lead is converted and keeps its status", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateLead>,
 ) -> AppResult<Reply<Lead>> {
-    let mut tx = s.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut lead = db::leads::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     let before_assignee = lead.assignee_id;
@@ -117,7 +121,7 @@ async fn update(
         refs::check_id(
             &mut tx,
             RefTable::Users,
-            t.org_id,
+            tenant.org_id,
             "assigneeId",
             lead.assignee_id,
         )
@@ -128,16 +132,16 @@ async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
-            t.org_id,
+            tenant.org_id,
             "tagIds",
             &tag_ids,
             MAX_TAGS,
         )
         .await?;
-        set_tags(&mut tx, TagLink::Lead, t.org_id, id, &tag_ids).await?;
+        set_tags(&mut tx, TagLink::Lead, tenant.org_id, id, &tag_ids).await?;
     }
     db::leads::update(&mut *tx, &lead).await?;
-    let lead = db::leads::get(&mut tx, t.org_id, id)
+    let lead = db::leads::get(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -153,13 +157,13 @@ async fn update(
         (status = 409, description = "The lead is already converted (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn convert(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Contact>> {
-    let actor = t.actor();
-    let mut tx = s.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, t.org_id, id)
+    let actor = tenant.actor();
+    let mut tx = state.pool.begin().await?;
+    let mut lead = db::leads::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if lead.status == LeadStatus::Converted {
@@ -167,7 +171,7 @@ async fn convert(
     }
     let existing = db::contacts::find_by_email_or_phone(
         &mut tx,
-        t.org_id,
+        tenant.org_id,
         lead.email.as_deref(),
         lead.phone.as_deref(),
     )
@@ -185,14 +189,21 @@ async fn convert(
                 .into_iter()
                 .map(|t| t.id)
                 .collect();
-            set_tags(&mut tx, TagLink::Contact, t.org_id, contact.id, &tag_ids).await?;
+            set_tags(
+                &mut tx,
+                TagLink::Contact,
+                tenant.org_id,
+                contact.id,
+                &tag_ids,
+            )
+            .await?;
             let created = ContactActivity::new(
                 contact.id,
                 ActivityType::Created,
                 &actor,
                 "Contact created".to_owned(),
             );
-            db::contacts::add_activities(&mut tx, t.org_id, &[created]).await?;
+            db::contacts::add_activities(&mut tx, tenant.org_id, &[created]).await?;
             contact.id
         }
     };
@@ -203,13 +214,13 @@ async fn convert(
         "Converted from a lead".to_owned(),
     );
     converted.metadata = Some(id.to_string());
-    db::contacts::add_activities(&mut tx, t.org_id, &[converted]).await?;
+    db::contacts::add_activities(&mut tx, tenant.org_id, &[converted]).await?;
     lead.status = LeadStatus::Converted;
     lead.contact_id = Some(contact_id);
     lead.converted_at = Some(now);
     lead.updated_at = now;
     db::leads::update(&mut *tx, &lead).await?;
-    let contact = db::contacts::get(&mut tx, t.org_id, contact_id)
+    let contact = db::contacts::get(&mut tx, tenant.org_id, contact_id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -221,11 +232,11 @@ async fn convert(
     params(("id" = Uuid, Path, description = "Lead id")),
     responses((status = 200, description = "The lead is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::leads::delete(&s.pool, t.org_id, id).await? {
+    if db::leads::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())

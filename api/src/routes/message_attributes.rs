@@ -29,12 +29,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "An attribute with this key exists", body = ErrorEnvelope),
     ))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateMessageAttribute>,
 ) -> AppResult<Reply<MessageAttribute>> {
-    let attribute = req.into_attribute(t.org_id);
-    db::message_attributes::insert(&s.pool, &attribute).await?;
+    let attribute = req.into_attribute(tenant.org_id);
+    db::message_attributes::insert(&state.pool, &attribute).await?;
     Ok(Reply::created(attribute))
 }
 
@@ -43,13 +43,13 @@ async fn create(
     params(PageParams, MessageAttributeFilter),
     responses((status = 200, description = "A page of attributes", body = ListEnvelope<MessageAttribute>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<MessageAttributeFilter>,
 ) -> AppResult<Reply<Vec<MessageAttribute>>> {
     Ok(Reply::page(
-        db::message_attributes::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::message_attributes::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -58,11 +58,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Message attribute id")),
     responses((status = 200, description = "The attribute", body = Envelope<MessageAttribute>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<MessageAttribute>> {
-    db::message_attributes::get(&s.pool, t.org_id, id)
+    db::message_attributes::get(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -77,13 +77,13 @@ async fn get(
         (status = 409, description = "An attribute with this key exists", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateMessageAttribute>,
 ) -> AppResult<Reply<MessageAttribute>> {
-    let mut tx = s.pool.begin().await?;
-    let mut attribute = db::message_attributes::lock(&mut *tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut attribute = db::message_attributes::lock(&mut *tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut attribute);
@@ -97,11 +97,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Message attribute id")),
     responses((status = 200, description = "The attribute is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::message_attributes::delete(&s.pool, t.org_id, id).await? {
+    if db::message_attributes::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())

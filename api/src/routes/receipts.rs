@@ -46,9 +46,9 @@ struct Signed {
 impl FromRequestParts<AppState> for Signed {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, ApiError> {
-        let Path(channel) = Path::<Channel>::from_request_parts(parts, s).await?;
-        let secret = s
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Path(channel) = Path::<Channel>::from_request_parts(parts, state).await?;
+        let secret = state
             .config
             .channel(channel)
             .secret
@@ -79,7 +79,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = Vec<ReceiptIn>,
     responses((status = 200, description = "How many receipts were applied", body = Envelope<ReceiptsApplied>)))]
 async fn receive(
-    State(s): State<AppState>,
+    State(state): State<AppState>,
     signed: Signed,
     RawBody(body): RawBody,
 ) -> AppResult<Reply<ReceiptsApplied>> {
@@ -102,7 +102,7 @@ async fn receive(
             error_code: r.error_code.map(Into::into),
         })
         .collect();
-    let outcome = db::receipts::apply(&s.pool, channel, &receipts).await?;
+    let outcome = db::receipts::apply(&state.pool, channel, &receipts).await?;
     for status in &outcome.changed {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);

@@ -42,13 +42,13 @@ async fn check_tags(conn: &mut sqlx::PgConnection, org: Uuid, segment: &Segment)
         (status = 409, description = "A segment with this name exists", body = ErrorEnvelope),
     ))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateSegment>,
 ) -> AppResult<Reply<Segment>> {
-    let segment = req.into_segment(t.org_id)?;
-    let mut tx = s.pool.begin().await?;
-    check_tags(&mut tx, t.org_id, &segment).await?;
+    let segment = req.into_segment(tenant.org_id)?;
+    let mut tx = state.pool.begin().await?;
+    check_tags(&mut tx, tenant.org_id, &segment).await?;
     db::segments::insert(&mut *tx, &segment).await?;
     tx.commit().await?;
     Ok(Reply::created(segment))
@@ -59,12 +59,12 @@ async fn create(
     params(PageParams),
     responses((status = 200, description = "A page of segments", body = ListEnvelope<Segment>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Segment>>> {
     Ok(Reply::page(
-        db::segments::list(&s.pool, t.org_id, &page).await?,
+        db::segments::list(&state.pool, tenant.org_id, &page).await?,
     ))
 }
 
@@ -73,11 +73,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Segment id")),
     responses((status = 200, description = "The segment", body = Envelope<Segment>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Segment>> {
-    db::segments::get(&s.pool, t.org_id, id)
+    db::segments::get(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -93,20 +93,20 @@ async fn get(
         (status = 409, description = "Another segment has this name", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateSegment>,
 ) -> AppResult<Reply<Segment>> {
-    let mut tx = s.pool.begin().await?;
-    let mut segment = db::segments::get(&mut *tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut segment = db::segments::get(&mut *tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     // Only a new filter's tags are checked: a tag deleted since does not lock the segment.
     let new_filter = req.filter.is_some();
     req.apply(&mut segment)?;
     if new_filter {
-        check_tags(&mut tx, t.org_id, &segment).await?;
+        check_tags(&mut tx, tenant.org_id, &segment).await?;
     }
     db::segments::update(&mut *tx, &segment).await?;
     tx.commit().await?;
@@ -121,11 +121,11 @@ async fn update(
         (status = 409, description = "A broadcast names the segment (`conflict`)", body = ErrorEnvelope),
     ))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::segments::delete(&s.pool, t.org_id, id).await? {
+    if db::segments::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -138,16 +138,16 @@ async fn delete(
     responses((status = 200, description = "The counts (exact up to 10,000: `totalExact`)", body = Envelope<SegmentCount>),
         (status = 429, description = "The organization runs as many counts as it may at once", body = ErrorEnvelope)))]
 async fn count(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<SegmentCount>> {
-    let segment = db::segments::get(&s.pool, t.org_id, id)
+    let segment = db::segments::get(&state.pool, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     // Held while counting: an organization's parallel counts past its permits are refused.
-    let _permit = s.counts.take(t.org_id)?;
+    let _permit = state.counts.take(tenant.org_id)?;
     Ok(Reply::ok(
-        db::segments::count(&s.pool, t.org_id, &segment.filter).await?,
+        db::segments::count(&state.pool, tenant.org_id, &segment.filter).await?,
     ))
 }

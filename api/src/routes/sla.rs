@@ -31,12 +31,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateSlaPolicy,
     responses((status = 201, description = "The new policy", body = Envelope<SlaPolicy>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateSlaPolicy>,
 ) -> AppResult<Reply<SlaPolicy>> {
-    let policy = req.into_policy(t.org_id);
-    db::sla::insert_policy(&s.pool, &policy).await?;
+    let policy = req.into_policy(tenant.org_id);
+    db::sla::insert_policy(&state.pool, &policy).await?;
     Ok(Reply::created(policy))
 }
 
@@ -45,13 +45,13 @@ async fn create(
     params(PageParams, SlaPolicyFilter),
     responses((status = 200, description = "A page of policies", body = ListEnvelope<SlaPolicy>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<SlaPolicyFilter>,
 ) -> AppResult<Reply<Vec<SlaPolicy>>> {
     Ok(Reply::page(
-        db::sla::list_policies(&s.pool, t.org_id, &filter, &page).await?,
+        db::sla::list_policies(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -60,11 +60,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Policy id")),
     responses((status = 200, description = "The policy", body = Envelope<SlaPolicy>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<SlaPolicy>> {
-    db::sla::get_policy(&s.pool, t.org_id, id, false)
+    db::sla::get_policy(&state.pool, tenant.org_id, id, false)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -76,13 +76,13 @@ async fn get(
     request_body = UpdateSlaPolicy,
     responses((status = 200, description = "The updated policy", body = Envelope<SlaPolicy>)))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateSlaPolicy>,
 ) -> AppResult<Reply<SlaPolicy>> {
-    let mut tx = s.pool.begin().await?;
-    let mut policy = db::sla::get_policy(&mut *tx, t.org_id, id, true)
+    let mut tx = state.pool.begin().await?;
+    let mut policy = db::sla::get_policy(&mut *tx, tenant.org_id, id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut policy);
@@ -96,11 +96,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Policy id")),
     responses((status = 200, description = "The policy is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::sla::delete_policy(&s.pool, t.org_id, id).await? {
+    if db::sla::delete_policy(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -113,20 +113,23 @@ async fn delete(
     params(SlaStatsQuery),
     responses((status = 200, description = "The figures", body = Envelope<SlaStats>)))]
 async fn statistics(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Query(q): Query<SlaStatsQuery>,
 ) -> AppResult<Reply<SlaStats>> {
     Ok(Reply::ok(
-        db::sla::stats(&s.pool, t.org_id, q.from, q.to).await?,
+        db::sla::stats(&state.pool, tenant.org_id, q.from, q.to).await?,
     ))
 }
 
 /// The key's organization, with its business hours (`workingHours`).
 #[utoipa::path(get, path = "/api/v1/organization", tag = "sla",
     responses((status = 200, description = "The organization", body = Envelope<Organization>)))]
-async fn organization(State(s): State<AppState>, t: Tenant) -> AppResult<Reply<Organization>> {
-    db::orgs::get(&s.pool, t.org_id)
+async fn organization(
+    State(state): State<AppState>,
+    tenant: Tenant,
+) -> AppResult<Reply<Organization>> {
+    db::orgs::get(&state.pool, tenant.org_id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -137,12 +140,12 @@ async fn organization(State(s): State<AppState>, t: Tenant) -> AppResult<Reply<O
     request_body = UpdateOrganization,
     responses((status = 200, description = "The organization", body = Envelope<Organization>)))]
 async fn update_organization(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<UpdateOrganization>,
 ) -> AppResult<Reply<Organization>> {
-    let mut tx = s.pool.begin().await?;
-    let mut org = db::orgs::lock(&mut *tx, t.org_id)
+    let mut tx = state.pool.begin().await?;
+    let mut org = db::orgs::lock(&mut *tx, tenant.org_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut org)?;

@@ -29,12 +29,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "A tag with this name exists", body = ErrorEnvelope),
     ))]
 async fn create_tag(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateTag>,
 ) -> AppResult<Reply<Tag>> {
-    let tag = req.into_tag(t.org_id);
-    db::tags::insert_tag(&s.pool, &tag).await?;
+    let tag = req.into_tag(tenant.org_id);
+    db::tags::insert_tag(&state.pool, &tag).await?;
     Ok(Reply::created(tag))
 }
 
@@ -43,12 +43,12 @@ async fn create_tag(
     params(PageParams),
     responses((status = 200, description = "A page of tags", body = ListEnvelope<Tag>)))]
 async fn list_tags(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Tag>>> {
     Ok(Reply::page(
-        db::tags::list_tags(&s.pool, t.org_id, &page).await?,
+        db::tags::list_tags(&state.pool, tenant.org_id, &page).await?,
     ))
 }
 
@@ -60,12 +60,12 @@ async fn list_tags(
         (status = 409, description = "A company with this name exists", body = ErrorEnvelope),
     ))]
 async fn create_company(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateCompany>,
 ) -> AppResult<Reply<Company>> {
-    let company = req.into_company(t.org_id);
-    db::tags::insert_company(&s.pool, &company).await?;
+    let company = req.into_company(tenant.org_id);
+    db::tags::insert_company(&state.pool, &company).await?;
     Ok(Reply::created(company))
 }
 
@@ -74,12 +74,12 @@ async fn create_company(
     params(PageParams),
     responses((status = 200, description = "A page of companies", body = ListEnvelope<Company>)))]
 async fn list_companies(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Company>>> {
     Ok(Reply::page(
-        db::tags::list_companies(&s.pool, t.org_id, &page).await?,
+        db::tags::list_companies(&state.pool, tenant.org_id, &page).await?,
     ))
 }
 
@@ -88,11 +88,11 @@ async fn list_companies(
     params(("id" = Uuid, Path, description = "Tag id")),
     responses((status = 200, description = "The tag", body = Envelope<Tag>)))]
 async fn get_tag(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Tag>> {
-    db::tags::get_tag(&s.pool, t.org_id, id, false)
+    db::tags::get_tag(&state.pool, tenant.org_id, id, false)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -107,13 +107,13 @@ async fn get_tag(
         (status = 409, description = "Another tag has this name", body = ErrorEnvelope),
     ))]
 async fn update_tag(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTag>,
 ) -> AppResult<Reply<Tag>> {
-    let mut tx = s.pool.begin().await?;
-    let mut tag = db::tags::get_tag(&mut *tx, t.org_id, id, true)
+    let mut tx = state.pool.begin().await?;
+    let mut tag = db::tags::get_tag(&mut *tx, tenant.org_id, id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut tag);
@@ -127,11 +127,11 @@ async fn update_tag(
     params(("id" = Uuid, Path, description = "Tag id")),
     responses((status = 200, description = "The tag is gone", body = Envelope<Deleted>)))]
 async fn delete_tag(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::tags::delete_tag(&s.pool, t.org_id, id).await? {
+    if db::tags::delete_tag(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -143,11 +143,11 @@ async fn delete_tag(
     params(("id" = Uuid, Path, description = "Company id")),
     responses((status = 200, description = "The company", body = Envelope<Company>)))]
 async fn get_company(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Company>> {
-    db::tags::get_company(&s.pool, t.org_id, id, false)
+    db::tags::get_company(&state.pool, tenant.org_id, id, false)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -162,13 +162,13 @@ async fn get_company(
         (status = 409, description = "Another company has this name", body = ErrorEnvelope),
     ))]
 async fn update_company(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateCompany>,
 ) -> AppResult<Reply<Company>> {
-    let mut tx = s.pool.begin().await?;
-    let mut company = db::tags::get_company(&mut *tx, t.org_id, id, true)
+    let mut tx = state.pool.begin().await?;
+    let mut company = db::tags::get_company(&mut *tx, tenant.org_id, id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut company);
@@ -182,11 +182,11 @@ async fn update_company(
     params(("id" = Uuid, Path, description = "Company id")),
     responses((status = 200, description = "The company is gone", body = Envelope<Deleted>)))]
 async fn delete_company(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::tags::delete_company(&s.pool, t.org_id, id).await? {
+    if db::tags::delete_company(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())

@@ -24,8 +24,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(remove_member))
 }
 
-fn added_by(t: &Tenant) -> String {
-    format!("api_key:{}", t.key_id)
+fn added_by(tenant: &Tenant) -> String {
+    format!("api_key:{}", tenant.key_id)
 }
 
 /// Create a team, optionally with members.
@@ -36,17 +36,17 @@ fn added_by(t: &Tenant) -> String {
         (status = 409, description = "A team with this name exists", body = ErrorEnvelope),
     ))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateTeam>,
 ) -> AppResult<Reply<Team>> {
-    let (team, member_ids) = req.into_team(t.org_id);
+    let (team, member_ids) = req.into_team(tenant.org_id);
     let member_ids = parley_types::ids::dedup(member_ids);
-    let mut tx = s.pool.begin().await?;
+    let mut tx = state.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Users,
-        t.org_id,
+        tenant.org_id,
         "createdBy",
         team.created_by,
     )
@@ -54,15 +54,22 @@ async fn create(
     refs::check_ids(
         &mut tx,
         RefTable::Users,
-        t.org_id,
+        tenant.org_id,
         "memberIds",
         &member_ids,
         MAX_MEMBERS_PER_CALL,
     )
     .await?;
     db::teams::insert(&mut *tx, &team).await?;
-    db::teams::add_members(&mut *tx, t.org_id, team.id, &member_ids, &added_by(&t)).await?;
-    let team = db::teams::get(&mut tx, t.org_id, team.id)
+    db::teams::add_members(
+        &mut *tx,
+        tenant.org_id,
+        team.id,
+        &member_ids,
+        &added_by(&tenant),
+    )
+    .await?;
+    let team = db::teams::get(&mut tx, tenant.org_id, team.id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -74,13 +81,13 @@ async fn create(
     params(PageParams, TeamFilter),
     responses((status = 200, description = "A page of teams", body = ListEnvelope<Team>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<TeamFilter>,
 ) -> AppResult<Reply<Vec<Team>>> {
     Ok(Reply::page(
-        db::teams::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::teams::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -88,9 +95,13 @@ async fn list(
 #[utoipa::path(get, path = "/api/v1/teams/{id}", tag = "teams",
     params(("id" = Uuid, Path, description = "Team id")),
     responses((status = 200, description = "The team", body = Envelope<Team>)))]
-async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<Team>> {
-    let mut conn = s.pool.acquire().await?;
-    db::teams::get(&mut conn, t.org_id, id)
+async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<Team>> {
+    let mut conn = state.pool.acquire().await?;
+    db::teams::get(&mut conn, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -105,13 +116,13 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
         (status = 409, description = "A team with this name exists", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTeam>,
 ) -> AppResult<Reply<Team>> {
-    let mut tx = s.pool.begin().await?;
-    let mut team = db::teams::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut team = db::teams::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut team);
@@ -125,11 +136,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Team id")),
     responses((status = 200, description = "The team is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::teams::delete(&s.pool, t.org_id, id).await? {
+    if db::teams::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -142,13 +153,13 @@ async fn delete(
     request_body = AddMembers,
     responses((status = 200, description = "The team with its members", body = Envelope<Team>)))]
 async fn add_members(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<AddMembers>,
 ) -> AppResult<Reply<Team>> {
-    let mut tx = s.pool.begin().await?;
-    db::teams::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    db::teams::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if req.user_ids.is_empty() {
@@ -158,14 +169,14 @@ async fn add_members(
     refs::check_ids(
         &mut tx,
         RefTable::Users,
-        t.org_id,
+        tenant.org_id,
         "userIds",
         &user_ids,
         MAX_MEMBERS_PER_CALL,
     )
     .await?;
-    db::teams::add_members(&mut *tx, t.org_id, id, &user_ids, &added_by(&t)).await?;
-    let team = db::teams::get(&mut tx, t.org_id, id)
+    db::teams::add_members(&mut *tx, tenant.org_id, id, &user_ids, &added_by(&tenant)).await?;
+    let team = db::teams::get(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -180,11 +191,11 @@ async fn add_members(
     ),
     responses((status = 200, description = "The membership is gone; `id` is the user's", body = Envelope<Deleted>)))]
 async fn remove_member(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, user_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::teams::remove_member(&s.pool, t.org_id, id, user_id).await? {
+    if db::teams::remove_member(&state.pool, tenant.org_id, id, user_id).await? {
         Ok(Reply::deleted(user_id))
     } else {
         Err(AppError::NotFound.into())

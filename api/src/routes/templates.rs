@@ -30,12 +30,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateTemplate,
     responses((status = 201, description = "The new template", body = Envelope<Template>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateTemplate>,
 ) -> AppResult<Reply<Template>> {
-    let template = req.into_template(t.org_id)?;
-    db::templates::insert(&s.pool, &template).await?;
+    let template = req.into_template(tenant.org_id)?;
+    db::templates::insert(&state.pool, &template).await?;
     Ok(Reply::created(template))
 }
 
@@ -44,13 +44,13 @@ async fn create(
     params(PageParams, TemplateFilter),
     responses((status = 200, description = "A page of templates", body = ListEnvelope<Template>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<TemplateFilter>,
 ) -> AppResult<Reply<Vec<Template>>> {
     Ok(Reply::page(
-        db::templates::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::templates::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -59,11 +59,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Template id")),
     responses((status = 200, description = "The template", body = Envelope<Template>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Template>> {
-    db::templates::get(&s.pool, t.org_id, id)
+    db::templates::get(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -75,17 +75,17 @@ async fn get(
     request_body = UpdateTemplate,
     responses((status = 200, description = "The updated template", body = Envelope<Template>)))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTemplate>,
 ) -> AppResult<Reply<Template>> {
-    let mut tx = s.pool.begin().await?;
-    let mut template = db::templates::lock(&mut *tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut template = db::templates::lock(&mut *tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut template)?;
-    let pending = db::broadcasts::rendering_from(&mut *tx, t.org_id, id).await?;
+    let pending = db::broadcasts::rendering_from(&mut *tx, tenant.org_id, id).await?;
     check_template_change(&template, &pending)?;
     db::templates::update(&mut *tx, &template).await?;
     tx.commit().await?;
@@ -97,11 +97,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Template id")),
     responses((status = 200, description = "The template is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::templates::delete(&s.pool, t.org_id, id).await? {
+    if db::templates::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -113,16 +113,16 @@ async fn delete(
     params(("id" = Uuid, Path, description = "Template id"), ChannelParam),
     responses((status = 201, description = "The copy", body = Envelope<Template>)))]
 async fn duplicate(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Query(param): Query<ChannelParam>,
 ) -> AppResult<Reply<Template>> {
-    let original = db::templates::get(&s.pool, t.org_id, id)
+    let original = db::templates::get(&state.pool, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     let copy = original.duplicate(param.channel);
-    db::templates::insert(&s.pool, &copy).await?;
+    db::templates::insert(&state.pool, &copy).await?;
     Ok(Reply::created(copy))
 }
 
@@ -132,15 +132,15 @@ async fn duplicate(
     params(("id" = Uuid, Path, description = "Template id"), ChannelParam),
     responses((status = 200, description = "The template's figures", body = Envelope<TemplateAnalytics>)))]
 async fn analytics(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Query(param): Query<ChannelParam>,
 ) -> AppResult<Reply<TemplateAnalytics>> {
-    db::templates::get(&s.pool, t.org_id, id)
+    db::templates::get(&state.pool, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     Ok(Reply::ok(
-        db::analytics::template(&s.pool, t.org_id, id, param.channel).await?,
+        db::analytics::template(&state.pool, tenant.org_id, id, param.channel).await?,
     ))
 }

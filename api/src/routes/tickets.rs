@@ -34,11 +34,11 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateTicket,
     responses((status = 201, description = "The new ticket, with its `accessToken`", body = Envelope<Ticket>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateTicket>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::created(tickets::create(&s, &t, req).await?))
+    Ok(Reply::created(tickets::create(&state, &tenant, req).await?))
 }
 
 /// List tickets with their customer, category, team, SLA state, assignees, attachments and
@@ -47,17 +47,25 @@ async fn create(
     params(PageParams, TicketFilter),
     responses((status = 200, description = "A page of tickets", body = ListEnvelope<Ticket>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<TicketFilter>,
 ) -> AppResult<Reply<Vec<Ticket>>> {
     let tag = match &filter.tag {
-        Some(tag) => db::contacts::resolve_tag(&s.pool, t.org_id, tag.as_str()).await?,
+        Some(tag) => db::contacts::resolve_tag(&state.pool, tenant.org_id, tag.as_str()).await?,
         None => None,
     };
     Ok(Reply::page(
-        db::tickets::list(&s.pool, t.org_id, &filter, tag, &page, s.clock.now()).await?,
+        db::tickets::list(
+            &state.pool,
+            tenant.org_id,
+            &filter,
+            tag,
+            &page,
+            state.clock.now(),
+        )
+        .await?,
     ))
 }
 
@@ -66,13 +74,13 @@ async fn list(
     params(("id" = Uuid, Path, description = "Ticket id")),
     responses((status = 200, description = "The ticket", body = Envelope<Ticket>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Ticket>> {
-    let mut conn = s.pool.acquire().await?;
+    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        tickets::read(&mut conn, t.org_id, id, s.clock.now()).await?,
+        tickets::read(&mut conn, tenant.org_id, id, state.clock.now()).await?,
     ))
 }
 
@@ -85,12 +93,12 @@ async fn get(
         (status = 409, description = "The ticket is closed (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTicket>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::ok(tickets::update(&s, &t, id, req).await?))
+    Ok(Reply::ok(tickets::update(&state, &tenant, id, req).await?))
 }
 
 /// Reply on a ticket, as an agent or as the customer. An agent's reply is a response for the
@@ -104,12 +112,14 @@ async fn update(
         (status = 409, description = "The ticket is closed (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn add_reply(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<CreateReply>,
 ) -> AppResult<Reply<TicketReply>> {
-    Ok(Reply::created(tickets::add_reply(&s, &t, id, req).await?))
+    Ok(Reply::created(
+        tickets::add_reply(&state, &tenant, id, req).await?,
+    ))
 }
 
 /// A ticket's replies.
@@ -117,18 +127,20 @@ async fn add_reply(
     params(("id" = Uuid, Path, description = "Ticket id"), PageParams),
     responses((status = 200, description = "A page of replies", body = ListEnvelope<TicketReply>)))]
 async fn replies(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<TicketReply>>> {
-    if db::tickets::find(&s.pool, id)
+    if db::tickets::find(&state.pool, id)
         .await?
-        .is_none_or(|tk| tk.organization_id != t.org_id)
+        .is_none_or(|tk| tk.organization_id != tenant.org_id)
     {
         return Err(AppError::NotFound.into());
     }
-    Ok(Reply::page(db::tickets::replies(&s.pool, id, &page).await?))
+    Ok(Reply::page(
+        db::tickets::replies(&state.pool, id, &page).await?,
+    ))
 }
 
 /// Assign users; users already assigned stay as they are.
@@ -137,12 +149,12 @@ async fn replies(
     request_body = AssignUsers,
     responses((status = 200, description = "The ticket", body = Envelope<Ticket>)))]
 async fn assign(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::ok(tickets::assign(&s, &t, id, req).await?))
+    Ok(Reply::ok(tickets::assign(&state, &tenant, id, req).await?))
 }
 
 /// Unassign a user.
@@ -150,11 +162,13 @@ async fn assign(
     params(("id" = Uuid, Path, description = "Ticket id"), ("userId" = Uuid, Path, description = "The assigned user")),
     responses((status = 200, description = "The assignment is gone; `id` is the user's", body = Envelope<Deleted>)))]
 async fn unassign(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    Ok(Reply::deleted(tickets::unassign(&s, &t, id, user).await?))
+    Ok(Reply::deleted(
+        tickets::unassign(&state, &tenant, id, user).await?,
+    ))
 }
 
 /// The ticket's SLA state (endpoint 15), `secondsRemaining` as of now; `null` when no policy
@@ -167,20 +181,25 @@ async fn unassign(
     ),
     responses((status = 200, description = "The SLA state", body = Envelope<Option<SlaState>>)))]
 async fn sla(
-    State(s): State<AppState>,
+    State(state): State<AppState>,
     reader: TicketReader,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Option<SlaState>>> {
-    let ticket = db::tickets::find(&s.pool, id).await?;
+    let ticket = db::tickets::find(&state.pool, id).await?;
     let ticket = match reader {
-        TicketReader::Key(t) => ticket
-            .filter(|tk| tk.organization_id == t.org_id)
+        TicketReader::Key(tenant) => ticket
+            .filter(|tk| tk.organization_id == tenant.org_id)
             .ok_or(AppError::NotFound)?,
         TicketReader::Token(token) => ticket
             .filter(|tk| parley_domain::auth::same_secret(&tk.access_token, &token.0))
             .ok_or(AppError::Unauthorized)?,
     };
-    let mut states =
-        db::sla::states_of(&s.pool, SubjectType::Ticket, &[ticket.id], s.clock.now()).await?;
+    let mut states = db::sla::states_of(
+        &state.pool,
+        SubjectType::Ticket,
+        &[ticket.id],
+        state.clock.now(),
+    )
+    .await?;
     Ok(Reply::ok(states.remove(&ticket.id)))
 }

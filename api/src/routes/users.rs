@@ -28,14 +28,14 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "A user with this email exists", body = ErrorEnvelope),
     ))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateUser>,
 ) -> AppResult<Reply<User>> {
-    let user = req.into_user(t.org_id);
-    let mut tx = s.pool.begin().await?;
+    let user = req.into_user(tenant.org_id);
+    let mut tx = state.pool.begin().await?;
     db::users::insert(&mut *tx, &user).await?;
-    db::outbox::emit(&mut tx, t.org_id, EventName::UserCreated, &user).await?;
+    db::outbox::emit(&mut tx, tenant.org_id, EventName::UserCreated, &user).await?;
     tx.commit().await?;
     Ok(Reply::created(user))
 }
@@ -45,13 +45,13 @@ async fn create(
     params(PageParams, UserFilter),
     responses((status = 200, description = "A page of users", body = ListEnvelope<User>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
     Query(filter): Query<UserFilter>,
 ) -> AppResult<Reply<Vec<User>>> {
     Ok(Reply::page(
-        db::users::list(&s.pool, t.org_id, &filter, &page).await?,
+        db::users::list(&state.pool, tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -59,8 +59,12 @@ async fn list(
 #[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users",
     params(("id" = Uuid, Path, description = "User id")),
     responses((status = 200, description = "The user", body = Envelope<User>)))]
-async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppResult<Reply<User>> {
-    db::users::get(&s.pool, t.org_id, id)
+async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<Uuid>,
+) -> AppResult<Reply<User>> {
+    db::users::get(&state.pool, tenant.org_id, id)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())
@@ -75,13 +79,13 @@ async fn get(State(s): State<AppState>, t: Tenant, Path(id): Path<Uuid>) -> AppR
         (status = 409, description = "Another user has this email", body = ErrorEnvelope),
     ))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateUser>,
 ) -> AppResult<Reply<User>> {
-    let mut tx = s.pool.begin().await?;
-    let mut user = db::users::lock(&mut *tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut user = db::users::lock(&mut *tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut user);
@@ -96,11 +100,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "User id")),
     responses((status = 200, description = "The user is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::users::delete(&s.pool, t.org_id, id).await? {
+    if db::users::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())

@@ -37,8 +37,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Hands deliveries to the workers; if Redis is unreachable the relay's ticker enqueues them
 /// (they are due rows in Postgres already).
-async fn enqueue(s: &AppState, org: Uuid, d: &Delivery) {
-    if let Err(err) = s
+async fn enqueue(state: &AppState, org: Uuid, d: &Delivery) {
+    if let Err(err) = state
         .jobs
         .deliver_webhooks(&[(org, d.webhook_id, d.delivery_id)])
         .await
@@ -47,8 +47,8 @@ async fn enqueue(s: &AppState, org: Uuid, d: &Delivery) {
     }
 }
 
-async fn read(s: &AppState, org: Uuid, id: Uuid) -> AppResult<Webhook> {
-    db::webhooks::get(&s.pool, org, id)
+async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Webhook> {
+    db::webhooks::get(&state.pool, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
 }
@@ -73,12 +73,12 @@ async fn events(_t: Tenant) -> AppResult<Reply<Vec<EventInfo>>> {
     request_body = CreateWebhook,
     responses((status = 201, description = "The webhook and its secret", body = Envelope<WebhookWithSecret>)))]
 async fn create(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Json(req): Json<CreateWebhook>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
-    let (webhook, secret) = req.into_webhook(t.org_id, s.config.webhooks.allow_private)?;
-    db::webhooks::insert(&s.pool, &webhook, secret.expose_secret()).await?;
+    let (webhook, secret) = req.into_webhook(tenant.org_id, state.config.webhooks.allow_private)?;
+    db::webhooks::insert(&state.pool, &webhook, secret.expose_secret()).await?;
     Ok(Reply::created(WebhookWithSecret { webhook, secret }))
 }
 
@@ -87,12 +87,12 @@ async fn create(
     params(PageParams),
     responses((status = 200, description = "A page of webhooks", body = ListEnvelope<Webhook>)))]
 async fn list(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Webhook>>> {
     Ok(Reply::page(
-        db::webhooks::list(&s.pool, t.org_id, &page).await?,
+        db::webhooks::list(&state.pool, tenant.org_id, &page).await?,
     ))
 }
 
@@ -101,11 +101,11 @@ async fn list(
     params(("id" = Uuid, Path, description = "Webhook id")),
     responses((status = 200, description = "The webhook", body = Envelope<Webhook>)))]
 async fn get(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Webhook>> {
-    Ok(Reply::ok(read(&s, t.org_id, id).await?))
+    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
 }
 
 /// Update a webhook; `isActive: true` enables a disabled one again.
@@ -114,16 +114,16 @@ async fn get(
     request_body = UpdateWebhook,
     responses((status = 200, description = "The updated webhook", body = Envelope<Webhook>)))]
 async fn update(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateWebhook>,
 ) -> AppResult<Reply<Webhook>> {
-    let mut tx = s.pool.begin().await?;
-    let mut webhook = db::webhooks::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let mut webhook = db::webhooks::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
-    req.apply(&mut webhook, s.config.webhooks.allow_private)?;
+    req.apply(&mut webhook, state.config.webhooks.allow_private)?;
     db::webhooks::update(&mut *tx, &webhook).await?;
     tx.commit().await?;
     Ok(Reply::ok(webhook))
@@ -134,11 +134,11 @@ async fn update(
     params(("id" = Uuid, Path, description = "Webhook id")),
     responses((status = 200, description = "The webhook is gone", body = Envelope<Deleted>)))]
 async fn delete(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::webhooks::delete(&s.pool, t.org_id, id).await? {
+    if db::webhooks::delete(&state.pool, tenant.org_id, id).await? {
         Ok(Reply::deleted(id))
     } else {
         Err(AppError::NotFound.into())
@@ -150,14 +150,14 @@ async fn delete(
     params(("id" = Uuid, Path, description = "Webhook id")),
     responses((status = 200, description = "The webhook and its new secret", body = Envelope<WebhookWithSecret>)))]
 async fn rotate_secret(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
     let secret = new_secret();
     if !db::webhooks::rotate_secret(
-        &s.pool,
-        t.org_id,
+        &state.pool,
+        tenant.org_id,
         id,
         secret.expose_secret(),
         ROTATION_OVERLAP,
@@ -166,7 +166,7 @@ async fn rotate_secret(
     {
         return Err(AppError::NotFound.into());
     }
-    let webhook = read(&s, t.org_id, id).await?;
+    let webhook = read(&state, tenant.org_id, id).await?;
     Ok(Reply::ok(WebhookWithSecret { webhook, secret }))
 }
 
@@ -178,12 +178,12 @@ async fn rotate_secret(
         (status = 409, description = "The webhook is disabled (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn test(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Delivery>> {
-    let mut tx = s.pool.begin().await?;
-    let webhook = db::webhooks::lock(&mut tx, t.org_id, id)
+    let mut tx = state.pool.begin().await?;
+    let webhook = db::webhooks::lock(&mut tx, tenant.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !webhook.is_active {
@@ -191,7 +191,7 @@ async fn test(
     }
     let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
     tx.commit().await?;
-    enqueue(&s, t.org_id, &delivery).await;
+    enqueue(&state, tenant.org_id, &delivery).await;
     Ok(Reply::ok(delivery))
 }
 
@@ -201,15 +201,15 @@ async fn test(
     params(("id" = Uuid, Path, description = "Webhook id"), PageParams, AttemptFilter),
     responses((status = 200, description = "A page of attempts", body = ListEnvelope<WebhookAttempt>)))]
 async fn logs(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Paging(page): Paging,
     Query(filter): Query<AttemptFilter>,
 ) -> AppResult<Reply<Vec<WebhookAttempt>>> {
-    read(&s, t.org_id, id).await?;
+    read(&state, tenant.org_id, id).await?;
     Ok(Reply::page(
-        db::webhooks::attempts(&s.pool, id, &filter, &page).await?,
+        db::webhooks::attempts(&state.pool, id, &filter, &page).await?,
     ))
 }
 
@@ -224,18 +224,18 @@ async fn logs(
         (status = 409, description = "The webhook is disabled (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn redeliver(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, delivery)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Delivery>> {
-    let webhook = read(&s, t.org_id, id).await?;
+    let webhook = read(&state, tenant.org_id, id).await?;
     if !webhook.is_active {
         return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
-    let delivery = db::webhooks::redeliver(&s.pool, id, delivery)
+    let delivery = db::webhooks::redeliver(&state.pool, id, delivery)
         .await?
         .ok_or(AppError::NotFound)?;
-    enqueue(&s, t.org_id, &delivery).await;
+    enqueue(&state, tenant.org_id, &delivery).await;
     Ok(Reply::ok(delivery))
 }
 
@@ -251,17 +251,17 @@ async fn redeliver(
         (status = 409, description = "The webhook is disabled, or a recovery of it still runs (`invalid_state`)", body = ErrorEnvelope),
     ))]
 async fn recover(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path(id): Path<Uuid>,
     Json(req): Json<RecoverWebhook>,
 ) -> AppResult<Reply<WebhookRecovery>> {
     let (since, until) = req.window()?;
-    let webhook = read(&s, t.org_id, id).await?;
+    let webhook = read(&state, tenant.org_id, id).await?;
     if !webhook.is_active {
         return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
-    let recovery = db::webhooks::start_recovery(&s.pool, t.org_id, id, since, until)
+    let recovery = db::webhooks::start_recovery(&state.pool, tenant.org_id, id, since, until)
         .await?
         .ok_or_else(|| {
             AppError::invalid_state("a recovery of this webhook is still running; wait for it")
@@ -277,11 +277,11 @@ async fn recover(
     ),
     responses((status = 200, description = "The recovery", body = Envelope<WebhookRecovery>)))]
 async fn recovery(
-    State(s): State<AppState>,
-    t: Tenant,
+    State(state): State<AppState>,
+    tenant: Tenant,
     Path((id, recovery)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<WebhookRecovery>> {
-    db::webhooks::get_recovery(&s.pool, t.org_id, id, recovery)
+    db::webhooks::get_recovery(&state.pool, tenant.org_id, id, recovery)
         .await?
         .map(Reply::ok)
         .ok_or(AppError::NotFound.into())

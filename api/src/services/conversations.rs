@@ -165,13 +165,18 @@ async fn assigned(
 
 /// Starts a conversation with its tags, SLA state, `conversation.started` event and, when
 /// given, its first message.
-pub async fn create(s: &AppState, t: &Tenant, req: CreateConversation) -> AppResult<Conversation> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id))]
+pub async fn create(
+    state: &AppState,
+    tenant: &Tenant,
+    req: CreateConversation,
+) -> AppResult<Conversation> {
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Contacts,
-        t.org_id,
+        tenant.org_id,
         "contactId",
         Some(req.contact_id),
     )
@@ -179,7 +184,7 @@ pub async fn create(s: &AppState, t: &Tenant, req: CreateConversation) -> AppRes
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        t.org_id,
+        tenant.org_id,
         "categoryId",
         req.category_id,
     )
@@ -188,21 +193,28 @@ pub async fn create(s: &AppState, t: &Tenant, req: CreateConversation) -> AppRes
     refs::check_ids(
         &mut tx,
         RefTable::Tags,
-        t.org_id,
+        tenant.org_id,
         "tagIds",
         &tag_ids,
         MAX_TAGS,
     )
     .await?;
-    let number = db::orgs::next_number(&mut tx, t.org_id, "conversation").await?;
+    let number = db::orgs::next_number(&mut tx, tenant.org_id, "conversation").await?;
     let mut req = req;
     let first = req.message.take();
-    let mut c = req.into_conversation(t.org_id, number, now);
+    let mut c = req.into_conversation(tenant.org_id, number, now);
     db::conversations::insert(&mut *tx, &c).await?;
-    set_tags(&mut tx, TagLink::Conversation, t.org_id, c.id, &tag_ids).await?;
+    set_tags(
+        &mut tx,
+        TagLink::Conversation,
+        tenant.org_id,
+        c.id,
+        &tag_ids,
+    )
+    .await?;
     db::sla::start(
         &mut tx,
-        t.org_id,
+        tenant.org_id,
         SubjectType::Conversation,
         c.id,
         c.priority,
@@ -210,31 +222,38 @@ pub async fn create(s: &AppState, t: &Tenant, req: CreateConversation) -> AppRes
         c.created_at,
     )
     .await?;
-    let started = read(&mut tx, t.org_id, c.id, now).await?;
-    db::outbox::emit(&mut tx, t.org_id, EventName::ConversationStarted, &started).await?;
+    let started = read(&mut tx, tenant.org_id, c.id, now).await?;
+    db::outbox::emit(
+        &mut tx,
+        tenant.org_id,
+        EventName::ConversationStarted,
+        &started,
+    )
+    .await?;
     if let Some(first) = first {
         write_message(&mut tx, &mut c, first, "message.", now).await?;
     }
-    let c = read(&mut tx, t.org_id, c.id, now).await?;
+    let c = read(&mut tx, tenant.org_id, c.id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Applies an update (status, snooze, priority, category, tags) with its SLA effects and event.
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
 pub async fn update(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     id: Uuid,
     req: UpdateConversation,
 ) -> AppResult<Conversation> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
-    let mut c = lock(&mut tx, t.org_id, id).await?;
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let mut c = lock(&mut tx, tenant.org_id, id).await?;
     let change = req.apply(&mut c, now)?;
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        t.org_id,
+        tenant.org_id,
         "categoryId",
         c.category_id,
     )
@@ -244,13 +263,13 @@ pub async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
-            t.org_id,
+            tenant.org_id,
             "tagIds",
             &tag_ids,
             MAX_TAGS,
         )
         .await?;
-        set_tags(&mut tx, TagLink::Conversation, t.org_id, id, &tag_ids).await?;
+        set_tags(&mut tx, TagLink::Conversation, tenant.org_id, id, &tag_ids).await?;
     }
     db::conversations::update(&mut *tx, &c).await?;
     if change.priority_changed {
@@ -266,43 +285,45 @@ pub async fn update(
         })
         .await?;
     }
-    let c = read(&mut tx, t.org_id, id, now).await?;
+    let c = read(&mut tx, tenant.org_id, id, now).await?;
     if change.closed {
-        db::outbox::emit(&mut tx, t.org_id, EventName::ConversationEnded, &c).await?;
+        db::outbox::emit(&mut tx, tenant.org_id, EventName::ConversationEnded, &c).await?;
     }
     tx.commit().await?;
     Ok(c)
 }
 
 /// Adds a message to the conversation, with its effects and event.
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
 pub async fn add_message(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     id: Uuid,
     req: CreateMessage,
 ) -> AppResult<Message> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
-    let mut c = lock(&mut tx, t.org_id, id).await?;
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let mut c = lock(&mut tx, tenant.org_id, id).await?;
     let message = write_message(&mut tx, &mut c, req, "", now).await?;
     tx.commit().await?;
     Ok(message)
 }
 
 /// Assigns users (those already assigned stay).
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
 pub async fn assign_users(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     id: Uuid,
     req: AssignUsers,
 ) -> AppResult<Conversation> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
-    lock(&mut tx, t.org_id, id).await?;
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    lock(&mut tx, tenant.org_id, id).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
-        t.org_id,
+        tenant.org_id,
         "userIds",
         req.user_ids,
         req.assigned_by,
@@ -310,26 +331,28 @@ pub async fn assign_users(
     )
     .await?;
     let added =
-        db::conversations::add_assignees(&mut tx, t.org_id, id, &users, req.assigned_by).await?;
-    let c = assigned(&mut tx, t.org_id, id, added, now).await?;
+        db::conversations::add_assignees(&mut tx, tenant.org_id, id, &users, req.assigned_by)
+            .await?;
+    let c = assigned(&mut tx, tenant.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Assigns teams (those already assigned stay).
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
 pub async fn assign_teams(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     id: Uuid,
     req: AssignTeams,
 ) -> AppResult<Conversation> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
-    lock(&mut tx, t.org_id, id).await?;
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    lock(&mut tx, tenant.org_id, id).await?;
     let teams = refs::check_assignment(
         &mut tx,
         RefTable::Teams,
-        t.org_id,
+        tenant.org_id,
         "teamIds",
         req.team_ids,
         req.assigned_by,
@@ -337,16 +360,22 @@ pub async fn assign_teams(
     )
     .await?;
     let added =
-        db::conversations::add_teams(&mut tx, t.org_id, id, &teams, req.assigned_by).await?;
-    let c = assigned(&mut tx, t.org_id, id, added, now).await?;
+        db::conversations::add_teams(&mut tx, tenant.org_id, id, &teams, req.assigned_by).await?;
+    let c = assigned(&mut tx, tenant.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Unassigns a user; returns the user's id.
-pub async fn unassign_user(s: &AppState, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
-    let mut tx = s.pool.begin().await?;
-    lock(&mut tx, t.org_id, id).await?;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+pub async fn unassign_user(
+    state: &AppState,
+    tenant: &Tenant,
+    id: Uuid,
+    user: Uuid,
+) -> AppResult<Uuid> {
+    let mut tx = state.pool.begin().await?;
+    lock(&mut tx, tenant.org_id, id).await?;
     if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
@@ -355,9 +384,15 @@ pub async fn unassign_user(s: &AppState, t: &Tenant, id: Uuid, user: Uuid) -> Ap
 }
 
 /// Unassigns a team; returns the team's id.
-pub async fn unassign_team(s: &AppState, t: &Tenant, id: Uuid, team: Uuid) -> AppResult<Uuid> {
-    let mut tx = s.pool.begin().await?;
-    lock(&mut tx, t.org_id, id).await?;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+pub async fn unassign_team(
+    state: &AppState,
+    tenant: &Tenant,
+    id: Uuid,
+    team: Uuid,
+) -> AppResult<Uuid> {
+    let mut tx = state.pool.begin().await?;
+    lock(&mut tx, tenant.org_id, id).await?;
     if !db::conversations::remove_team(&mut *tx, id, team).await? {
         return Err(AppError::NotFound.into());
     }
@@ -366,18 +401,19 @@ pub async fn unassign_team(s: &AppState, t: &Tenant, id: Uuid, team: Uuid) -> Ap
 }
 
 /// Moves the handover along (the state machine is `Handover::apply`'s).
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
 pub async fn handover(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     id: Uuid,
     req: Handover,
 ) -> AppResult<Conversation> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
-    let mut c = lock(&mut tx, t.org_id, id).await?;
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let mut c = lock(&mut tx, tenant.org_id, id).await?;
     req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read(&mut tx, t.org_id, id, now).await?;
+    let c = read(&mut tx, tenant.org_id, id, now).await?;
     tx.commit().await?;
     Ok(c)
 }

@@ -139,10 +139,11 @@ async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) ->
     Ok(())
 }
 
-pub async fn create(s: &AppState, t: &Tenant, req: CreateTicket) -> AppResult<Ticket> {
-    let now = s.clock.now();
-    let mut tx = s.pool.begin().await?;
-    let org = t.org_id;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id))]
+pub async fn create(state: &AppState, tenant: &Tenant, req: CreateTicket) -> AppResult<Ticket> {
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let org = tenant.org_id;
     check_refs(&mut tx, org, &req).await?;
     let number = db::orgs::next_number(&mut tx, org, "ticket").await?;
     let (ticket, links) = req.into_ticket(org, number, now);
@@ -153,9 +154,9 @@ pub async fn create(s: &AppState, t: &Tenant, req: CreateTicket) -> AppResult<Ti
     db::tickets::add_attachments(&mut tx, org, ticket.id, &links.file_ids).await?;
     let created = TicketActivity::new(
         ticket.id,
-        &t.actor(),
+        &tenant.actor(),
         "created",
-        format!("{} created the ticket", t.key_name),
+        format!("{} created the ticket", tenant.key_name),
     );
     db::tickets::add_activities(&mut tx, org, &[created]).await?;
     db::sla::start(
@@ -176,22 +177,28 @@ pub async fn create(s: &AppState, t: &Tenant, req: CreateTicket) -> AppResult<Ti
 
 /// Applies an update: an activity per changed field, the SLA clock following the status, and
 /// `ticket.closed` or `ticket.updated`.
-pub async fn update(s: &AppState, t: &Tenant, id: Uuid, req: UpdateTicket) -> AppResult<Ticket> {
-    let now = s.clock.now();
-    let org = t.org_id;
-    let mut tx = s.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
+pub async fn update(
+    state: &AppState,
+    tenant: &Tenant,
+    id: Uuid,
+    req: UpdateTicket,
+) -> AppResult<Ticket> {
+    let now = state.clock.now();
+    let org = tenant.org_id;
+    let mut tx = state.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     let change = req.apply(&mut ticket, now)?;
     check_update_refs(&mut tx, org, &ticket).await?;
-    let mut activities = field_activities(t, &ticket, &change);
+    let mut activities = field_activities(tenant, &ticket, &change);
     if let Some(tag_ids) = change.tag_ids.clone()
         && replace_tags(&mut tx, org, id, tag_ids).await?
     {
         activities.push(TicketActivity::new(
             ticket.id,
-            &t.actor(),
+            &tenant.actor(),
             "tags_changed",
-            format!("{} changed the tags", t.key_name),
+            format!("{} changed the tags", tenant.key_name),
         ));
     }
     db::tickets::update(&mut *tx, &ticket).await?;
@@ -240,8 +247,12 @@ async fn check_update_refs(conn: &mut PgConnection, org: Uuid, ticket: &Ticket) 
 }
 
 /// One activity per field the update changed, by the calling key.
-fn field_activities(t: &Tenant, ticket: &Ticket, change: &TicketChange) -> Vec<TicketActivity> {
-    let actor = t.actor();
+fn field_activities(
+    tenant: &Tenant,
+    ticket: &Ticket,
+    change: &TicketChange,
+) -> Vec<TicketActivity> {
+    let actor = tenant.actor();
     change
         .fields
         .iter()
@@ -250,7 +261,7 @@ fn field_activities(t: &Tenant, ticket: &Ticket, change: &TicketChange) -> Vec<T
                 ticket.id,
                 &actor,
                 kind,
-                format!("{} changed {field}", t.key_name),
+                format!("{} changed {field}", tenant.key_name),
             )
             .values(old.clone(), new.clone())
         })
@@ -304,15 +315,16 @@ async fn reopen(
     ))
 }
 
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
 pub async fn add_reply(
-    s: &AppState,
-    t: &Tenant,
+    state: &AppState,
+    tenant: &Tenant,
     id: Uuid,
     req: CreateReply,
 ) -> AppResult<TicketReply> {
-    let now = s.clock.now();
-    let org = t.org_id;
-    let mut tx = s.pool.begin().await?;
+    let now = state.clock.now();
+    let org = tenant.org_id;
+    let mut tx = state.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     if ticket.status == TicketStatus::Closed {
         return Err(AppError::invalid_state("the ticket is closed").into());
@@ -326,7 +338,7 @@ pub async fn add_reply(
     db::tickets::insert_reply(&mut tx, org, &reply).await?;
     let actor = match (reply.author_type, reply.author_id) {
         (AuthorType::Customer, Some(c)) => Actor::contact(c),
-        _ => t.actor(),
+        _ => tenant.actor(),
     };
     let what = if reply.is_internal {
         "added an internal note"
@@ -364,10 +376,16 @@ pub async fn add_reply(
 }
 
 /// Assigns users (those already assigned stay), an activity per user newly assigned.
-pub async fn assign(s: &AppState, t: &Tenant, id: Uuid, req: AssignUsers) -> AppResult<Ticket> {
-    let now = s.clock.now();
-    let org = t.org_id;
-    let mut tx = s.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
+pub async fn assign(
+    state: &AppState,
+    tenant: &Tenant,
+    id: Uuid,
+    req: AssignUsers,
+) -> AppResult<Ticket> {
+    let now = state.clock.now();
+    let org = tenant.org_id;
+    let mut tx = state.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     let users = refs::check_assignment(
         &mut tx,
@@ -385,7 +403,7 @@ pub async fn assign(s: &AppState, t: &Tenant, id: Uuid, req: AssignUsers) -> App
         tx.commit().await?;
         return Ok(ticket);
     }
-    let actor = t.actor();
+    let actor = tenant.actor();
     let activities: Vec<TicketActivity> = added
         .iter()
         .map(|u| {
@@ -393,7 +411,7 @@ pub async fn assign(s: &AppState, t: &Tenant, id: Uuid, req: AssignUsers) -> App
                 ticket.id,
                 &actor,
                 "assigned",
-                format!("{} assigned a user", t.key_name),
+                format!("{} assigned a user", tenant.key_name),
             )
             .values(None, Some(u.to_string()))
         })
@@ -405,19 +423,20 @@ pub async fn assign(s: &AppState, t: &Tenant, id: Uuid, req: AssignUsers) -> App
 }
 
 /// Unassigns a user, with its activity; returns the user's id.
-pub async fn unassign(s: &AppState, t: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
-    let now = s.clock.now();
-    let org = t.org_id;
-    let mut tx = s.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
+pub async fn unassign(state: &AppState, tenant: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
+    let now = state.clock.now();
+    let org = tenant.org_id;
+    let mut tx = state.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
     let activity = TicketActivity::new(
         ticket.id,
-        &t.actor(),
+        &tenant.actor(),
         "unassigned",
-        format!("{} unassigned a user", t.key_name),
+        format!("{} unassigned a user", tenant.key_name),
     )
     .values(Some(user.to_string()), None);
     db::tickets::add_activities(&mut tx, org, &[activity]).await?;

@@ -3,8 +3,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use parley_tests::email_worker::EmailWorker;
 use parley_tests::provider::{FakeProvider, Reply};
-use parley_tests::{TestApp, TestWorker, seed, wait_until};
+use parley_tests::{TestApp, seed, wait_until};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -29,33 +30,11 @@ pub(crate) async fn send_now(app: &TestApp, template: &str, contacts: &[Uuid]) -
     .id()
 }
 
-/// An isolated app, a worker whose email provider is a [`FakeProvider`], ready to send.
-struct Rig {
-    app: TestApp,
-    provider: FakeProvider,
-    _worker: TestWorker,
-}
-
-impl Rig {
-    async fn new(app_env: &[(&str, &str)], worker_env: &[(&str, &str)]) -> Rig {
-        let provider = FakeProvider::start().await;
-        let app = TestApp::builder().own_database().env(app_env).start().await;
-        let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
-        env.extend_from_slice(worker_env);
-        let worker = app.spawn_worker(&env).await;
-        Rig {
-            app,
-            provider,
-            _worker: worker,
-        }
-    }
-
-    /// Sends "Hello" by email to `n` new contacts now; returns the broadcast's id.
-    async fn send(&self, n: usize) -> String {
-        let contacts = seed::contacts(&self.app, n).await;
-        let t = template(&self.app, "email", "Hello").await;
-        send_now(&self.app, &t, &contacts).await
-    }
+/// Sends "Hello" by email to `n` new contacts now; returns the broadcast's id.
+async fn send_hello(sender: &EmailWorker, n: usize) -> String {
+    let contacts = seed::contacts(&sender.app, n).await;
+    let t = template(&sender.app, "email", "Hello").await;
+    send_now(&sender.app, &t, &contacts).await
 }
 
 /// Recipients of `broadcast` the reconciler enqueued again.
@@ -236,14 +215,14 @@ async fn a_provider_400_fails_the_recipient_with_its_code() {
 
 #[tokio::test]
 async fn a_429_with_retry_after_is_waited_out() {
-    let rig = Rig::new(&[], &[]).await;
+    let rig = EmailWorker::start(TestApp::builder(), Duration::ZERO, &[]).await;
     let (app, provider) = (&rig.app, &rig.provider);
     provider.script(vec![Reply::Status {
         status: 429,
         retry_after: Some(2),
         code: None,
     }]);
-    let id = rig.send(1).await;
+    let id = send_hello(&rig, 1).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
         .await;
     let calls = provider.calls();
@@ -328,8 +307,13 @@ async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
 #[tokio::test]
 async fn outcomes_reach_postgres_while_the_job_still_sends() {
     // One delivery job of 20 recipients at 5 messages a second: several seconds of sending.
-    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "5")]).await;
-    let id = rig.send(20).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_CHANNEL_EMAIL_RATE", "5")],
+    )
+    .await;
+    let id = send_hello(&rig, 20).await;
     // What the job sent is recorded within moments, not when its chunk fills or it ends: a
     // crash now would resend almost nothing.
     let b = rig
@@ -411,7 +395,12 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
 #[tokio::test]
 async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_lands() {
     let secret = "receipt-secret";
-    let rig = Rig::new(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)], &[]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder().env(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)]),
+        Duration::ZERO,
+        &[],
+    )
+    .await;
     let app = &rig.app;
     let message = format!("early-{}", Uuid::now_v7().simple());
     rig.provider.always(Reply::Raw {
@@ -432,7 +421,7 @@ async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_land
         json!({"received": 1, "applied": 0, "deferred": 1})
     );
 
-    let id = rig.send(1).await;
+    let id = send_hello(&rig, 1).await;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
             b["data"]["deliveredCount"] == 1
@@ -453,9 +442,14 @@ async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_land
 #[tokio::test]
 async fn receipts_move_recipients_forward_only() {
     let secret = "receipt-secret";
-    let rig = Rig::new(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)], &[]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder().env(&[("PARLEY_CHANNEL_EMAIL_SECRET", secret)]),
+        Duration::ZERO,
+        &[],
+    )
+    .await;
     let app = &rig.app;
-    let id = rig.send(3).await;
+    let id = send_hello(&rig, 3).await;
     let done = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
         .await;
@@ -787,9 +781,14 @@ async fn a_scheduled_broadcast_fires_on_time() {
 
 #[tokio::test]
 async fn pause_stops_sends_and_resume_sends_exactly_the_pending_ones() {
-    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "100")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_CHANNEL_EMAIL_RATE", "100")],
+    )
+    .await;
     let (app, provider) = (&rig.app, &rig.provider);
-    let id = rig.send(300).await;
+    let id = send_hello(&rig, 300).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
         b["data"]["sentCount"].as_i64() >= Some(50)
     })
@@ -843,9 +842,14 @@ async fn pause_stops_sends_and_resume_sends_exactly_the_pending_ones() {
 
 #[tokio::test]
 async fn cancel_stops_a_large_send() {
-    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "100")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_CHANNEL_EMAIL_RATE", "100")],
+    )
+    .await;
     let (app, provider) = (&rig.app, &rig.provider);
-    let id = rig.send(300).await;
+    let id = send_hello(&rig, 300).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
         b["data"]["sentCount"].as_i64() >= Some(30)
     })
@@ -877,9 +881,14 @@ async fn cancel_stops_a_large_send() {
 
 #[tokio::test]
 async fn the_rate_limit_spaces_sends() {
-    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "20")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_CHANNEL_EMAIL_RATE", "20")],
+    )
+    .await;
     let (app, provider) = (&rig.app, &rig.provider);
-    let id = rig.send(60).await;
+    let id = send_hello(&rig, 60).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
         .await;
     let mut at: Vec<Instant> = provider.calls().iter().map(|c| c.at).collect();
@@ -907,8 +916,9 @@ async fn the_rate_limit_spaces_sends() {
 
 #[tokio::test]
 async fn consecutive_provider_failures_pause_the_broadcast() {
-    let rig = Rig::new(
-        &[],
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
         &[
             ("PARLEY_BROADCAST_AUTO_PAUSE_FAILURES", "5"),
             ("PARLEY_CHANNEL_EMAIL_RATE", "50"),
@@ -921,7 +931,7 @@ async fn consecutive_provider_failures_pause_the_broadcast() {
         retry_after: None,
         code: Some("bad_credentials"),
     });
-    let id = rig.send(300).await;
+    let id = send_hello(&rig, 300).await;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
             b["data"]["status"] == "paused"
@@ -973,9 +983,14 @@ async fn two_workers_never_send_a_recipient_twice() {
 
 #[tokio::test]
 async fn a_flushed_redis_loses_no_recipient() {
-    let rig = Rig::new(&[], &[("PARLEY_CHANNEL_EMAIL_RATE", "150")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_CHANNEL_EMAIL_RATE", "150")],
+    )
+    .await;
     let (app, provider) = (&rig.app, &rig.provider);
-    let id = rig.send(400).await;
+    let id = send_hello(&rig, 400).await;
     app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
         b["data"]["sentCount"].as_i64() >= Some(40)
     })
@@ -1287,10 +1302,15 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
 #[tokio::test]
 async fn retention_deletes_the_recipients_of_old_broadcasts_and_keeps_their_counts() {
     // The worker's own sweep keeps off: the test calls it.
-    let rig = Rig::new(&[], &[("PARLEY_RECIPIENT_RETENTION_DAYS", "36500")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_RECIPIENT_RETENTION_DAYS", "36500")],
+    )
+    .await;
     let app = &rig.app;
-    let old = rig.send(120).await;
-    let recent = rig.send(30).await;
+    let old = send_hello(&rig, 120).await;
+    let recent = send_hello(&rig, 30).await;
     for id in [&old, &recent] {
         app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
             .await;
@@ -1450,9 +1470,9 @@ async fn jobs_waiting_their_turn_are_not_taken_for_lost() {
 /// Sends to `n` contacts from a fresh deployment (past its first tick) through a worker with
 /// `worker_env`, and checks that all were sent and none was enqueued again.
 async fn sends_with_no_requeue(worker_env: &[(&str, &str)], n: usize) {
-    let rig = Rig::new(&[], worker_env).await;
+    let rig = EmailWorker::start(TestApp::builder(), Duration::ZERO, worker_env).await;
     tokio::time::sleep(Duration::from_secs(1)).await; // past the first tick
-    let id = rig.send(n).await;
+    let id = send_hello(&rig, n).await;
     let app = &rig.app;
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)

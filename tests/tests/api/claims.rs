@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use parley_jobs::redis_conn::Redis;
-use parley_worker::claims::{Claims, Hold};
+use parley_worker::claims::{Claims, HeldClaims};
 use uuid::Uuid;
 
 async fn holder(redis: &Redis, id: Uuid) -> Option<String> {
@@ -31,10 +31,16 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
     let claims = Claims::new(redis.clone());
     let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
     let lease = Duration::from_millis(600);
-    let hold = Hold::take(&claims, &ids, lease).await.unwrap().unwrap();
+    let hold = HeldClaims::take(&claims, &ids, lease)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(hold.ids(), ids.as_slice());
     assert!(
-        Hold::take(&claims, &ids, lease).await.unwrap().is_none(),
+        HeldClaims::take(&claims, &ids, lease)
+            .await
+            .unwrap()
+            .is_none(),
         "a second job takes none of them"
     );
     let mine = holder(&redis, ids[0]).await.unwrap();

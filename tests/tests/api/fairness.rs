@@ -8,7 +8,7 @@ use std::time::Duration;
 use parley_db::org_limits::{Changes, Setting};
 use parley_jobs::{Jobs, Lane, QueueName};
 use parley_tests::TestApp;
-use parley_tests::provider::FakeProvider;
+use parley_tests::email_worker::EmailWorker;
 use parley_tests::receiver::{Answer, Receiver};
 use parley_types::enums::Channel;
 use serde_json::{Value, json};
@@ -30,34 +30,11 @@ async fn contacts_of(app: &TestApp, org: Uuid, n: usize) -> Vec<Uuid> {
     ids
 }
 
-/// One worker sending email through a provider that answers after `delay`.
-struct Rig {
-    app: TestApp,
-    provider: FakeProvider,
-    worker: parley_tests::TestWorker,
-}
-
-impl Rig {
-    async fn start(delay: Duration, worker_env: &[(&str, &str)]) -> Rig {
-        let provider = FakeProvider::start().await;
-        provider.delay(delay);
-        let app = TestApp::builder().own_database().start().await;
-        let mut env = vec![("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str())];
-        env.extend_from_slice(worker_env);
-        let worker = app.spawn_worker(&env).await;
-        Rig {
-            app,
-            provider,
-            worker,
-        }
-    }
-
-    /// A new organization with `n` contacts: its id, its key and the contacts.
-    async fn org(&self, name: &str, n: usize) -> (Uuid, String, Vec<Uuid>) {
-        let (org, key) = self.app.new_org(name).await;
-        let contacts = contacts_of(&self.app, org, n).await;
-        (org, key, contacts)
-    }
+/// A new organization with `n` contacts: its id, its key and the contacts.
+async fn org(app: &TestApp, name: &str, n: usize) -> (Uuid, String, Vec<Uuid>) {
+    let (org, key) = app.new_org(name).await;
+    let contacts = contacts_of(app, org, n).await;
+    (org, key, contacts)
 }
 
 /// An organization's email broadcast to `contacts`, sent now with `priority`; its id.
@@ -126,11 +103,11 @@ async fn completed_while(
 
 #[tokio::test]
 async fn a_small_broadcast_is_sent_while_another_organizations_large_one_is_sending() {
-    let rig = Rig::start(Duration::from_millis(50), &[]).await;
+    let rig = EmailWorker::start(TestApp::builder(), Duration::from_millis(50), &[]).await;
     let app = &rig.app;
     // 30 jobs of 200 at 50 ms a message: seconds of work for A.
-    let (_, a_key, a_contacts) = rig.org("Organization A", 6_000).await;
-    let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let (_, a_key, a_contacts) = org(&rig.app, "Organization A", 6_000).await;
+    let (_, b_key, b_contacts) = org(&rig.app, "Organization B", 5).await;
     let a = send_now(app, &a_key, &a_contacts, "normal").await;
     wait_sending(app, &a_key, &a, 30).await;
     let b = send_now(app, &b_key, &b_contacts, "normal").await;
@@ -149,7 +126,8 @@ async fn a_small_broadcast_is_sent_while_another_organizations_large_one_is_send
 #[tokio::test]
 async fn a_high_priority_broadcast_goes_ahead_of_queued_bulk_work() {
     // One job at a time, and no organization limit in the way: only the order counts.
-    let rig = Rig::start(
+    let rig = EmailWorker::start(
+        TestApp::builder(),
         Duration::from_millis(50),
         &[
             ("PARLEY_WORKER_CONCURRENCY", "1"),
@@ -159,7 +137,7 @@ async fn a_high_priority_broadcast_goes_ahead_of_queued_bulk_work() {
     )
     .await;
     let app = &rig.app;
-    let (org, key, bulk_contacts) = rig.org("Organization A", 4_000).await;
+    let (org, key, bulk_contacts) = org(&rig.app, "Organization A", 4_000).await;
     let urgent_contacts = contacts_of(app, org, 3).await;
     let bulk = send_now(app, &key, &bulk_contacts, "normal").await;
     wait_sending(app, &key, &bulk, 30).await;
@@ -175,10 +153,15 @@ async fn a_high_priority_broadcast_goes_ahead_of_queued_bulk_work() {
 async fn one_organizations_send_rate_spaces_its_sends_without_slowing_another() {
     // 100 messages a second per organization; A's 8 jobs would hold every slot of the worker
     // while they wait for their turn, but A holds at most 3 of its 4.
-    let rig = Rig::start(Duration::ZERO, &[("PARLEY_CHANNEL_EMAIL_RATE", "100")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_CHANNEL_EMAIL_RATE", "100")],
+    )
+    .await;
     let app = &rig.app;
-    let (_, a_key, a_contacts) = rig.org("Organization A", 1_600).await;
-    let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let (_, a_key, a_contacts) = org(&rig.app, "Organization A", 1_600).await;
+    let (_, b_key, b_contacts) = org(&rig.app, "Organization B", 5).await;
     let a = send_now(app, &a_key, &a_contacts, "normal").await;
     wait_sending(app, &a_key, &a, 30).await;
     let started = std::time::Instant::now();
@@ -265,15 +248,16 @@ async fn one_sending_at_a_time(
 
 #[tokio::test]
 async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_not() {
-    let rig = Rig::start(
+    let rig = EmailWorker::start(
+        TestApp::builder(),
         Duration::from_millis(50),
         &[("PARLEY_BROADCASTS_PER_ORG", "1")],
     )
     .await;
     let app = &rig.app;
-    let (a_org, a_key, first) = rig.org("Organization A", 2_000).await;
+    let (a_org, a_key, first) = org(&rig.app, "Organization A", 2_000).await;
     let second = contacts_of(app, a_org, 5).await;
-    let (_, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let (_, b_key, b_contacts) = org(&rig.app, "Organization B", 5).await;
     // B has a spot of its own; A's second broadcast waits for A's first.
     let (a1, a2, a1_then) =
         one_sending_at_a_time(app, (&a_key, &first, &second), (&b_key, &b_contacts)).await;
@@ -298,13 +282,14 @@ async fn an_organization_past_its_sending_broadcasts_waits_queued_and_others_do_
 #[tokio::test]
 async fn recipients_waiting_in_their_lane_are_late_not_lost() {
     // Lost after one second: the broadcast's jobs wait in its lane far longer than that.
-    let rig = Rig::start(
+    let rig = EmailWorker::start(
+        TestApp::builder(),
         Duration::from_millis(50),
         &[("PARLEY_RECONCILE_AFTER_SECS", "1")],
     )
     .await;
     let app = &rig.app;
-    let (_, key, contacts) = rig.org("Organization A", 4_000).await;
+    let (_, key, contacts) = org(&rig.app, "Organization A", 4_000).await;
     let id = send_now(app, &key, &contacts, "normal").await;
     let done = parley_tests::wait_until(120, || async {
         broadcast(app, &key, &id).await["status"] == "completed"
@@ -632,11 +617,16 @@ async fn a_webhook_lane_that_lost_its_jobs_holds_back_no_recovery() {
 #[tokio::test]
 async fn an_operators_limits_for_one_organization_replace_the_defaults() {
     // No rate and 20 sending broadcasts by default; organizations labelled in the metrics.
-    let rig = Rig::start(Duration::ZERO, &[("PARLEY_METRICS_ORG_LABEL", "true")]).await;
+    let rig = EmailWorker::start(
+        TestApp::builder(),
+        Duration::ZERO,
+        &[("PARLEY_METRICS_ORG_LABEL", "true")],
+    )
+    .await;
     let app = &rig.app;
-    let (a_org, a_key, first) = rig.org("Organization A", 1_600).await;
+    let (a_org, a_key, first) = org(&rig.app, "Organization A", 1_600).await;
     let second = contacts_of(app, a_org, 5).await;
-    let (b_org, b_key, b_contacts) = rig.org("Organization B", 5).await;
+    let (b_org, b_key, b_contacts) = org(&rig.app, "Organization B", 5).await;
     // For A alone, as `parley-api org limits` sets them: 100 emails a second, one broadcast
     // sending at a time, 2 delivery jobs.
     let changes = Changes {

@@ -10,13 +10,16 @@ async fn post_with_key(app: &TestApp, api_key: &str, path: &str, key: &str, body
 
 /// Holds the organization's row: an insert of a record of it (whose foreign key's check waits
 /// for the row) blocks until the transaction ends.
-async fn hold_organization_row(app: &TestApp) -> sqlx::Transaction<'static, sqlx::Postgres> {
+/// Holds a lock that every insert into `table` waits for, and nothing else: the request's
+/// `Idempotency-Key` is taken, its handler blocks. On an app with a database of its own.
+async fn hold_inserts(app: &TestApp, table: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut holder = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE")
-        .bind(app.org_id)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "LOCK TABLE {table} IN SHARE MODE"
+    )))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
     holder
 }
 
@@ -209,13 +212,14 @@ async fn a_repeat_of_an_answer_with_a_secret_is_refused_and_names_what_was_made(
 async fn a_request_cut_off_in_its_handler_never_gives_its_key_to_a_second_execution() {
     // Requests time out after 1 s; a key not answered counts as unknown 2 * 1 + 5 s later.
     let app = parley_tests::TestApp::builder()
+        .own_database()
         .env(&[("PARLEY_REQUEST_TIMEOUT_SECS", "1")])
         .start()
         .await;
     let body = json!({"name": "Cut off"});
-    // A lead's insert waits for its organization's row (the foreign key's check), held here:
-    // the request times out inside its handler, whose insert lands once the row is let go.
-    let holder = hold_organization_row(&app).await;
+    // The lead's insert waits for the lock held here (the key's own row does not): the
+    // request times out inside its handler.
+    let holder = hold_inserts(&app, "leads").await;
     let first = post_with_key(&app, &app.key, "/api/v1/leads", "cut-1", &body).await;
     first.expect_error(503, "service_unavailable");
     holder.commit().await.unwrap();
@@ -263,6 +267,7 @@ async fn a_5xx_of_the_handler_leaves_the_outcome_unknown_and_an_answer_before_it
 #[tokio::test]
 async fn a_client_that_hangs_up_during_a_broadcast_and_retries_gets_one_broadcast() {
     let app = parley_tests::TestApp::builder()
+        .own_database()
         .env(&[("PARLEY_REQUEST_TIMEOUT_SECS", "2")])
         .start()
         .await;
@@ -277,9 +282,9 @@ async fn a_client_that_hangs_up_during_a_broadcast_and_retries_gets_one_broadcas
         .id();
     let body = json!({"broadcastName": "Hung up", "templateId": template,
                       "contactIds": contacts, "isDraft": true});
-    // The broadcast's insert waits for its organization's row, held here; the client gives up
-    // after 300 ms, hanging up while the handler runs.
-    let holder = hold_organization_row(&app).await;
+    // The broadcast's insert waits for the lock held here; the client gives up after 300 ms,
+    // hanging up while the handler runs.
+    let holder = hold_inserts(&app, "broadcasts").await;
     let impatient = reqwest::Client::builder()
         .timeout(std::time::Duration::from_millis(300))
         .build()

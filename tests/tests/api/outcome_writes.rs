@@ -8,7 +8,7 @@ use std::time::Duration;
 use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, fan_out_segment, record};
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, wait_until};
-use parley_worker::claims::{Claims, Hold};
+use parley_worker::claims::{Claims, HeldClaims};
 use parley_worker::outcomes::{Chunk, Outcomes};
 use serde_json::json;
 use sqlx::Connection;
@@ -165,8 +165,8 @@ fn sent(n: usize) -> RecipientOutcome {
 }
 
 /// The claims of a job on `ids`.
-async fn hold(d: &Dispatching, ids: &[Uuid]) -> Hold {
-    Hold::take(&d.claims, ids, Duration::from_secs(60))
+async fn hold(d: &Dispatching, ids: &[Uuid]) -> HeldClaims {
+    HeldClaims::take(&d.claims, ids, Duration::from_secs(60))
         .await
         .unwrap()
         .expect("the claims")
@@ -181,7 +181,7 @@ struct Held {
     outcomes: Outcomes,
     first: tokio::task::JoinHandle<anyhow::Result<Chunk>>,
     holder: sqlx::PgConnection,
-    jobs: [Hold; 2],
+    jobs: [HeldClaims; 2],
 }
 
 impl Held {
