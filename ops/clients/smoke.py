@@ -1,16 +1,24 @@
 """Smoke test of the Python client openapi-python-client generated from the served OpenAPI
 document (ops/clients/check): create a contact, a template and a draft broadcast, read the
-broadcast back, list contacts with a filter, and get a 404 as a typed error.
+broadcast back, list contacts with a filter, get a 404 as a typed error, and send a contact
+import as a multipart file and read it back.
 
 Usage: smoke.py <base URL> <API key> (the generated package `parley_api_client` on PYTHONPATH).
 """
 
+import io
 import sys
 import uuid
 
 from parley_api_client import AuthenticatedClient
 from parley_api_client.api.broadcasts import broadcasts_create, broadcasts_get
-from parley_api_client.api.contacts import contacts_create, contacts_get, contacts_list
+from parley_api_client.api.contacts import (
+    contacts_create,
+    contacts_create_import,
+    contacts_get,
+    contacts_get_import,
+    contacts_list,
+)
 from parley_api_client.api.templates import templates_create
 from parley_api_client.models import (
     Channel,
@@ -19,10 +27,13 @@ from parley_api_client.models import (
     CreateTemplate,
     EnvelopeBroadcast,
     EnvelopeContact,
+    EnvelopeContactImport,
     EnvelopeTemplate,
     ErrorEnvelope,
+    ImportUpload,
     ListEnvelopeContact,
 )
+from parley_api_client.types import File
 
 
 def check(condition, what):
@@ -66,6 +77,15 @@ def main(base, key):
     check(missing.status_code == 404, f"status {missing.status_code}")
     check(isinstance(missing.parsed, ErrorEnvelope), f"404 not typed: {missing.parsed}")
     check(missing.parsed.error.code == "not_found", f"code {missing.parsed.error.code}")
+
+    csv = f"email,name\nimport-{uuid.uuid4().hex}@example.com,Imported\n".encode()
+    upload = ImportUpload(file=File(payload=io.BytesIO(csv), file_name="contacts.csv", mime_type="text/csv"))
+    started = contacts_create_import.sync(client=client, body=upload)
+    check(isinstance(started, EnvelopeContactImport), f"import not created: {started}")
+    check(started.data.format_.value == "csv", f"import format {started.data.format_}")
+    again = contacts_get_import.sync(client=client, id=started.data.id)
+    check(isinstance(again, EnvelopeContactImport), f"import not read: {again}")
+    check(again.data.id == started.data.id, "another import read back")
     print("python client smoke: ok")
 
 

@@ -33,8 +33,8 @@ use parley_types::metric_names::RECIPIENTS;
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
 /// Outcomes a job lets wait, at most, and hands to the writer in one chunk: a whole job's, so
-/// that sends never wait on the writer. (At 100, one worker lost 5–7%: an outcome waits for
-/// the statement running and then its own, and sends paused meanwhile.)
+/// that sends never wait on the writer (with smaller chunks an outcome waited for the
+/// statement running and then its own, and sends paused meanwhile: docs/benchmarks.md).
 const CHUNK: usize = DELIVERY_BATCH;
 
 /// The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.

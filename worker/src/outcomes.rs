@@ -3,8 +3,8 @@
 //! commit across jobs, up to [`MAX_ROWS`]).
 //!
 //! Statements per second then follow the number of worker processes, not the number of jobs
-//! they run: with a writer per job, four workers of four jobs wrote 2.5 times the statements
-//! of one worker of sixteen, and Postgres pays for each (docs/benchmarks.md).
+//! they run: with a writer per job, the statements grew with the jobs, and Postgres pays for
+//! each (the figures are in docs/benchmarks.md).
 //!
 //! One statement runs at a time, and a second beside it only for jobs' last chunks: their jobs
 //! have nothing left to send and would hold their slots waiting. A job hands over one chunk at

@@ -5,9 +5,9 @@
 //! subscription at the time, Redis failing over) or that came back by apalis' own orphan
 //! recovery, which publishes nothing.
 //!
-//! Polling each queue often instead cost an idle worker about 3% of a core, and Redis as much
-//! again, per worker: what several workers on one machine, or a fleet on one Redis, pay for
-//! doing nothing (docs/benchmarks.md).
+//! Polling each queue often instead cost every idle worker a share of a core, and Redis as
+//! much again: what several workers on one machine, or a fleet on one Redis, pay for doing
+//! nothing (the figures are in docs/benchmarks.md).
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -151,14 +151,12 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
         None => req.into_body(),
     };
     let limits = file_limits(state);
-    let constraints = multer::Constraints::new()
-        .allowed_fields(vec!["file", "format"])
-        .size_limit(
-            multer::SizeLimit::new()
-                .whole_stream(limits.max + MULTIPART_OVERHEAD)
-                .per_field(limits.max)
-                .for_field("format", MAX_FORMAT_PART),
-        );
+    let constraints = multer::Constraints::new().size_limit(
+        multer::SizeLimit::new()
+            .whole_stream(limits.max + MULTIPART_OVERHEAD)
+            .per_field(limits.max)
+            .for_field("format", MAX_FORMAT_PART),
+    );
     let mut multipart =
         multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
     let mut format = None;
@@ -171,10 +169,10 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
                     AppError::validation("format", "invalid_value", "must be csv or ndjson")
                 })?);
             }
-            _ if file.is_some() => {
+            Some("file") if file.is_some() => {
                 return Err(AppError::validation("file", "invalid_value", "give one file").into());
             }
-            _ => {
+            Some("file") => {
                 let by_type = field
                     .content_type()
                     .and_then(|m| ImportFormat::from_content_type(m.as_ref()));
@@ -182,6 +180,11 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
                 let chunks = field.map(|chunk| chunk.map_err(multipart_error));
                 let spool = Spool::read_chunks(chunks, limits, |_| {}).await?;
                 file = Some((spool, by_type, filename));
+            }
+            // Other parts are read past, as unknown JSON fields are ignored.
+            _ => {
+                let mut field = field;
+                while field.chunk().await.map_err(multipart_error)?.is_some() {}
             }
         }
     }
@@ -212,11 +215,6 @@ fn multipart_error(err: multer::Error) -> ApiError {
         multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
             AppError::PayloadTooLarge
         }
-        multer::Error::UnknownField { field_name } => AppError::validation(
-            field_name.as_deref().unwrap_or("body"),
-            "unknown_field",
-            "a multipart import takes the parts file and format",
-        ),
         err => AppError::validation("body", "invalid_multipart", err.to_string()),
     })
 }

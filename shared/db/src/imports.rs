@@ -10,7 +10,8 @@ use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use parley_domain::imports::{
-    ContactImport, ImportFormat, ImportRow, ImportStatus, MAX_LISTED_ERRORS, RejectedRow,
+    self, ContactImport, ImportFormat, ImportRow, ImportStatus, MAX_LISTED_ERRORS, MatchedRows,
+    RejectedRow,
 };
 use parley_types::time::Timestamp;
 
@@ -254,10 +255,7 @@ pub async fn apply_batch(
         folded,
         rows_read,
     } = batch;
-    let emails: Vec<String> = rows
-        .iter()
-        .filter_map(|r| r.email.as_ref().map(|e| e.to_lowercase()))
-        .collect();
+    let emails = imports::emails_of(rows);
     let by_email: HashMap<String, Uuid> = sqlx::query!(
         r#"SELECT id, lower(email) AS "email!" FROM contacts
          WHERE organization_id = $1 AND lower(email) = ANY($2)"#,
@@ -269,15 +267,7 @@ pub async fn apply_batch(
     .into_iter()
     .map(|r| (r.email, r.id))
     .collect();
-    let phones: Vec<String> = rows
-        .iter()
-        .filter(|r| {
-            r.email
-                .as_ref()
-                .is_none_or(|e| !by_email.contains_key(&e.to_lowercase()))
-        })
-        .filter_map(|r| r.phone.clone())
-        .collect();
+    let phones = imports::phones_of(rows, &by_email);
     let by_phone: HashMap<String, Uuid> = if phones.is_empty() {
         HashMap::new()
     } else {
@@ -294,52 +284,7 @@ pub async fn apply_batch(
         .map(|r| (r.phone, r.id))
         .collect()
     };
-    let matched = |r: &ImportRow| {
-        r.email
-            .as_ref()
-            .and_then(|e| by_email.get(&e.to_lowercase()))
-            .or_else(|| r.phone.as_ref().and_then(|p| by_phone.get(p)))
-            .copied()
-    };
-    // Rows naming one contact by different keys (its email on one row, only its phone on
-    // another) fold into the first, as repeats of one key did in the parser: one row per
-    // contact reaches each statement.
-    let mut old: Vec<(ImportRow, Uuid)> = Vec::new();
-    let mut old_at: HashMap<Uuid, usize> = HashMap::new();
-    let mut new: Vec<ImportRow> = Vec::new();
-    for r in rows {
-        match matched(r) {
-            Some(id) => match old_at.get(&id) {
-                Some(&i) => old[i].0.fold(r.clone()),
-                None => {
-                    old_at.insert(id, old.len());
-                    old.push((r.clone(), id));
-                }
-            },
-            None => new.push(r.clone()),
-        }
-    }
-    // A new phone-only row joins a new row with that phone (rows with an email first).
-    let (with_email, phone_only): (Vec<ImportRow>, Vec<ImportRow>) =
-        new.into_iter().partition(|r| r.email.is_some());
-    let mut new: Vec<ImportRow> = Vec::new();
-    let mut by_phone_new: HashMap<String, usize> = HashMap::new();
-    for r in with_email {
-        if let Some(p) = &r.phone {
-            by_phone_new.entry(p.clone()).or_insert(new.len());
-        }
-        new.push(r);
-    }
-    for r in phone_only {
-        let phone = r.phone.clone().unwrap_or_default();
-        match by_phone_new.get(&phone) {
-            Some(&at) => new[at].fold(r),
-            None => {
-                by_phone_new.insert(phone, new.len());
-                new.push(r);
-            }
-        }
-    }
+    let MatchedRows { existing: old, new } = imports::match_rows(rows, &by_email, &by_phone);
     macro_rules! column {
         ($rows:expr, $field:ident) => {
             $rows

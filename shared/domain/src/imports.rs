@@ -1,5 +1,7 @@
 //! Contact imports: a CSV or NDJSON file of contacts, upserted by email or phone as a job.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -160,7 +162,7 @@ pub struct RawRow {
 }
 
 /// A row that passed its rules: what it sets on the contact it creates or updates.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImportRow {
     /// Its number in the file.
     pub row: i64,
@@ -245,6 +247,88 @@ impl ImportRow {
     }
 }
 
+/// A batch's rows split by what they name: contacts that exist (each once, with the rows
+/// that name it folded into the first) and contacts to create.
+#[derive(Debug, Default, PartialEq)]
+pub struct MatchedRows {
+    pub existing: Vec<(ImportRow, Uuid)>,
+    pub new: Vec<ImportRow>,
+}
+
+/// The emails (lowercase) a batch looks its contacts up by.
+pub fn emails_of(rows: &[ImportRow]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| r.email.as_ref().map(|e| e.to_lowercase()))
+        .collect()
+}
+
+/// The phones a batch looks its contacts up by: those of the rows whose email found no
+/// contact (or that have none).
+pub fn phones_of(rows: &[ImportRow], by_email: &HashMap<String, Uuid>) -> Vec<String> {
+    rows.iter()
+        .filter(|r| {
+            r.email
+                .as_ref()
+                .is_none_or(|e| !by_email.contains_key(&e.to_lowercase()))
+        })
+        .filter_map(|r| r.phone.clone())
+        .collect()
+}
+
+/// Matches each row to the contact with its email (without case), else to the contact found
+/// by its phone; rows naming one contact by different keys (its email on one row, only its
+/// phone on another) fold into the first, so one row per contact reaches each statement. Of
+/// the rest, a phone-only row joins a new row with that phone (rows with an email first).
+pub fn match_rows(
+    rows: &[ImportRow],
+    by_email: &HashMap<String, Uuid>,
+    by_phone: &HashMap<String, Uuid>,
+) -> MatchedRows {
+    let matched = |r: &ImportRow| {
+        r.email
+            .as_ref()
+            .and_then(|e| by_email.get(&e.to_lowercase()))
+            .or_else(|| r.phone.as_ref().and_then(|p| by_phone.get(p)))
+            .copied()
+    };
+    let mut existing: Vec<(ImportRow, Uuid)> = Vec::new();
+    let mut existing_at: HashMap<Uuid, usize> = HashMap::new();
+    let mut unmatched: Vec<ImportRow> = Vec::new();
+    for r in rows {
+        match matched(r) {
+            Some(id) => match existing_at.get(&id) {
+                Some(&i) => existing[i].0.fold(r.clone()),
+                None => {
+                    existing_at.insert(id, existing.len());
+                    existing.push((r.clone(), id));
+                }
+            },
+            None => unmatched.push(r.clone()),
+        }
+    }
+    let (with_email, phone_only): (Vec<ImportRow>, Vec<ImportRow>) =
+        unmatched.into_iter().partition(|r| r.email.is_some());
+    let mut new: Vec<ImportRow> = Vec::new();
+    let mut new_by_phone: HashMap<String, usize> = HashMap::new();
+    for r in with_email {
+        if let Some(p) = &r.phone {
+            new_by_phone.entry(p.clone()).or_insert(new.len());
+        }
+        new.push(r);
+    }
+    for r in phone_only {
+        let phone = r.phone.clone().unwrap_or_default();
+        match new_by_phone.get(&phone) {
+            Some(&at) => new[at].fold(r),
+            None => {
+                new_by_phone.insert(phone, new.len());
+                new.push(r);
+            }
+        }
+    }
+    MatchedRows { existing, new }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +339,64 @@ mod tests {
             phone: phone.map(str::to_owned),
             ..RawRow::default()
         }
+    }
+
+    fn row(n: i64, email: Option<&str>, phone: Option<&str>, name: &str) -> ImportRow {
+        ImportRow {
+            row: n,
+            email: email.map(str::to_owned),
+            phone: phone.map(str::to_owned),
+            name: Some(name.to_owned()),
+            ..ImportRow::default()
+        }
+    }
+
+    #[test]
+    fn rows_match_by_email_then_phone_and_fold_into_one_row_per_contact() {
+        let ada = Uuid::from_u128(1);
+        let bob = Uuid::from_u128(2);
+        let by_email = HashMap::from([("ada@example.com".to_owned(), ada)]);
+        let by_phone = HashMap::from([("+14155550100".to_owned(), bob)]);
+        let rows = [
+            row(2, Some("ADA@example.com"), None, "Ada"),
+            row(3, None, Some("+14155550100"), "Bob"),
+            // Ada again by email, Bob again by phone: folded, later cells win.
+            row(4, Some("ada@example.com"), None, "Ada L."),
+            row(
+                5,
+                Some("unknown@example.com"),
+                Some("+14155550100"),
+                "Bob B.",
+            ),
+            // New: an email row with a phone, then a phone-only row with that phone.
+            row(6, Some("cy@example.com"), Some("+14155550199"), "Cy"),
+            row(7, None, Some("+14155550199"), "Cyrus"),
+            row(8, None, Some("+14155550111"), "Di"),
+        ];
+        assert_eq!(emails_of(&rows).len(), 4);
+        assert_eq!(
+            phones_of(&rows, &by_email),
+            [
+                "+14155550100",
+                "+14155550100",
+                "+14155550199",
+                "+14155550199",
+                "+14155550111"
+            ]
+        );
+        let m = match_rows(&rows, &by_email, &by_phone);
+        let existing: Vec<(i64, Uuid, Option<&str>)> = m
+            .existing
+            .iter()
+            .map(|(r, id)| (r.row, *id, r.name.as_deref()))
+            .collect();
+        assert_eq!(
+            existing,
+            [(2, ada, Some("Ada L.")), (3, bob, Some("Bob B."))]
+        );
+        let new: Vec<(i64, Option<&str>)> =
+            m.new.iter().map(|r| (r.row, r.name.as_deref())).collect();
+        assert_eq!(new, [(6, Some("Cyrus")), (8, Some("Di"))]);
     }
 
     #[test]
