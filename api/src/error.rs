@@ -24,6 +24,12 @@ impl From<AppError> for ApiError {
     }
 }
 
+impl From<parley_usecases::Error> for ApiError {
+    fn from(err: parley_usecases::Error) -> Self {
+        ApiError(err.0)
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
         ApiError(parley_db::error::app_error(err))

@@ -288,6 +288,15 @@ impl Tenant {
     pub fn actor(&self) -> Actor {
         Actor::api_key(self.key_id, &self.key_name)
     }
+
+    /// The caller, as the use cases know it.
+    pub fn caller(&self) -> parley_usecases::Caller {
+        parley_usecases::Caller {
+            org_id: self.org_id,
+            key_id: self.key_id,
+            key_name: self.key_name.clone(),
+        }
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Tenant {

@@ -13,7 +13,6 @@ pub mod retention;
 pub mod routes;
 pub mod scopes;
 pub mod serve;
-pub mod services;
 pub mod startup;
 pub mod state;
 pub mod usage;

@@ -28,6 +28,15 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// What the use cases reach.
+    pub fn use_cases(&self) -> parley_usecases::Ctx<'_> {
+        parley_usecases::Ctx {
+            pool: &self.pool,
+            jobs: &self.jobs,
+            clock: &self.clock,
+        }
+    }
+
     /// The object store, or 503 `storage_unavailable` when none is configured.
     pub fn storage(&self) -> AppResult<&Storage> {
         self.storage

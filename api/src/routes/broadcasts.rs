@@ -1,17 +1,16 @@
 //! Broadcasts (endpoints 2, 3 and 4) with their actions and recipients. Sending is the
-//! worker's; the API writes the broadcast and enqueues its dispatch.
+//! worker's; the changes are `parley_usecases::broadcasts`'.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
 use parley_db as db;
-use parley_db::refs::{self, RefTable};
 use parley_domain::broadcasts::{
-    Action, Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, CreateBroadcast,
-    MAX_AUDIENCE, RecipientFilter, RetryFailed, UpdateBroadcast,
+    Action, Broadcast, BroadcastFilter, BroadcastRecipient, CreateBroadcast, RecipientFilter,
+    RetryFailed, UpdateBroadcast,
 };
 use parley_types::list::PageParams;
-use parley_types::time::Timestamp;
+use parley_usecases::broadcasts;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -36,33 +35,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(retry_failed))
 }
 
-/// Hands a broadcast to the workers. Postgres already says it is queued, so if Redis is
-/// unreachable now the worker's reconciler dispatches it later; the request still succeeds.
-async fn dispatch(state: &AppState, id: Uuid, requeue: bool) {
-    if let Err(err) = state.jobs.dispatch(id, requeue).await {
-        tracing::warn!(broadcast_id = %id, %err, "dispatch not enqueued; the reconciler will");
-    }
-}
-
 async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
-    db::broadcasts::get(&state.pool, org, id)
-        .await?
-        .ok_or(AppError::NotFound.into())
-}
-
-async fn template(
-    conn: &mut sqlx::PgConnection,
-    org: Uuid,
-    id: Uuid,
-) -> AppResult<parley_domain::templates::Template> {
-    db::templates::share(conn, org, id).await?.ok_or_else(|| {
-        AppError::validation(
-            "templateId",
-            "not_found",
-            format!("{id} is not a template of this organization"),
-        )
-        .into()
-    })
+    Ok(broadcasts::read(state.use_cases(), org, id).await?)
 }
 
 /// Create a broadcast (endpoint 2): a draft, scheduled (future `scheduledAt`) or queued
@@ -75,33 +49,8 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateBroadcast>,
 ) -> AppResult<Reply<Broadcast>> {
-    let mut tx = state.pool.begin().await?;
-    let template = template(&mut tx, tenant.org_id, req.template_id).await?;
-    refs::check_ids(
-        &mut tx,
-        RefTable::Contacts,
-        tenant.org_id,
-        "contactIds",
-        &req.contact_ids,
-        MAX_AUDIENCE,
-    )
-    .await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Segments,
-        tenant.org_id,
-        "segmentId",
-        req.segment_id,
-    )
-    .await?;
-    let (broadcast, audience) = req.into_broadcast(tenant.org_id, &template, Timestamp::now())?;
-    db::broadcasts::insert(&mut *tx, &broadcast, &audience).await?;
-    tx.commit().await?;
-    if broadcast.status == BroadcastStatus::Queued {
-        dispatch(&state, broadcast.id, false).await;
-    }
     Ok(Reply::created(
-        read(&state, tenant.org_id, broadcast.id).await?,
+        broadcasts::create(state.use_cases(), &tenant.caller(), req).await?,
     ))
 }
 
@@ -147,40 +96,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateBroadcast>,
 ) -> AppResult<Reply<Broadcast>> {
-    let mut tx = state.pool.begin().await?;
-    let mut broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if !Action::Update.allowed_from().contains(&broadcast.status) {
-        return Err(Action::Update.refused(broadcast.status).into());
-    }
-    if let Some(ids) = &req.contact_ids {
-        refs::check_ids(
-            &mut tx,
-            RefTable::Contacts,
-            tenant.org_id,
-            "contactIds",
-            ids,
-            MAX_AUDIENCE,
-        )
-        .await?;
-    }
-    refs::check_id(
-        &mut tx,
-        RefTable::Segments,
-        tenant.org_id,
-        "segmentId",
-        req.segment_id,
-    )
-    .await?;
-    let template = template(&mut tx, tenant.org_id, broadcast.template_id).await?;
-    let audience = req.apply(&mut broadcast, &template, Timestamp::now())?;
-    db::broadcasts::update(&mut *tx, &broadcast, audience.as_deref()).await?;
-    tx.commit().await?;
-    if broadcast.status == BroadcastStatus::Queued {
-        dispatch(&state, id, false).await;
-    }
-    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
+    Ok(Reply::ok(
+        broadcasts::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a draft broadcast.
@@ -195,15 +113,7 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    let mut tx = state.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if !Action::Delete.allowed_from().contains(&broadcast.status) {
-        return Err(Action::Delete.refused(broadcast.status).into());
-    }
-    db::broadcasts::delete(&mut *tx, tenant.org_id, id).await?;
-    tx.commit().await?;
+    broadcasts::delete(state.use_cases(), &tenant.caller(), id).await?;
     Ok(Reply::deleted(id))
 }
 
@@ -231,29 +141,9 @@ async fn act(
     id: Uuid,
     action: Action,
 ) -> AppResult<Reply<Broadcast>> {
-    let mut tx = state.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if !action.allowed_from().contains(&broadcast.status) {
-        return Err(action.refused(broadcast.status).into());
-    }
-    let to = match action {
-        Action::Pause => BroadcastStatus::Paused,
-        Action::Cancel => BroadcastStatus::Cancelled,
-        // A broadcast paused before its dispatch started goes back to the queue.
-        Action::Resume if broadcast.started_at.is_some() => BroadcastStatus::Sending,
-        Action::Resume => BroadcastStatus::Queued,
-        Action::Update | Action::Delete | Action::RetryFailed => {
-            return Err(action.refused(broadcast.status).into());
-        }
-    };
-    db::broadcasts::set_status(&mut *tx, tenant.org_id, id, to).await?;
-    tx.commit().await?;
-    if action == Action::Resume {
-        dispatch(state, id, true).await;
-    }
-    Ok(Reply::ok(read(state, tenant.org_id, id).await?))
+    Ok(Reply::ok(
+        broadcasts::act(state.use_cases(), &tenant.caller(), id, action).await?,
+    ))
 }
 
 /// Pause a queued or sending broadcast: no new message goes out within a second.
@@ -320,24 +210,7 @@ async fn retry_failed(
     Json(req): Json<RetryFailed>,
 ) -> AppResult<Reply<Broadcast>> {
     let codes = req.codes()?;
-    let mut tx = state.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if !Action::RetryFailed
-        .allowed_from()
-        .contains(&broadcast.status)
-    {
-        return Err(Action::RetryFailed.refused(broadcast.status).into());
-    }
-    let retried = db::broadcasts::retry_failed(&mut tx, id, codes.as_deref()).await?;
-    if retried == 0 {
-        return Err(
-            AppError::invalid_state("no failed recipient of this broadcast matches").into(),
-        );
-    }
-    tx.commit().await?;
-    tracing::info!(broadcast_id = %id, retried, "failed recipients sent again");
-    dispatch(&state, id, true).await;
-    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
+    Ok(Reply::ok(
+        broadcasts::retry_failed(state.use_cases(), &tenant.caller(), id, codes.as_deref()).await?,
+    ))
 }

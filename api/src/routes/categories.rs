@@ -7,7 +7,6 @@ use parley_db as db;
 use parley_domain::categories::{
     CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
 };
-use parley_types::fields::next_free_slug;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -15,6 +14,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
+use parley_usecases::categories;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -34,15 +34,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateCategory>,
 ) -> AppResult<Reply<ConversationCategory>> {
-    let (mut category, derived) = req.into_category(tenant.org_id);
-    let mut tx = state.pool.begin().await?;
-    if derived {
-        let taken = db::categories::taken_slugs(&mut *tx, tenant.org_id, &category.slug).await?;
-        category.slug = next_free_slug(&category.slug, &taken);
-    }
-    db::categories::insert(&mut *tx, &category).await?;
-    tx.commit().await?;
-    Ok(Reply::created(category))
+    Ok(Reply::created(
+        categories::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List conversation categories (endpoint 12).
@@ -89,14 +83,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateCategory>,
 ) -> AppResult<Reply<ConversationCategory>> {
-    let mut tx = state.pool.begin().await?;
-    let mut category = db::categories::lock(&mut *tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut category);
-    db::categories::update(&mut *tx, &category).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(category))
+    Ok(Reply::ok(
+        categories::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a conversation category.

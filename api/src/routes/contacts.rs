@@ -4,23 +4,15 @@ use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
-use parley_db::refs::{self, RefTable};
-use parley_db::tags::{TagLink, set_tags};
-use parley_domain::contacts::{
-    ActivityType, Contact, ContactActivity, ContactFilter, CreateContact, UpdateContact,
-};
+use parley_domain::contacts::{Contact, ContactFilter, CreateContact, UpdateContact};
 use parley_types::list::PageParams;
-use parley_types::time::Timestamp;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
-
-const MAX_TAGS: usize = 50;
-/// Activities shown with a contact, newest first.
-const ACTIVITIES_SHOWN: i64 = 100;
+use parley_usecases::contacts;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -40,53 +32,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateContact>,
 ) -> AppResult<Reply<Contact>> {
-    let (contact, tag_ids) = req.into_contact(tenant.org_id);
-    let tag_ids = parley_types::ids::dedup(tag_ids);
-    let mut tx = state.pool.begin().await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Companies,
-        tenant.org_id,
-        "companyId",
-        contact.company_id,
-    )
-    .await?;
-    refs::check_ids(
-        &mut tx,
-        RefTable::Tags,
-        tenant.org_id,
-        "tagIds",
-        &tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
-    db::contacts::insert(&mut *tx, &contact).await?;
-    set_tags(
-        &mut tx,
-        TagLink::Contact,
-        tenant.org_id,
-        contact.id,
-        &tag_ids,
-    )
-    .await?;
-    let created = ContactActivity::new(
-        contact.id,
-        ActivityType::Created,
-        &tenant.actor(),
-        "Contact created".to_owned(),
-    );
-    db::contacts::add_activities(&mut tx, tenant.org_id, &[created]).await?;
-    let contact = read(&mut tx, tenant.org_id, contact.id).await?;
-    tx.commit().await?;
-    Ok(Reply::created(contact))
-}
-
-async fn read(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> AppResult<Contact> {
-    let mut contact = db::contacts::get(conn, org, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    contact.activities = Some(db::contacts::activities(&mut *conn, id, ACTIVITIES_SHOWN).await?);
-    Ok(contact)
+    Ok(Reply::created(
+        contacts::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List the organization's contacts.
@@ -122,7 +70,9 @@ async fn get(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Contact>> {
     let mut conn = state.pool.acquire().await?;
-    Ok(Reply::ok(read(&mut conn, tenant.org_id, id).await?))
+    Ok(Reply::ok(
+        contacts::read(&mut conn, tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a contact; each changed field is recorded as an activity.
@@ -139,64 +89,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateContact>,
 ) -> AppResult<Reply<Contact>> {
-    let actor = tenant.actor();
-    let mut tx = state.pool.begin().await?;
-    let mut contact = db::contacts::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    let now = Timestamp::now();
-    let (changes, tag_ids) = req.apply(&mut contact, now);
-    if changes.iter().any(|c| c.field == "companyId") {
-        refs::check_id(
-            &mut tx,
-            RefTable::Companies,
-            tenant.org_id,
-            "companyId",
-            contact.company_id,
-        )
-        .await?;
-    }
-    let mut activities: Vec<ContactActivity> = changes
-        .into_iter()
-        .map(|c| c.into_activity(id, &actor))
-        .collect();
-    if let Some(tag_ids) = tag_ids {
-        let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_ids(
-            &mut tx,
-            RefTable::Tags,
-            tenant.org_id,
-            "tagIds",
-            &tag_ids,
-            MAX_TAGS,
-        )
-        .await?;
-        let (added, removed) =
-            set_tags(&mut tx, TagLink::Contact, tenant.org_id, id, &tag_ids).await?;
-        for (tags, kind, verb) in [
-            (added, ActivityType::TagAdded, "added"),
-            (removed, ActivityType::TagRemoved, "removed"),
-        ] {
-            for tag in tags {
-                let mut a =
-                    ContactActivity::new(id, kind, &actor, format!("Tag {} {verb}", tag.name));
-                if kind == ActivityType::TagAdded {
-                    a.new_value = Some(tag.name);
-                } else {
-                    a.old_value = Some(tag.name);
-                }
-                activities.push(a);
-            }
-        }
-    }
-    if !activities.is_empty() {
-        contact.updated_at = now;
-        db::contacts::update(&mut *tx, &contact).await?;
-        db::contacts::add_activities(&mut tx, tenant.org_id, &activities).await?;
-    }
-    let contact = read(&mut tx, tenant.org_id, id).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(contact))
+    Ok(Reply::ok(
+        contacts::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a contact with its tags and activities.

@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
-use crate::services::conversations;
 use crate::state::AppState;
+use parley_usecases::conversations;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -40,7 +40,7 @@ async fn create(
     Json(req): Json<CreateConversation>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::created(
-        conversations::create(&state, &tenant, req).await?,
+        conversations::create(state.use_cases(), &tenant.caller(), req).await?,
     ))
 }
 
@@ -103,7 +103,7 @@ async fn update(
     Json(req): Json<UpdateConversation>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::update(&state, &tenant, id, req).await?,
+        conversations::update(state.use_cases(), &tenant.caller(), id, req).await?,
     ))
 }
 
@@ -124,7 +124,7 @@ async fn add_message(
     Json(req): Json<CreateMessage>,
 ) -> AppResult<Reply<Message>> {
     Ok(Reply::created(
-        conversations::add_message(&state, &tenant, id, req).await?,
+        conversations::add_message(state.use_cases(), &tenant.caller(), id, req).await?,
     ))
 }
 
@@ -159,7 +159,7 @@ async fn assign_users(
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::assign_users(&state, &tenant, id, req).await?,
+        conversations::assign_users(state.use_cases(), &tenant.caller(), id, req).await?,
     ))
 }
 
@@ -176,7 +176,7 @@ async fn assign_teams(
     Json(req): Json<AssignTeams>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::assign_teams(&state, &tenant, id, req).await?,
+        conversations::assign_teams(state.use_cases(), &tenant.caller(), id, req).await?,
     ))
 }
 
@@ -190,7 +190,7 @@ async fn unassign_user(
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        conversations::unassign_user(&state, &tenant, id, user).await?,
+        conversations::unassign_user(state.use_cases(), &tenant.caller(), id, user).await?,
     ))
 }
 
@@ -204,7 +204,7 @@ async fn unassign_team(
     Path((id, team)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        conversations::unassign_team(&state, &tenant, id, team).await?,
+        conversations::unassign_team(state.use_cases(), &tenant.caller(), id, team).await?,
     ))
 }
 
@@ -223,6 +223,6 @@ async fn handover(
     Json(req): Json<Handover>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
-        conversations::handover(&state, &tenant, id, req).await?,
+        conversations::handover(state.use_cases(), &tenant.caller(), id, req).await?,
     ))
 }

@@ -9,9 +9,8 @@ use parley_domain::faq::{
     CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
     FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
 };
-use parley_types::fields::next_free_slug;
 use parley_types::list::PageParams;
-use sqlx::PgConnection;
+use parley_usecases::faq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -45,17 +44,9 @@ async fn create_collection(
     tenant: Tenant,
     Json(req): Json<CreateFaqCollection>,
 ) -> AppResult<Reply<FaqCollection>> {
-    let (mut c, derived) = req.into_collection(tenant.org_id);
-    let mut tx = state.pool.begin().await?;
-    if derived {
-        let taken =
-            db::faq::taken_slugs(&mut *tx, false, tenant.org_id, &c.locale, &c.slug).await?;
-        c.slug = next_free_slug(&c.slug, &taken);
-    }
-    db::faq::insert_collection(&mut *tx, &c).await?;
-    tx.commit().await?;
-    c.faqs = Some(Vec::new());
-    Ok(Reply::created(c))
+    Ok(Reply::created(
+        faq::create_collection(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List FAQ collections with `faqCount` and `totalReadTime`.
@@ -73,14 +64,6 @@ async fn list_collections(
     ))
 }
 
-async fn read_collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<FaqCollection> {
-    let mut c = db::faq::get_collection(&mut *conn, org, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    c.faqs = Some(db::faq::faqs_of(conn, org, id).await?);
-    Ok(c)
-}
-
 /// Get an FAQ collection with its FAQs.
 #[utoipa::path(get, path = "/api/v1/faq-collections/{id}", tag = "faq",
     params(("id" = Uuid, Path, description = "Collection id")),
@@ -92,7 +75,7 @@ async fn get_collection(
 ) -> AppResult<Reply<FaqCollection>> {
     let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        read_collection(&mut conn, tenant.org_id, id).await?,
+        faq::read_collection(&mut conn, tenant.org_id, id).await?,
     ))
 }
 
@@ -110,15 +93,9 @@ async fn update_collection(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateFaqCollection>,
 ) -> AppResult<Reply<FaqCollection>> {
-    let mut tx = state.pool.begin().await?;
-    let mut c = db::faq::lock_collection(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut c);
-    db::faq::update_collection(&mut *tx, &c).await?;
-    let c = read_collection(&mut tx, tenant.org_id, id).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(c))
+    Ok(Reply::ok(
+        faq::update_collection(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete an FAQ collection with its categories and FAQs.
@@ -137,12 +114,6 @@ async fn delete_collection(
     }
 }
 
-async fn collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<FaqCollection> {
-    db::faq::get_collection(conn, org, id)
-        .await?
-        .ok_or(AppError::NotFound.into())
-}
-
 /// Create a FAQ category in a collection.
 #[utoipa::path(post, path = "/api/v1/faq-collections/{id}/categories", tag = "faq",
     params(("id" = Uuid, Path, description = "Collection id")),
@@ -157,12 +128,9 @@ async fn create_category(
     Path(id): Path<Uuid>,
     Json(req): Json<CreateFaqCategory>,
 ) -> AppResult<Reply<FaqCategory>> {
-    let mut tx = state.pool.begin().await?;
-    let c = collection(&mut tx, tenant.org_id, id).await?;
-    let category = req.into_category(tenant.org_id, c.id);
-    db::faq::insert_category(&mut *tx, &category).await?;
-    tx.commit().await?;
-    Ok(Reply::created(category))
+    Ok(Reply::created(
+        faq::create_category(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// List the FAQ categories of a collection.
@@ -176,7 +144,7 @@ async fn list_categories(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<FaqCategory>>> {
     let mut conn = state.pool.acquire().await?;
-    collection(&mut conn, tenant.org_id, id).await?;
+    faq::collection(&mut conn, tenant.org_id, id).await?;
     Ok(Reply::page(
         db::faq::list_categories(&state.pool, tenant.org_id, id, &page).await?,
     ))
@@ -199,14 +167,9 @@ async fn update_category(
     Path((id, category_id)): Path<(Uuid, Uuid)>,
     Json(req): Json<UpdateFaqCategory>,
 ) -> AppResult<Reply<FaqCategory>> {
-    let mut tx = state.pool.begin().await?;
-    let mut category = db::faq::lock_category(&mut *tx, tenant.org_id, id, category_id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut category);
-    db::faq::update_category(&mut *tx, &category).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(category))
+    Ok(Reply::ok(
+        faq::update_category(state.use_cases(), &tenant.caller(), id, category_id, req).await?,
+    ))
 }
 
 /// Delete a FAQ category; its FAQs stay, without a category.
@@ -228,24 +191,6 @@ async fn delete_category(
     }
 }
 
-async fn check_category(
-    conn: &mut PgConnection,
-    collection: Uuid,
-    category: Option<Uuid>,
-) -> AppResult<()> {
-    match category {
-        Some(c) if !db::faq::category_in_collection(conn, collection, c).await? => {
-            Err(AppError::validation(
-                "categoryId",
-                "not_found",
-                format!("{c} is not a category of this collection"),
-            )
-            .into())
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Create a FAQ in a collection; `slug` is derived from `title` when absent.
 #[utoipa::path(post, path = "/api/v1/faq-collections/{id}/faqs", tag = "faq",
     params(("id" = Uuid, Path, description = "Collection id")),
@@ -260,19 +205,9 @@ async fn create_faq(
     Path(id): Path<Uuid>,
     Json(req): Json<CreateFaq>,
 ) -> AppResult<Reply<Faq>> {
-    let mut tx = state.pool.begin().await?;
-    let c = collection(&mut tx, tenant.org_id, id).await?;
-    let (mut faq, derived) = req.into_faq(&c)?;
-    check_category(&mut tx, c.id, faq.category_id).await?;
-    if derived {
-        let taken =
-            db::faq::taken_slugs(&mut *tx, true, tenant.org_id, &faq.locale, &faq.slug).await?;
-        faq.slug = next_free_slug(&faq.slug, &taken);
-    }
-    db::faq::insert_faq(&mut *tx, &faq).await?;
-    db::faq::embed_categories(&mut tx, std::slice::from_mut(&mut faq)).await?;
-    tx.commit().await?;
-    Ok(Reply::created(faq))
+    Ok(Reply::created(
+        faq::create_faq(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// List the FAQs of a collection.
@@ -287,24 +222,11 @@ async fn list_faqs(
     Query(filter): Query<FaqFilter>,
 ) -> AppResult<Reply<Vec<Faq>>> {
     let mut conn = state.pool.acquire().await?;
-    collection(&mut conn, tenant.org_id, id).await?;
+    faq::collection(&mut conn, tenant.org_id, id).await?;
     drop(conn);
     Ok(Reply::page(
         db::faq::list_faqs(&state.pool, tenant.org_id, id, &filter, &page).await?,
     ))
-}
-
-async fn read_faq(
-    conn: &mut PgConnection,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
-) -> AppResult<Faq> {
-    let mut faq = db::faq::get_faq(&mut *conn, org, collection, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    db::faq::embed_categories(conn, std::slice::from_mut(&mut faq)).await?;
-    Ok(faq)
 }
 
 /// Get a FAQ.
@@ -321,7 +243,7 @@ async fn get_faq(
 ) -> AppResult<Reply<Faq>> {
     let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        read_faq(&mut conn, tenant.org_id, id, faq_id).await?,
+        faq::read_faq(&mut conn, tenant.org_id, id, faq_id).await?,
     ))
 }
 
@@ -342,16 +264,9 @@ async fn update_faq(
     Path((id, faq_id)): Path<(Uuid, Uuid)>,
     Json(req): Json<UpdateFaq>,
 ) -> AppResult<Reply<Faq>> {
-    let mut tx = state.pool.begin().await?;
-    let mut faq = db::faq::lock_faq(&mut tx, tenant.org_id, id, faq_id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut faq)?;
-    check_category(&mut tx, id, faq.category_id).await?;
-    db::faq::update_faq(&mut *tx, &faq).await?;
-    let faq = read_faq(&mut tx, tenant.org_id, id, faq_id).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(faq))
+    Ok(Reply::ok(
+        faq::update_faq(state.use_cases(), &tenant.caller(), id, faq_id, req).await?,
+    ))
 }
 
 /// Delete a FAQ.

@@ -22,6 +22,7 @@ use crate::envelope::{Envelope, Reply};
 use crate::error::{ApiError, AppError, AppResult};
 use crate::extract::{Json, Path, Tenant, is_json_type};
 use crate::state::AppState;
+use parley_usecases::imports::{self, StoredFile};
 
 pub const PATH: &str = "/api/v1/contacts/imports";
 
@@ -320,25 +321,18 @@ async fn from_sent_file(
     let download_url = storage
         .presign_download(&file.storage_key, DOWNLOAD_FOR)
         .await?;
-    let mut tx = state.pool.begin().await?;
-    db::files::mark_uploaded(
-        &mut *tx,
-        tenant.org_id,
-        file.id,
-        file.file_size,
-        etag.as_deref(),
-    )
-    .await?;
-    let import = db::imports::create(
-        &mut *tx,
-        tenant.org_id,
+    let import = imports::import_stored_file(
+        state.use_cases(),
+        &tenant.caller(),
+        StoredFile {
+            id: file.id,
+            size: file.file_size,
+            etag: etag.as_deref(),
+            download_url: &download_url,
+        },
         sent.format,
-        None,
-        Some(file.id),
-        Some(&download_url),
     )
     .await?;
-    tx.commit().await?;
     queued(state, import).await
 }
 

@@ -4,21 +4,16 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
-use parley_db::refs::{self, RefTable};
-use parley_db::tags::{TagLink, set_tags, tags_of};
-use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
-use parley_domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
-use parley_domain::webhooks::EventName;
+use parley_domain::contacts::Contact;
+use parley_domain::leads::{CreateLead, Lead, LeadFilter, UpdateLead};
 use parley_types::list::PageParams;
-use parley_types::time::Timestamp;
+use parley_usecases::leads;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
-
-const MAX_TAGS: usize = 50;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -36,34 +31,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateLead>,
 ) -> AppResult<Reply<Lead>> {
-    let (lead, tag_ids) = req.into_lead(tenant.org_id)?;
-    let tag_ids = parley_types::ids::dedup(tag_ids);
-    let mut tx = state.pool.begin().await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Users,
-        tenant.org_id,
-        "assigneeId",
-        lead.assignee_id,
-    )
-    .await?;
-    refs::check_ids(
-        &mut tx,
-        RefTable::Tags,
-        tenant.org_id,
-        "tagIds",
-        &tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
-    db::leads::insert(&mut *tx, &lead).await?;
-    set_tags(&mut tx, TagLink::Lead, tenant.org_id, lead.id, &tag_ids).await?;
-    let lead = db::leads::get(&mut tx, tenant.org_id, lead.id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    db::outbox::emit(&mut tx, tenant.org_id, EventName::LeadCreated, &lead).await?;
-    tx.commit().await?;
-    Ok(Reply::created(lead))
+    Ok(Reply::created(
+        leads::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List leads.
@@ -111,41 +81,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateLead>,
 ) -> AppResult<Reply<Lead>> {
-    let mut tx = state.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    let before_assignee = lead.assignee_id;
-    let tag_ids = req.apply(&mut lead)?;
-    if lead.assignee_id != before_assignee {
-        refs::check_id(
-            &mut tx,
-            RefTable::Users,
-            tenant.org_id,
-            "assigneeId",
-            lead.assignee_id,
-        )
-        .await?;
-    }
-    if let Some(tag_ids) = tag_ids {
-        let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_ids(
-            &mut tx,
-            RefTable::Tags,
-            tenant.org_id,
-            "tagIds",
-            &tag_ids,
-            MAX_TAGS,
-        )
-        .await?;
-        set_tags(&mut tx, TagLink::Lead, tenant.org_id, id, &tag_ids).await?;
-    }
-    db::leads::update(&mut *tx, &lead).await?;
-    let lead = db::leads::get(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    tx.commit().await?;
-    Ok(Reply::ok(lead))
+    Ok(Reply::ok(
+        leads::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Convert a lead into a contact (endpoint 9): links the contact with the lead's email or
@@ -161,70 +99,9 @@ async fn convert(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Contact>> {
-    let actor = tenant.actor();
-    let mut tx = state.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if lead.status == LeadStatus::Converted {
-        return Err(AppError::invalid_state("the lead is already converted").into());
-    }
-    let existing = db::contacts::find_by_email_or_phone(
-        &mut tx,
-        tenant.org_id,
-        lead.email.as_deref(),
-        lead.phone.as_deref(),
-    )
-    .await?;
-    let now = Timestamp::now();
-    let contact_id = match existing {
-        Some(contact_id) => contact_id,
-        None => {
-            let contact = lead.new_contact(now);
-            db::contacts::insert(&mut *tx, &contact).await?;
-            let tag_ids: Vec<Uuid> = tags_of(&mut *tx, TagLink::Lead, &[id])
-                .await?
-                .remove(&id)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|t| t.id)
-                .collect();
-            set_tags(
-                &mut tx,
-                TagLink::Contact,
-                tenant.org_id,
-                contact.id,
-                &tag_ids,
-            )
-            .await?;
-            let created = ContactActivity::new(
-                contact.id,
-                ActivityType::Created,
-                &actor,
-                "Contact created".to_owned(),
-            );
-            db::contacts::add_activities(&mut tx, tenant.org_id, &[created]).await?;
-            contact.id
-        }
-    };
-    let mut converted = ContactActivity::new(
-        contact_id,
-        ActivityType::ConvertedFromLead,
-        &actor,
-        "Converted from a lead".to_owned(),
-    );
-    converted.metadata = Some(id.to_string());
-    db::contacts::add_activities(&mut tx, tenant.org_id, &[converted]).await?;
-    lead.status = LeadStatus::Converted;
-    lead.contact_id = Some(contact_id);
-    lead.converted_at = Some(now);
-    lead.updated_at = now;
-    db::leads::update(&mut *tx, &lead).await?;
-    let contact = db::contacts::get(&mut tx, tenant.org_id, contact_id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    tx.commit().await?;
-    Ok(Reply::ok(contact))
+    Ok(Reply::ok(
+        leads::convert(state.use_cases(), &tenant.caller(), id).await?,
+    ))
 }
 
 /// Delete a lead with its tags. A converted lead's contact stays.

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
+use parley_usecases::message_attributes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -82,14 +83,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateMessageAttribute>,
 ) -> AppResult<Reply<MessageAttribute>> {
-    let mut tx = state.pool.begin().await?;
-    let mut attribute = db::message_attributes::lock(&mut *tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut attribute);
-    db::message_attributes::update(&mut *tx, &attribute).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(attribute))
+    Ok(Reply::ok(
+        message_attributes::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a message attribute (endpoint 13).

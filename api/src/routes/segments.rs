@@ -4,8 +4,7 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
-use parley_db::refs::{self, RefTable};
-use parley_domain::segments::{CreateSegment, MAX_TAGS, Segment, SegmentCount, UpdateSegment};
+use parley_domain::segments::{CreateSegment, Segment, SegmentCount, UpdateSegment};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -13,25 +12,13 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Tenant};
 use crate::state::AppState;
+use parley_usecases::segments;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
         .routes(routes!(get, update, delete))
         .routes(routes!(count))
-}
-
-async fn check_tags(conn: &mut sqlx::PgConnection, org: Uuid, segment: &Segment) -> AppResult<()> {
-    refs::check_ids(
-        conn,
-        RefTable::Tags,
-        org,
-        "filter.tagIds",
-        &segment.filter.tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
-    Ok(())
 }
 
 /// Create a segment.
@@ -46,12 +33,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateSegment>,
 ) -> AppResult<Reply<Segment>> {
-    let segment = req.into_segment(tenant.org_id)?;
-    let mut tx = state.pool.begin().await?;
-    check_tags(&mut tx, tenant.org_id, &segment).await?;
-    db::segments::insert(&mut *tx, &segment).await?;
-    tx.commit().await?;
-    Ok(Reply::created(segment))
+    Ok(Reply::created(
+        segments::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List segments.
@@ -98,19 +82,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateSegment>,
 ) -> AppResult<Reply<Segment>> {
-    let mut tx = state.pool.begin().await?;
-    let mut segment = db::segments::get(&mut *tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    // Only a new filter's tags are checked: a tag deleted since does not lock the segment.
-    let new_filter = req.filter.is_some();
-    req.apply(&mut segment)?;
-    if new_filter {
-        check_tags(&mut tx, tenant.org_id, &segment).await?;
-    }
-    db::segments::update(&mut *tx, &segment).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(segment))
+    Ok(Reply::ok(
+        segments::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a segment that no broadcast names (else 409 `conflict`).

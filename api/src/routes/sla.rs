@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
+use parley_usecases::sla;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -81,14 +82,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateSlaPolicy>,
 ) -> AppResult<Reply<SlaPolicy>> {
-    let mut tx = state.pool.begin().await?;
-    let mut policy = db::sla::get_policy(&mut *tx, tenant.org_id, id, true)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut policy);
-    db::sla::update_policy(&mut *tx, &policy).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(policy))
+    Ok(Reply::ok(
+        sla::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete an SLA policy. Running clocks go on (their `slaPolicyId` becomes `null`).
@@ -144,12 +140,7 @@ async fn update_organization(
     tenant: Tenant,
     Json(req): Json<UpdateOrganization>,
 ) -> AppResult<Reply<Organization>> {
-    let mut tx = state.pool.begin().await?;
-    let mut org = db::orgs::lock(&mut *tx, tenant.org_id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut org)?;
-    db::orgs::update(&mut *tx, &org).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(org))
+    Ok(Reply::ok(
+        sla::update_organization(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }

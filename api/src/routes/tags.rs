@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Tenant};
 use crate::state::AppState;
+use parley_usecases::tags;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -112,14 +113,9 @@ async fn update_tag(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTag>,
 ) -> AppResult<Reply<Tag>> {
-    let mut tx = state.pool.begin().await?;
-    let mut tag = db::tags::get_tag(&mut *tx, tenant.org_id, id, true)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut tag);
-    db::tags::update_tag(&mut *tx, &tag).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(tag))
+    Ok(Reply::ok(
+        tags::update_tag(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a tag. The contacts, leads, conversations and tickets that had it stay, without it.
@@ -167,14 +163,9 @@ async fn update_company(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateCompany>,
 ) -> AppResult<Reply<Company>> {
-    let mut tx = state.pool.begin().await?;
-    let mut company = db::tags::get_company(&mut *tx, tenant.org_id, id, true)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut company);
-    db::tags::update_company(&mut *tx, &company).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(company))
+    Ok(Reply::ok(
+        tags::update_company(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a company. Its contacts stay, without a company.

@@ -4,7 +4,6 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
-use parley_db::refs::{self, RefTable};
 use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,8 +12,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
-
-const MAX_MEMBERS_PER_CALL: usize = 100;
+use parley_usecases::teams;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -22,10 +20,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get, update, delete))
         .routes(routes!(add_members))
         .routes(routes!(remove_member))
-}
-
-fn added_by(tenant: &Tenant) -> String {
-    format!("api_key:{}", tenant.key_id)
 }
 
 /// Create a team, optionally with members.
@@ -40,40 +34,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateTeam>,
 ) -> AppResult<Reply<Team>> {
-    let (team, member_ids) = req.into_team(tenant.org_id);
-    let member_ids = parley_types::ids::dedup(member_ids);
-    let mut tx = state.pool.begin().await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Users,
-        tenant.org_id,
-        "createdBy",
-        team.created_by,
-    )
-    .await?;
-    refs::check_ids(
-        &mut tx,
-        RefTable::Users,
-        tenant.org_id,
-        "memberIds",
-        &member_ids,
-        MAX_MEMBERS_PER_CALL,
-    )
-    .await?;
-    db::teams::insert(&mut *tx, &team).await?;
-    db::teams::add_members(
-        &mut *tx,
-        tenant.org_id,
-        team.id,
-        &member_ids,
-        &added_by(&tenant),
-    )
-    .await?;
-    let team = db::teams::get(&mut tx, tenant.org_id, team.id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    tx.commit().await?;
-    Ok(Reply::created(team))
+    Ok(Reply::created(
+        teams::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List teams with their members.
@@ -121,14 +84,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTeam>,
 ) -> AppResult<Reply<Team>> {
-    let mut tx = state.pool.begin().await?;
-    let mut team = db::teams::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut team);
-    db::teams::update(&mut *tx, &team).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(team))
+    Ok(Reply::ok(
+        teams::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a team and its memberships.
@@ -158,29 +116,9 @@ async fn add_members(
     Path(id): Path<Uuid>,
     Json(req): Json<AddMembers>,
 ) -> AppResult<Reply<Team>> {
-    let mut tx = state.pool.begin().await?;
-    db::teams::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if req.user_ids.is_empty() {
-        return Err(AppError::validation("userIds", "required", "at least one user id").into());
-    }
-    let user_ids = parley_types::ids::dedup(req.user_ids);
-    refs::check_ids(
-        &mut tx,
-        RefTable::Users,
-        tenant.org_id,
-        "userIds",
-        &user_ids,
-        MAX_MEMBERS_PER_CALL,
-    )
-    .await?;
-    db::teams::add_members(&mut *tx, tenant.org_id, id, &user_ids, &added_by(&tenant)).await?;
-    let team = db::teams::get(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    tx.commit().await?;
-    Ok(Reply::ok(team))
+    Ok(Reply::ok(
+        teams::add_members(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Remove a user from a team.

@@ -5,7 +5,6 @@ use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
 use parley_domain::analytics::TemplateAnalytics;
-use parley_domain::broadcasts::check_template_change;
 use parley_domain::templates::{
     ChannelParam, CreateTemplate, Template, TemplateFilter, UpdateTemplate,
 };
@@ -16,6 +15,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
+use parley_usecases::templates;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -80,16 +80,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTemplate>,
 ) -> AppResult<Reply<Template>> {
-    let mut tx = state.pool.begin().await?;
-    let mut template = db::templates::lock(&mut *tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut template)?;
-    let pending = db::broadcasts::rendering_from(&mut *tx, tenant.org_id, id).await?;
-    check_template_change(&template, &pending)?;
-    db::templates::update(&mut *tx, &template).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(template))
+    Ok(Reply::ok(
+        templates::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a template.

@@ -16,8 +16,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant, TicketReader};
-use crate::services::tickets;
 use crate::state::AppState;
+use parley_usecases::tickets;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,7 +38,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateTicket>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::created(tickets::create(&state, &tenant, req).await?))
+    Ok(Reply::created(
+        tickets::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List tickets with their customer, category, team, SLA state, assignees, attachments and
@@ -98,7 +100,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateTicket>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::ok(tickets::update(&state, &tenant, id, req).await?))
+    Ok(Reply::ok(
+        tickets::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Reply on a ticket, as an agent or as the customer. An agent's reply is a response for the
@@ -118,7 +122,7 @@ async fn add_reply(
     Json(req): Json<CreateReply>,
 ) -> AppResult<Reply<TicketReply>> {
     Ok(Reply::created(
-        tickets::add_reply(&state, &tenant, id, req).await?,
+        tickets::add_reply(state.use_cases(), &tenant.caller(), id, req).await?,
     ))
 }
 
@@ -154,7 +158,9 @@ async fn assign(
     Path(id): Path<Uuid>,
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Ticket>> {
-    Ok(Reply::ok(tickets::assign(&state, &tenant, id, req).await?))
+    Ok(Reply::ok(
+        tickets::assign(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Unassign a user.
@@ -167,7 +173,7 @@ async fn unassign(
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
-        tickets::unassign(&state, &tenant, id, user).await?,
+        tickets::unassign(state.use_cases(), &tenant.caller(), id, user).await?,
     ))
 }
 

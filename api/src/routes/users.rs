@@ -5,7 +5,6 @@ use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
 use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
-use parley_domain::webhooks::EventName;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -13,6 +12,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
+use parley_usecases::users;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -32,12 +32,9 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateUser>,
 ) -> AppResult<Reply<User>> {
-    let user = req.into_user(tenant.org_id);
-    let mut tx = state.pool.begin().await?;
-    db::users::insert(&mut *tx, &user).await?;
-    db::outbox::emit(&mut tx, tenant.org_id, EventName::UserCreated, &user).await?;
-    tx.commit().await?;
-    Ok(Reply::created(user))
+    Ok(Reply::created(
+        users::create(state.use_cases(), &tenant.caller(), req).await?,
+    ))
 }
 
 /// List users.
@@ -84,14 +81,9 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateUser>,
 ) -> AppResult<Reply<User>> {
-    let mut tx = state.pool.begin().await?;
-    let mut user = db::users::lock(&mut *tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut user);
-    db::users::update(&mut *tx, &user).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(user))
+    Ok(Reply::ok(
+        users::update(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// Delete a user: unassigned from conversations and tickets and removed from teams; leads

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
+use parley_usecases::webhooks;
 
 /// How long a rotated-out secret keeps signing beside the new one.
 const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
@@ -119,14 +120,16 @@ async fn update(
     Path(id): Path<Uuid>,
     Json(req): Json<UpdateWebhook>,
 ) -> AppResult<Reply<Webhook>> {
-    let mut tx = state.pool.begin().await?;
-    let mut webhook = db::webhooks::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    req.apply(&mut webhook, state.config.webhooks.allow_private)?;
-    db::webhooks::update(&mut *tx, &webhook).await?;
-    tx.commit().await?;
-    Ok(Reply::ok(webhook))
+    Ok(Reply::ok(
+        webhooks::update(
+            state.use_cases(),
+            &tenant.caller(),
+            id,
+            req,
+            state.config.webhooks.allow_private,
+        )
+        .await?,
+    ))
 }
 
 /// Delete a webhook with its deliveries and log.
@@ -182,17 +185,9 @@ async fn test(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Delivery>> {
-    let mut tx = state.pool.begin().await?;
-    let webhook = db::webhooks::lock(&mut tx, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    if !webhook.is_active {
-        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
-    }
-    let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
-    tx.commit().await?;
-    enqueue(&state, tenant.org_id, &delivery).await;
-    Ok(Reply::ok(delivery))
+    Ok(Reply::ok(
+        webhooks::test(state.use_cases(), &tenant.caller(), id).await?,
+    ))
 }
 
 /// The delivery history of a webhook (endpoint 18): every attempt, newest first, with the

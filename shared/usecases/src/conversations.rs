@@ -2,9 +2,7 @@
 //! and its event; the handlers in `routes::conversations` parse, authorize, call one of these
 //! and answer.
 
-use crate::error::{AppError, AppResult};
-use crate::extract::Tenant;
-use crate::state::AppState;
+use crate::{Caller, Ctx, Result};
 use parley_db as db;
 use parley_db::conversations::AttachmentRow;
 use parley_db::refs::{self, RefTable};
@@ -15,6 +13,7 @@ use parley_domain::conversations::{
 };
 use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
+use parley_types::error::AppError;
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -28,14 +27,14 @@ pub async fn read(
     org: Uuid,
     id: Uuid,
     now: Timestamp,
-) -> AppResult<Conversation> {
+) -> Result<Conversation> {
     db::conversations::get(conn, org, id, now)
         .await?
         .ok_or(AppError::NotFound.into())
 }
 
 /// The conversation, locked for the rest of the transaction.
-async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Conversation> {
+async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Conversation> {
     db::conversations::lock(conn, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
@@ -49,7 +48,7 @@ async fn write_message(
     req: CreateMessage,
     field: &str,
     now: Timestamp,
-) -> AppResult<Message> {
+) -> Result<Message> {
     c.check_open()?;
     let (message, attachments) = req.into_message(c, now).map_err(|e| e.under(field))?;
     let org = c.organization_id;
@@ -74,7 +73,7 @@ async fn check_message_refs(
     message: &Message,
     attachments: &[NewAttachment],
     field: &str,
-) -> AppResult<()> {
+) -> Result<()> {
     if message.sender_type == SenderType::User {
         refs::check_id(
             conn,
@@ -103,7 +102,7 @@ async fn attachment_rows(
     conn: &mut PgConnection,
     org: Uuid,
     attachments: Vec<NewAttachment>,
-) -> AppResult<Vec<AttachmentRow>> {
+) -> Result<Vec<AttachmentRow>> {
     let file_ids: Vec<Uuid> = attachments.iter().map(|a| a.file_id).collect();
     let files = db::files::get_many(conn, org, &file_ids).await?;
     Ok(attachments
@@ -129,7 +128,7 @@ async fn follow_sla(
     id: Uuid,
     sender: SenderType,
     now: Timestamp,
-) -> AppResult<()> {
+) -> Result<()> {
     match sender {
         SenderType::Contact => {
             db::sla::update(conn, SubjectType::Conversation, id, |s, clock| {
@@ -155,7 +154,7 @@ async fn assigned(
     id: Uuid,
     added: u64,
     now: Timestamp,
-) -> AppResult<Conversation> {
+) -> Result<Conversation> {
     let c = read(conn, org, id, now).await?;
     if added > 0 {
         db::outbox::emit(conn, org, EventName::ConversationAssigned, &c).await?;
@@ -165,18 +164,18 @@ async fn assigned(
 
 /// Starts a conversation with its tags, SLA state, `conversation.started` event and, when
 /// given, its first message.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     req: CreateConversation,
-) -> AppResult<Conversation> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
+) -> Result<Conversation> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Contacts,
-        tenant.org_id,
+        caller.org_id,
         "contactId",
         Some(req.contact_id),
     )
@@ -184,7 +183,7 @@ pub async fn create(
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        tenant.org_id,
+        caller.org_id,
         "categoryId",
         req.category_id,
     )
@@ -193,28 +192,28 @@ pub async fn create(
     refs::check_ids(
         &mut tx,
         RefTable::Tags,
-        tenant.org_id,
+        caller.org_id,
         "tagIds",
         &tag_ids,
         MAX_TAGS,
     )
     .await?;
-    let number = db::orgs::next_number(&mut tx, tenant.org_id, "conversation").await?;
+    let number = db::orgs::next_number(&mut tx, caller.org_id, "conversation").await?;
     let mut req = req;
     let first = req.message.take();
-    let mut c = req.into_conversation(tenant.org_id, number, now);
+    let mut c = req.into_conversation(caller.org_id, number, now);
     db::conversations::insert(&mut *tx, &c).await?;
     set_tags(
         &mut tx,
         TagLink::Conversation,
-        tenant.org_id,
+        caller.org_id,
         c.id,
         &tag_ids,
     )
     .await?;
     db::sla::start(
         &mut tx,
-        tenant.org_id,
+        caller.org_id,
         SubjectType::Conversation,
         c.id,
         c.priority,
@@ -222,10 +221,10 @@ pub async fn create(
         c.created_at,
     )
     .await?;
-    let started = read(&mut tx, tenant.org_id, c.id, now).await?;
+    let started = read(&mut tx, caller.org_id, c.id, now).await?;
     db::outbox::emit(
         &mut tx,
-        tenant.org_id,
+        caller.org_id,
         EventName::ConversationStarted,
         &started,
     )
@@ -233,27 +232,27 @@ pub async fn create(
     if let Some(first) = first {
         write_message(&mut tx, &mut c, first, "message.", now).await?;
     }
-    let c = read(&mut tx, tenant.org_id, c.id, now).await?;
+    let c = read(&mut tx, caller.org_id, c.id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Applies an update (status, snooze, priority, category, tags) with its SLA effects and event.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn update(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     id: Uuid,
     req: UpdateConversation,
-) -> AppResult<Conversation> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    let mut c = lock(&mut tx, tenant.org_id, id).await?;
+) -> Result<Conversation> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
+    let mut c = lock(&mut tx, caller.org_id, id).await?;
     let change = req.apply(&mut c, now)?;
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        tenant.org_id,
+        caller.org_id,
         "categoryId",
         c.category_id,
     )
@@ -263,13 +262,13 @@ pub async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Tags,
-            tenant.org_id,
+            caller.org_id,
             "tagIds",
             &tag_ids,
             MAX_TAGS,
         )
         .await?;
-        set_tags(&mut tx, TagLink::Conversation, tenant.org_id, id, &tag_ids).await?;
+        set_tags(&mut tx, TagLink::Conversation, caller.org_id, id, &tag_ids).await?;
     }
     db::conversations::update(&mut *tx, &c).await?;
     if change.priority_changed {
@@ -285,45 +284,45 @@ pub async fn update(
         })
         .await?;
     }
-    let c = read(&mut tx, tenant.org_id, id, now).await?;
+    let c = read(&mut tx, caller.org_id, id, now).await?;
     if change.closed {
-        db::outbox::emit(&mut tx, tenant.org_id, EventName::ConversationEnded, &c).await?;
+        db::outbox::emit(&mut tx, caller.org_id, EventName::ConversationEnded, &c).await?;
     }
     tx.commit().await?;
     Ok(c)
 }
 
 /// Adds a message to the conversation, with its effects and event.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn add_message(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     id: Uuid,
     req: CreateMessage,
-) -> AppResult<Message> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    let mut c = lock(&mut tx, tenant.org_id, id).await?;
+) -> Result<Message> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
+    let mut c = lock(&mut tx, caller.org_id, id).await?;
     let message = write_message(&mut tx, &mut c, req, "", now).await?;
     tx.commit().await?;
     Ok(message)
 }
 
 /// Assigns users (those already assigned stay).
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn assign_users(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     id: Uuid,
     req: AssignUsers,
-) -> AppResult<Conversation> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    lock(&mut tx, tenant.org_id, id).await?;
+) -> Result<Conversation> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
+    lock(&mut tx, caller.org_id, id).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
-        tenant.org_id,
+        caller.org_id,
         "userIds",
         req.user_ids,
         req.assigned_by,
@@ -331,28 +330,28 @@ pub async fn assign_users(
     )
     .await?;
     let added =
-        db::conversations::add_assignees(&mut tx, tenant.org_id, id, &users, req.assigned_by)
+        db::conversations::add_assignees(&mut tx, caller.org_id, id, &users, req.assigned_by)
             .await?;
-    let c = assigned(&mut tx, tenant.org_id, id, added, now).await?;
+    let c = assigned(&mut tx, caller.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Assigns teams (those already assigned stay).
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn assign_teams(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     id: Uuid,
     req: AssignTeams,
-) -> AppResult<Conversation> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    lock(&mut tx, tenant.org_id, id).await?;
+) -> Result<Conversation> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
+    lock(&mut tx, caller.org_id, id).await?;
     let teams = refs::check_assignment(
         &mut tx,
         RefTable::Teams,
-        tenant.org_id,
+        caller.org_id,
         "teamIds",
         req.team_ids,
         req.assigned_by,
@@ -360,22 +359,17 @@ pub async fn assign_teams(
     )
     .await?;
     let added =
-        db::conversations::add_teams(&mut tx, tenant.org_id, id, &teams, req.assigned_by).await?;
-    let c = assigned(&mut tx, tenant.org_id, id, added, now).await?;
+        db::conversations::add_teams(&mut tx, caller.org_id, id, &teams, req.assigned_by).await?;
+    let c = assigned(&mut tx, caller.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Unassigns a user; returns the user's id.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
-pub async fn unassign_user(
-    state: &AppState,
-    tenant: &Tenant,
-    id: Uuid,
-    user: Uuid,
-) -> AppResult<Uuid> {
-    let mut tx = state.pool.begin().await?;
-    lock(&mut tx, tenant.org_id, id).await?;
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
+pub async fn unassign_user(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Result<Uuid> {
+    let mut tx = ctx.pool.begin().await?;
+    lock(&mut tx, caller.org_id, id).await?;
     if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
@@ -384,15 +378,10 @@ pub async fn unassign_user(
 }
 
 /// Unassigns a team; returns the team's id.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
-pub async fn unassign_team(
-    state: &AppState,
-    tenant: &Tenant,
-    id: Uuid,
-    team: Uuid,
-) -> AppResult<Uuid> {
-    let mut tx = state.pool.begin().await?;
-    lock(&mut tx, tenant.org_id, id).await?;
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
+pub async fn unassign_team(ctx: Ctx<'_>, caller: &Caller, id: Uuid, team: Uuid) -> Result<Uuid> {
+    let mut tx = ctx.pool.begin().await?;
+    lock(&mut tx, caller.org_id, id).await?;
     if !db::conversations::remove_team(&mut *tx, id, team).await? {
         return Err(AppError::NotFound.into());
     }
@@ -401,19 +390,19 @@ pub async fn unassign_team(
 }
 
 /// Moves the handover along (the state machine is `Handover::apply`'s).
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, conversation_id = %id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn handover(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     id: Uuid,
     req: Handover,
-) -> AppResult<Conversation> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    let mut c = lock(&mut tx, tenant.org_id, id).await?;
+) -> Result<Conversation> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
+    let mut c = lock(&mut tx, caller.org_id, id).await?;
     req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read(&mut tx, tenant.org_id, id, now).await?;
+    let c = read(&mut tx, caller.org_id, id, now).await?;
     tx.commit().await?;
     Ok(c)
 }

@@ -1,9 +1,7 @@
 //! Tickets' changes, each in one transaction with its activities, SLA effects and event; the
 //! handlers in `routes::tickets` parse, authorize, call one of these and answer.
 
-use crate::error::{AppError, AppResult};
-use crate::extract::Tenant;
-use crate::state::AppState;
+use crate::{Caller, Ctx, Result};
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags};
@@ -15,6 +13,7 @@ use parley_domain::tickets::{
     TicketReply, TicketStatus, UpdateTicket,
 };
 use parley_domain::webhooks::EventName;
+use parley_types::error::AppError;
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -24,31 +23,21 @@ const MAX_PER_CALL: usize = 50;
 const MAX_FILES: usize = 20;
 
 /// The ticket with everything it embeds, as the API and its events show it.
-pub async fn read(
-    conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
-    now: Timestamp,
-) -> AppResult<Ticket> {
+pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
     db::tickets::get(conn, org, id, now)
         .await?
         .ok_or(AppError::NotFound.into())
 }
 
 /// The ticket, locked for the rest of the transaction.
-async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> AppResult<Ticket> {
+async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Ticket> {
     db::tickets::lock(conn, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
 }
 
 /// The ticket as it now reads, with its `ticket.updated` event.
-async fn updated(
-    conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
-    now: Timestamp,
-) -> AppResult<Ticket> {
+async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
     let ticket = read(conn, org, id, now).await?;
     db::outbox::emit(conn, org, EventName::TicketUpdated, &ticket).await?;
     Ok(ticket)
@@ -61,7 +50,7 @@ async fn follow_status(
     id: Uuid,
     to: TicketStatus,
     now: Timestamp,
-) -> AppResult<()> {
+) -> Result<()> {
     db::sla::update(conn, SubjectType::Ticket, id, |s, clock| {
         if to.resolves() {
             s.resolve(now, clock);
@@ -78,7 +67,7 @@ async fn follow_status(
 /// Creates a ticket with its tags, assignees, attachments, `created` activity, SLA state (when a
 /// policy applies) and `ticket.created` event.
 /// The records a new ticket refers to are the organization's.
-async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> AppResult<()> {
+async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> Result<()> {
     refs::check_id(
         &mut *conn,
         RefTable::Contacts,
@@ -108,7 +97,7 @@ async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> A
 }
 
 /// The tags, assignees and files a new ticket links to are the organization's, and few enough.
-async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) -> AppResult<()> {
+async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) -> Result<()> {
     refs::check_ids(
         &mut *conn,
         RefTable::Tags,
@@ -139,11 +128,11 @@ async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) ->
     Ok(())
 }
 
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id))]
-pub async fn create(state: &AppState, tenant: &Tenant, req: CreateTicket) -> AppResult<Ticket> {
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    let org = tenant.org_id;
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<Ticket> {
+    let now = ctx.clock.now();
+    let mut tx = ctx.pool.begin().await?;
+    let org = caller.org_id;
     check_refs(&mut tx, org, &req).await?;
     let number = db::orgs::next_number(&mut tx, org, "ticket").await?;
     let (ticket, links) = req.into_ticket(org, number, now);
@@ -154,9 +143,9 @@ pub async fn create(state: &AppState, tenant: &Tenant, req: CreateTicket) -> App
     db::tickets::add_attachments(&mut tx, org, ticket.id, &links.file_ids).await?;
     let created = TicketActivity::new(
         ticket.id,
-        &tenant.actor(),
+        &caller.actor(),
         "created",
-        format!("{} created the ticket", tenant.key_name),
+        format!("{} created the ticket", caller.key_name),
     );
     db::tickets::add_activities(&mut tx, org, &[created]).await?;
     db::sla::start(
@@ -177,28 +166,23 @@ pub async fn create(state: &AppState, tenant: &Tenant, req: CreateTicket) -> App
 
 /// Applies an update: an activity per changed field, the SLA clock following the status, and
 /// `ticket.closed` or `ticket.updated`.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
-pub async fn update(
-    state: &AppState,
-    tenant: &Tenant,
-    id: Uuid,
-    req: UpdateTicket,
-) -> AppResult<Ticket> {
-    let now = state.clock.now();
-    let org = tenant.org_id;
-    let mut tx = state.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) -> Result<Ticket> {
+    let now = ctx.clock.now();
+    let org = caller.org_id;
+    let mut tx = ctx.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     let change = req.apply(&mut ticket, now)?;
     check_update_refs(&mut tx, org, &ticket).await?;
-    let mut activities = field_activities(tenant, &ticket, &change);
+    let mut activities = field_activities(caller, &ticket, &change);
     if let Some(tag_ids) = change.tag_ids.clone()
         && replace_tags(&mut tx, org, id, tag_ids).await?
     {
         activities.push(TicketActivity::new(
             ticket.id,
-            &tenant.actor(),
+            &caller.actor(),
             "tags_changed",
-            format!("{} changed the tags", tenant.key_name),
+            format!("{} changed the tags", caller.key_name),
         ));
     }
     db::tickets::update(&mut *tx, &ticket).await?;
@@ -225,7 +209,7 @@ pub async fn update(
 }
 
 /// The customer, category and team an updated ticket names are the organization's.
-async fn check_update_refs(conn: &mut PgConnection, org: Uuid, ticket: &Ticket) -> AppResult<()> {
+async fn check_update_refs(conn: &mut PgConnection, org: Uuid, ticket: &Ticket) -> Result<()> {
     refs::check_id(
         &mut *conn,
         RefTable::Contacts,
@@ -248,11 +232,11 @@ async fn check_update_refs(conn: &mut PgConnection, org: Uuid, ticket: &Ticket) 
 
 /// One activity per field the update changed, by the calling key.
 fn field_activities(
-    tenant: &Tenant,
+    caller: &Caller,
     ticket: &Ticket,
     change: &TicketChange,
 ) -> Vec<TicketActivity> {
-    let actor = tenant.actor();
+    let actor = caller.actor();
     change
         .fields
         .iter()
@@ -261,7 +245,7 @@ fn field_activities(
                 ticket.id,
                 &actor,
                 kind,
-                format!("{} changed {field}", tenant.key_name),
+                format!("{} changed {field}", caller.key_name),
             )
             .values(old.clone(), new.clone())
         })
@@ -274,7 +258,7 @@ async fn replace_tags(
     org: Uuid,
     id: Uuid,
     tag_ids: Vec<Uuid>,
-) -> AppResult<bool> {
+) -> Result<bool> {
     let tag_ids = parley_types::ids::dedup(tag_ids);
     refs::check_ids(
         &mut *conn,
@@ -298,7 +282,7 @@ async fn reopen(
     ticket: &mut Ticket,
     actor: &Actor,
     now: Timestamp,
-) -> AppResult<TicketActivity> {
+) -> Result<TicketActivity> {
     ticket.status = TicketStatus::Open;
     ticket.updated_at = now;
     db::tickets::update(&mut *conn, ticket).await?;
@@ -315,16 +299,16 @@ async fn reopen(
     ))
 }
 
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
 pub async fn add_reply(
-    state: &AppState,
-    tenant: &Tenant,
+    ctx: Ctx<'_>,
+    caller: &Caller,
     id: Uuid,
     req: CreateReply,
-) -> AppResult<TicketReply> {
-    let now = state.clock.now();
-    let org = tenant.org_id;
-    let mut tx = state.pool.begin().await?;
+) -> Result<TicketReply> {
+    let now = ctx.clock.now();
+    let org = caller.org_id;
+    let mut tx = ctx.pool.begin().await?;
     let mut ticket = lock(&mut tx, org, id).await?;
     if ticket.status == TicketStatus::Closed {
         return Err(AppError::invalid_state("the ticket is closed").into());
@@ -338,7 +322,7 @@ pub async fn add_reply(
     db::tickets::insert_reply(&mut tx, org, &reply).await?;
     let actor = match (reply.author_type, reply.author_id) {
         (AuthorType::Customer, Some(c)) => Actor::contact(c),
-        _ => tenant.actor(),
+        _ => caller.actor(),
     };
     let what = if reply.is_internal {
         "added an internal note"
@@ -376,16 +360,11 @@ pub async fn add_reply(
 }
 
 /// Assigns users (those already assigned stay), an activity per user newly assigned.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
-pub async fn assign(
-    state: &AppState,
-    tenant: &Tenant,
-    id: Uuid,
-    req: AssignUsers,
-) -> AppResult<Ticket> {
-    let now = state.clock.now();
-    let org = tenant.org_id;
-    let mut tx = state.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
+pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -> Result<Ticket> {
+    let now = ctx.clock.now();
+    let org = caller.org_id;
+    let mut tx = ctx.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     let users = refs::check_assignment(
         &mut tx,
@@ -403,7 +382,7 @@ pub async fn assign(
         tx.commit().await?;
         return Ok(ticket);
     }
-    let actor = tenant.actor();
+    let actor = caller.actor();
     let activities: Vec<TicketActivity> = added
         .iter()
         .map(|u| {
@@ -411,7 +390,7 @@ pub async fn assign(
                 ticket.id,
                 &actor,
                 "assigned",
-                format!("{} assigned a user", tenant.key_name),
+                format!("{} assigned a user", caller.key_name),
             )
             .values(None, Some(u.to_string()))
         })
@@ -423,20 +402,20 @@ pub async fn assign(
 }
 
 /// Unassigns a user, with its activity; returns the user's id.
-#[tracing::instrument(skip_all, fields(organization_id = %tenant.org_id, ticket_id = %id))]
-pub async fn unassign(state: &AppState, tenant: &Tenant, id: Uuid, user: Uuid) -> AppResult<Uuid> {
-    let now = state.clock.now();
-    let org = tenant.org_id;
-    let mut tx = state.pool.begin().await?;
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
+pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Result<Uuid> {
+    let now = ctx.clock.now();
+    let org = caller.org_id;
+    let mut tx = ctx.pool.begin().await?;
     let ticket = lock(&mut tx, org, id).await?;
     if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
     let activity = TicketActivity::new(
         ticket.id,
-        &tenant.actor(),
+        &caller.actor(),
         "unassigned",
-        format!("{} unassigned a user", tenant.key_name),
+        format!("{} unassigned a user", caller.key_name),
     )
     .values(Some(user.to_string()), None);
     db::tickets::add_activities(&mut tx, org, &[activity]).await?;

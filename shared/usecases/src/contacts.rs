@@ -1,0 +1,135 @@
+//! Contacts: the changes that take several statements, each in one transaction.
+
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags};
+use parley_domain::contacts::{
+    ActivityType, Contact, ContactActivity, CreateContact, UpdateContact,
+};
+use parley_types::error::AppError;
+use parley_types::time::Timestamp;
+use uuid::Uuid;
+
+use crate::{Caller, Ctx, Result};
+
+const MAX_TAGS: usize = 50;
+/// Activities shown with a contact, newest first.
+const ACTIVITIES_SHOWN: i64 = 100;
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result<Contact> {
+    let (contact, tag_ids) = req.into_contact(caller.org_id);
+    let tag_ids = parley_types::ids::dedup(tag_ids);
+    let mut tx = ctx.pool.begin().await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Companies,
+        caller.org_id,
+        "companyId",
+        contact.company_id,
+    )
+    .await?;
+    refs::check_ids(
+        &mut tx,
+        RefTable::Tags,
+        caller.org_id,
+        "tagIds",
+        &tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    db::contacts::insert(&mut *tx, &contact).await?;
+    set_tags(
+        &mut tx,
+        TagLink::Contact,
+        caller.org_id,
+        contact.id,
+        &tag_ids,
+    )
+    .await?;
+    let created = ContactActivity::new(
+        contact.id,
+        ActivityType::Created,
+        &caller.actor(),
+        "Contact created".to_owned(),
+    );
+    db::contacts::add_activities(&mut tx, caller.org_id, &[created]).await?;
+    let contact = read(&mut tx, caller.org_id, contact.id).await?;
+    tx.commit().await?;
+    Ok(contact)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn update(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    req: UpdateContact,
+) -> Result<Contact> {
+    let actor = caller.actor();
+    let mut tx = ctx.pool.begin().await?;
+    let mut contact = db::contacts::lock(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let now = Timestamp::now();
+    let (changes, tag_ids) = req.apply(&mut contact, now);
+    if changes.iter().any(|c| c.field == "companyId") {
+        refs::check_id(
+            &mut tx,
+            RefTable::Companies,
+            caller.org_id,
+            "companyId",
+            contact.company_id,
+        )
+        .await?;
+    }
+    let mut activities: Vec<ContactActivity> = changes
+        .into_iter()
+        .map(|c| c.into_activity(id, &actor))
+        .collect();
+    if let Some(tag_ids) = tag_ids {
+        let tag_ids = parley_types::ids::dedup(tag_ids);
+        refs::check_ids(
+            &mut tx,
+            RefTable::Tags,
+            caller.org_id,
+            "tagIds",
+            &tag_ids,
+            MAX_TAGS,
+        )
+        .await?;
+        let (added, removed) =
+            set_tags(&mut tx, TagLink::Contact, caller.org_id, id, &tag_ids).await?;
+        for (tags, kind, verb) in [
+            (added, ActivityType::TagAdded, "added"),
+            (removed, ActivityType::TagRemoved, "removed"),
+        ] {
+            for tag in tags {
+                let mut a =
+                    ContactActivity::new(id, kind, &actor, format!("Tag {} {verb}", tag.name));
+                if kind == ActivityType::TagAdded {
+                    a.new_value = Some(tag.name);
+                } else {
+                    a.old_value = Some(tag.name);
+                }
+                activities.push(a);
+            }
+        }
+    }
+    if !activities.is_empty() {
+        contact.updated_at = now;
+        db::contacts::update(&mut *tx, &contact).await?;
+        db::contacts::add_activities(&mut tx, caller.org_id, &activities).await?;
+    }
+    let contact = read(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    Ok(contact)
+}
+
+pub async fn read(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<Contact> {
+    let mut contact = db::contacts::get(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    contact.activities = Some(db::contacts::activities(&mut *conn, id, ACTIVITIES_SHOWN).await?);
+    Ok(contact)
+}

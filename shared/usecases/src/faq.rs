@@ -1,0 +1,172 @@
+//! FAQ collections, their categories and their FAQs: each change in one transaction with its
+//! checks (the collection is the organization's, the category the collection's, a derived
+//! slug free in its locale).
+
+use parley_db as db;
+use parley_domain::faq::{
+    CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection, UpdateFaq,
+    UpdateFaqCategory, UpdateFaqCollection,
+};
+use parley_types::error::AppError;
+use parley_types::fields::next_free_slug;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::{Caller, Ctx, Result};
+
+/// The collection with its FAQs, as the API shows it.
+pub async fn read_collection(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+) -> Result<FaqCollection> {
+    let mut c = collection(&mut *conn, org, id).await?;
+    c.faqs = Some(db::faq::faqs_of(conn, org, id).await?);
+    Ok(c)
+}
+
+/// The organization's collection (404 otherwise).
+pub async fn collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
+    Ok(db::faq::get_collection(conn, org, id)
+        .await?
+        .ok_or(AppError::NotFound)?)
+}
+
+/// The FAQ with its category embedded.
+pub async fn read_faq(
+    conn: &mut PgConnection,
+    org: Uuid,
+    collection: Uuid,
+    id: Uuid,
+) -> Result<Faq> {
+    let mut faq = db::faq::get_faq(&mut *conn, org, collection, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    db::faq::embed_categories(conn, std::slice::from_mut(&mut faq)).await?;
+    Ok(faq)
+}
+
+async fn check_category(
+    conn: &mut PgConnection,
+    collection: Uuid,
+    category: Option<Uuid>,
+) -> Result<()> {
+    match category {
+        Some(c) if !db::faq::category_in_collection(conn, collection, c).await? => {
+            Err(AppError::validation(
+                "categoryId",
+                "not_found",
+                format!("{c} is not a category of this collection"),
+            )
+            .into())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create_collection(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    req: CreateFaqCollection,
+) -> Result<FaqCollection> {
+    let (mut c, derived) = req.into_collection(caller.org_id);
+    let mut tx = ctx.pool.begin().await?;
+    if derived {
+        let taken =
+            db::faq::taken_slugs(&mut *tx, false, caller.org_id, &c.locale, &c.slug).await?;
+        c.slug = next_free_slug(&c.slug, &taken);
+    }
+    db::faq::insert_collection(&mut *tx, &c).await?;
+    tx.commit().await?;
+    c.faqs = Some(Vec::new());
+    Ok(c)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id))]
+pub async fn update_collection(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    req: UpdateFaqCollection,
+) -> Result<FaqCollection> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut c = db::faq::lock_collection(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut c);
+    db::faq::update_collection(&mut *tx, &c).await?;
+    let c = read_collection(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    Ok(c)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id))]
+pub async fn create_category(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    req: CreateFaqCategory,
+) -> Result<FaqCategory> {
+    let mut tx = ctx.pool.begin().await?;
+    let c = collection(&mut tx, caller.org_id, id).await?;
+    let category = req.into_category(caller.org_id, c.id);
+    db::faq::insert_category(&mut *tx, &category).await?;
+    tx.commit().await?;
+    Ok(category)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id, category_id = %category_id))]
+pub async fn update_category(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    category_id: Uuid,
+    req: UpdateFaqCategory,
+) -> Result<FaqCategory> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut category = db::faq::lock_category(&mut *tx, caller.org_id, id, category_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut category);
+    db::faq::update_category(&mut *tx, &category).await?;
+    tx.commit().await?;
+    Ok(category)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id))]
+pub async fn create_faq(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: CreateFaq) -> Result<Faq> {
+    let mut tx = ctx.pool.begin().await?;
+    let c = collection(&mut tx, caller.org_id, id).await?;
+    let (mut faq, derived) = req.into_faq(&c)?;
+    check_category(&mut tx, c.id, faq.category_id).await?;
+    if derived {
+        let taken =
+            db::faq::taken_slugs(&mut *tx, true, caller.org_id, &faq.locale, &faq.slug).await?;
+        faq.slug = next_free_slug(&faq.slug, &taken);
+    }
+    db::faq::insert_faq(&mut *tx, &faq).await?;
+    db::faq::embed_categories(&mut tx, std::slice::from_mut(&mut faq)).await?;
+    tx.commit().await?;
+    Ok(faq)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id, faq_id = %faq_id))]
+pub async fn update_faq(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    faq_id: Uuid,
+    req: UpdateFaq,
+) -> Result<Faq> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut faq = db::faq::lock_faq(&mut tx, caller.org_id, id, faq_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut faq)?;
+    check_category(&mut tx, id, faq.category_id).await?;
+    db::faq::update_faq(&mut *tx, &faq).await?;
+    let faq = read_faq(&mut tx, caller.org_id, id, faq_id).await?;
+    tx.commit().await?;
+    Ok(faq)
+}

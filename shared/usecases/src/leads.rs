@@ -1,0 +1,155 @@
+//! Leads' changes: each in one transaction with its reference checks, its tags and, for a
+//! new lead, its `lead.created` event; converting a lead finds or creates its contact.
+
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_db::tags::{TagLink, set_tags, tags_of};
+use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
+use parley_domain::leads::{CreateLead, Lead, LeadStatus, UpdateLead};
+use parley_domain::webhooks::EventName;
+use parley_types::error::AppError;
+use parley_types::time::Timestamp;
+use uuid::Uuid;
+
+use crate::{Caller, Ctx, Result};
+
+const MAX_TAGS: usize = 50;
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Lead> {
+    let (lead, tag_ids) = req.into_lead(caller.org_id)?;
+    let tag_ids = parley_types::ids::dedup(tag_ids);
+    let mut tx = ctx.pool.begin().await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Users,
+        caller.org_id,
+        "assigneeId",
+        lead.assignee_id,
+    )
+    .await?;
+    refs::check_ids(
+        &mut tx,
+        RefTable::Tags,
+        caller.org_id,
+        "tagIds",
+        &tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    db::leads::insert(&mut *tx, &lead).await?;
+    set_tags(&mut tx, TagLink::Lead, caller.org_id, lead.id, &tag_ids).await?;
+    let lead = db::leads::get(&mut tx, caller.org_id, lead.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    db::outbox::emit(&mut tx, caller.org_id, EventName::LeadCreated, &lead).await?;
+    tx.commit().await?;
+    Ok(lead)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) -> Result<Lead> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut lead = db::leads::lock(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let before_assignee = lead.assignee_id;
+    let tag_ids = req.apply(&mut lead)?;
+    if lead.assignee_id != before_assignee {
+        refs::check_id(
+            &mut tx,
+            RefTable::Users,
+            caller.org_id,
+            "assigneeId",
+            lead.assignee_id,
+        )
+        .await?;
+    }
+    if let Some(tag_ids) = tag_ids {
+        let tag_ids = parley_types::ids::dedup(tag_ids);
+        refs::check_ids(
+            &mut tx,
+            RefTable::Tags,
+            caller.org_id,
+            "tagIds",
+            &tag_ids,
+            MAX_TAGS,
+        )
+        .await?;
+        set_tags(&mut tx, TagLink::Lead, caller.org_id, id, &tag_ids).await?;
+    }
+    db::leads::update(&mut *tx, &lead).await?;
+    let lead = db::leads::get(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(lead)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
+pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact> {
+    let actor = caller.actor();
+    let mut tx = ctx.pool.begin().await?;
+    let mut lead = db::leads::lock(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    if lead.status == LeadStatus::Converted {
+        return Err(AppError::invalid_state("the lead is already converted").into());
+    }
+    let existing = db::contacts::find_by_email_or_phone(
+        &mut tx,
+        caller.org_id,
+        lead.email.as_deref(),
+        lead.phone.as_deref(),
+    )
+    .await?;
+    let now = Timestamp::now();
+    let contact_id = match existing {
+        Some(contact_id) => contact_id,
+        None => {
+            let contact = lead.new_contact(now);
+            db::contacts::insert(&mut *tx, &contact).await?;
+            let tag_ids: Vec<Uuid> = tags_of(&mut *tx, TagLink::Lead, &[id])
+                .await?
+                .remove(&id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            set_tags(
+                &mut tx,
+                TagLink::Contact,
+                caller.org_id,
+                contact.id,
+                &tag_ids,
+            )
+            .await?;
+            let created = ContactActivity::new(
+                contact.id,
+                ActivityType::Created,
+                &actor,
+                "Contact created".to_owned(),
+            );
+            db::contacts::add_activities(&mut tx, caller.org_id, &[created]).await?;
+            contact.id
+        }
+    };
+    let mut converted = ContactActivity::new(
+        contact_id,
+        ActivityType::ConvertedFromLead,
+        &actor,
+        "Converted from a lead".to_owned(),
+    );
+    converted.metadata = Some(id.to_string());
+    db::contacts::add_activities(&mut tx, caller.org_id, &[converted]).await?;
+    lead.status = LeadStatus::Converted;
+    lead.contact_id = Some(contact_id);
+    lead.converted_at = Some(now);
+    lead.updated_at = now;
+    db::leads::update(&mut *tx, &lead).await?;
+    let contact = db::contacts::get(&mut tx, caller.org_id, contact_id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(contact)
+}

@@ -1,0 +1,76 @@
+//! The use cases: each change of a resource that takes more than one statement runs here, in
+//! one transaction with its checks of referenced ids, its effects and its event, and returns
+//! what the caller answers. The API's route handlers parse, authorize, call one of these and
+//! answer; the rules live in `parley_domain`, the SQL in `parley_db`. One module per feature.
+
+pub mod broadcasts;
+pub mod categories;
+pub mod contacts;
+pub mod conversations;
+pub mod faq;
+pub mod imports;
+pub mod leads;
+pub mod message_attributes;
+pub mod segments;
+pub mod sla;
+pub mod tags;
+pub mod teams;
+pub mod templates;
+pub mod tickets;
+pub mod users;
+pub mod webhooks;
+
+use parley_domain::Actor;
+use parley_jobs::Jobs;
+use parley_types::error::AppError;
+use parley_types::time::Clock;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// What the use cases reach: Postgres, the queues they hand work to, and the clock the SLA
+/// rules read.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    pub pool: &'a PgPool,
+    pub jobs: &'a Jobs,
+    pub clock: &'a Clock,
+}
+
+/// Who acts: an API key of an organization.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub org_id: Uuid,
+    pub key_id: Uuid,
+    pub key_name: String,
+}
+
+impl Caller {
+    pub fn actor(&self) -> Actor {
+        Actor::api_key(self.key_id, &self.key_name)
+    }
+}
+
+/// Why a use case failed: the rules' error, Postgres' errors mapped to it
+/// (`parley_db::error::app_error`).
+#[derive(Debug)]
+pub struct Error(pub AppError);
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<AppError> for Error {
+    fn from(err: AppError) -> Self {
+        Error(err)
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        Error(parley_db::error::app_error(err))
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(err: serde_json::Error) -> Self {
+        Error(AppError::Internal(err.into()))
+    }
+}

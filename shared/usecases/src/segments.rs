@@ -1,0 +1,54 @@
+//! Segments: the changes that take several statements, each in one transaction.
+
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_domain::segments::{CreateSegment, MAX_TAGS, Segment, UpdateSegment};
+use parley_types::error::AppError;
+use uuid::Uuid;
+
+use crate::{Caller, Ctx, Result};
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateSegment) -> Result<Segment> {
+    let segment = req.into_segment(caller.org_id)?;
+    let mut tx = ctx.pool.begin().await?;
+    check_tags(&mut tx, caller.org_id, &segment).await?;
+    db::segments::insert(&mut *tx, &segment).await?;
+    tx.commit().await?;
+    Ok(segment)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn update(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    req: UpdateSegment,
+) -> Result<Segment> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut segment = db::segments::get(&mut *tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    // Only a new filter's tags are checked: a tag deleted since does not lock the segment.
+    let new_filter = req.filter.is_some();
+    req.apply(&mut segment)?;
+    if new_filter {
+        check_tags(&mut tx, caller.org_id, &segment).await?;
+    }
+    db::segments::update(&mut *tx, &segment).await?;
+    tx.commit().await?;
+    Ok(segment)
+}
+
+async fn check_tags(conn: &mut sqlx::PgConnection, org: Uuid, segment: &Segment) -> Result<()> {
+    refs::check_ids(
+        conn,
+        RefTable::Tags,
+        org,
+        "filter.tagIds",
+        &segment.filter.tag_ids,
+        MAX_TAGS,
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! Teams: the changes that take several statements, each in one transaction.
+
+use parley_db as db;
+use parley_db::refs::{self, RefTable};
+use parley_domain::teams::{AddMembers, CreateTeam, Team, UpdateTeam};
+use parley_types::error::AppError;
+use uuid::Uuid;
+
+use crate::{Caller, Ctx, Result};
+
+/// Who added a member, as `team_members.added_by` records it.
+fn added_by(caller: &Caller) -> String {
+    format!("api_key:{}", caller.key_id)
+}
+
+const MAX_MEMBERS_PER_CALL: usize = 100;
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Team> {
+    let (team, member_ids) = req.into_team(caller.org_id);
+    let member_ids = parley_types::ids::dedup(member_ids);
+    let mut tx = ctx.pool.begin().await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Users,
+        caller.org_id,
+        "createdBy",
+        team.created_by,
+    )
+    .await?;
+    refs::check_ids(
+        &mut tx,
+        RefTable::Users,
+        caller.org_id,
+        "memberIds",
+        &member_ids,
+        MAX_MEMBERS_PER_CALL,
+    )
+    .await?;
+    db::teams::insert(&mut *tx, &team).await?;
+    db::teams::add_members(
+        &mut *tx,
+        caller.org_id,
+        team.id,
+        &member_ids,
+        &added_by(caller),
+    )
+    .await?;
+    let team = db::teams::get(&mut tx, caller.org_id, team.id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(team)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) -> Result<Team> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut team = db::teams::lock(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut team);
+    db::teams::update(&mut *tx, &team).await?;
+    tx.commit().await?;
+    Ok(team)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMembers) -> Result<Team> {
+    let mut tx = ctx.pool.begin().await?;
+    db::teams::lock(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    if req.user_ids.is_empty() {
+        return Err(AppError::validation("userIds", "required", "at least one user id").into());
+    }
+    let user_ids = parley_types::ids::dedup(req.user_ids);
+    refs::check_ids(
+        &mut tx,
+        RefTable::Users,
+        caller.org_id,
+        "userIds",
+        &user_ids,
+        MAX_MEMBERS_PER_CALL,
+    )
+    .await?;
+    db::teams::add_members(&mut *tx, caller.org_id, id, &user_ids, &added_by(caller)).await?;
+    let team = db::teams::get(&mut tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(team)
+}

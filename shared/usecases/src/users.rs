@@ -1,0 +1,31 @@
+//! Users: the changes that take several statements, each in one transaction.
+
+use parley_db as db;
+use parley_domain::users::{CreateUser, UpdateUser, User};
+use parley_domain::webhooks::EventName;
+use parley_types::error::AppError;
+use uuid::Uuid;
+
+use crate::{Caller, Ctx, Result};
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<User> {
+    let user = req.into_user(caller.org_id);
+    let mut tx = ctx.pool.begin().await?;
+    db::users::insert(&mut *tx, &user).await?;
+    db::outbox::emit(&mut tx, caller.org_id, EventName::UserCreated, &user).await?;
+    tx.commit().await?;
+    Ok(user)
+}
+
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) -> Result<User> {
+    let mut tx = ctx.pool.begin().await?;
+    let mut user = db::users::lock(&mut *tx, caller.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    req.apply(&mut user);
+    db::users::update(&mut *tx, &user).await?;
+    tx.commit().await?;
+    Ok(user)
+}
