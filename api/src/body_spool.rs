@@ -122,9 +122,10 @@ impl Spool {
     pub async fn body(&self) -> Result<Body, ApiError> {
         Ok(match &self.content {
             Spooled::Memory(bytes) => Body::from(bytes.clone()),
-            Spooled::File(path) => {
-                Body::from_stream(tokio_util::io::ReaderStream::new(open(path).await?))
-            }
+            Spooled::File(path) => Body::from_stream(tokio_util::io::ReaderStream::with_capacity(
+                open(path).await?,
+                WRITE_BUFFER,
+            )),
         })
     }
 }

@@ -7,6 +7,7 @@ pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod middleware;
+pub mod multipart_bounds;
 pub mod openapi;
 pub mod org_permits;
 pub mod retention;

@@ -105,7 +105,12 @@ async fn run(
     let limits = if route == LONG_BODY_ROUTE {
         SpoolLimits::in_memory(state.config.max_broadcast_body_bytes)
     } else if route == crate::routes::imports::PATH {
-        crate::routes::imports::body_limits(state)
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        crate::routes::imports::body_limits(state, content_type)?
     } else {
         SpoolLimits::in_memory(state.config.max_body_bytes)
     };

@@ -52,13 +52,28 @@ fn file_limits(state: &AppState) -> SpoolLimits {
     SpoolLimits { max, in_memory }
 }
 
-/// The bounds of a whole import request body (the idempotency middleware reads it first).
-pub fn body_limits(state: &AppState) -> SpoolLimits {
+/// The bounds of a whole import request body of `content_type`, for the idempotency
+/// middleware, which reads it first: a type the route does not take is refused before.
+pub fn body_limits(state: &AppState, content_type: &str) -> Result<SpoolLimits, AppError> {
     let file = file_limits(state);
-    SpoolLimits {
-        max: file.max + MULTIPART_OVERHEAD,
-        ..file
+    if is_json_type(content_type) {
+        Ok(SpoolLimits::in_memory(state.config.max_body_bytes))
+    } else if is_multipart(content_type) {
+        Ok(SpoolLimits {
+            max: file.max + MULTIPART_OVERHEAD,
+            ..file
+        })
+    } else if ImportFormat::from_content_type(content_type).is_some() {
+        Ok(file)
+    } else {
+        Err(AppError::UnsupportedMediaType)
     }
+}
+
+fn is_multipart(content_type: &str) -> bool {
+    content_type
+        .to_ascii_lowercase()
+        .starts_with("multipart/form-data")
 }
 
 /// The multipart form of an import (documented; read by hand, as it streams).
@@ -110,15 +125,17 @@ async fn create_import(
         }
         let Json(req) = Json::<CreateImport>::from_request(req, &state).await?;
         return from_json(&state, &tenant, req).await;
-    } else if content_type
-        .to_ascii_lowercase()
-        .starts_with("multipart/form-data")
-    {
+    } else if is_multipart(&content_type) {
         multipart_file(&state, &content_type, req).await?
     } else if let Some(format) = ImportFormat::from_content_type(&content_type) {
+        let limits = file_limits(&state);
         let spool = match handed(&req) {
+            // Read within the limit of a whole multipart body: the file's is lower.
+            Some(spool) if spool.len > limits.max => {
+                return Err(AppError::PayloadTooLarge.into());
+            }
             Some(spool) => spool,
-            None => Spool::read(req.into_body(), file_limits(&state), |_| {}).await?,
+            None => Spool::read(req.into_body(), limits, |_| {}).await?,
         };
         SentFile {
             format,
@@ -158,8 +175,8 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
             .per_field(limits.max)
             .for_field("format", MAX_FORMAT_PART),
     );
-    let mut multipart =
-        multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
+    let chunks = crate::multipart_bounds::checked(body.into_data_stream(), &boundary);
+    let mut multipart = multer::Multipart::with_constraints(chunks, boundary, constraints);
     let mut format = None;
     let mut file: Option<(Spool, Option<ImportFormat>, Option<Filename>)> = None;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
@@ -216,6 +233,11 @@ fn multipart_error(err: multer::Error) -> ApiError {
         multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
             AppError::PayloadTooLarge
         }
+        // What the framing check or the body's read refused.
+        multer::Error::StreamReadFailed(err) => match err.downcast::<AppError>() {
+            Ok(err) => *err,
+            Err(err) => AppError::validation("body", "invalid_multipart", err.to_string()),
+        },
         err => AppError::validation("body", "invalid_multipart", err.to_string()),
     })
 }

@@ -253,6 +253,27 @@ async fn a_body_or_a_multipart_file_is_stored_in_object_storage_and_imported() {
     )
     .await
     .expect(422);
+    // Framing the parser would hold in memory: junk before the first boundary, a part's
+    // headers that never end (each refused within its bound, keyed or not).
+    let junk = vec![b'j'; 64 * 1024];
+    let mut endless = b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\nX-Pad: ".to_vec();
+    endless.extend(vec![b'p'; 64 * 1024]);
+    let cases = [
+        (junk, None, "the body does not start with its boundary"),
+        (endless.clone(), None, "a part's headers are too long"),
+        (endless, Some("framing-1"), "a part's headers are too long"),
+    ];
+    for (body, key, why) in cases {
+        let headers: Vec<(&str, &str)> = key.map(|k| ("idempotency-key", k)).into_iter().collect();
+        let refused = send(&app, "multipart/form-data; boundary=XyZ", body, &headers).await;
+        refused.expect(422);
+        assert_eq!(
+            refused.body["error"]["details"][0]["code"], "invalid_multipart",
+            "{:?}",
+            refused.body
+        );
+        assert_eq!(refused.body["error"]["details"][0]["message"], why);
+    }
     assert_eq!(count(&app, "files").await, files, "nothing stored");
     assert_eq!(count(&app, "contact_imports").await, 4);
 }
