@@ -87,7 +87,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 broadcasts: broadcasts.unwrap_or_default(),
                 rates,
             };
-            let limits = db::org_limits::set(&pool, org, &changes)
+            let limits = parley_usecases::org_limits::set(&pool, org, &changes)
                 .await?
                 .with_context(|| format!("no organization {org}"))?;
             println!("{}", serde_json::to_string(&limits)?);

@@ -178,7 +178,7 @@ async fn reconcile(
             ctx.jobs.deliver(&lane, &recipients).await?;
         }
     }
-    for (channel, status) in db::receipts::apply_early(&ctx.pool, BATCH).await? {
+    for (channel, status) in parley_usecases::receipts::apply_early(&ctx.pool, BATCH).await? {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }

@@ -8,7 +8,6 @@ use crate::envelope::{Envelope, Reply};
 use crate::error::{ApiError, AppError, AppResult};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use parley_db as db;
 use parley_db::receipts::Receipt;
 use parley_domain::Channel;
 use parley_domain::broadcasts::{ReceiptIn, ReceiptsApplied};
@@ -102,7 +101,7 @@ async fn receive(
             error_code: r.error_code.map(Into::into),
         })
         .collect();
-    let outcome = db::receipts::apply(&state.pool, channel, &receipts).await?;
+    let outcome = parley_usecases::receipts::apply(&state.pool, channel, &receipts).await?;
     for status in &outcome.changed {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);

@@ -121,24 +121,24 @@ pub async fn get(db: impl PgExecutor<'_>, org: Uuid) -> Result<OrgLimits, sqlx::
 /// Applies `changes` to the organization's limits and returns them (no change: only reads
 /// them); `None` when the organization does not exist. Limits all back to their defaults
 /// remove its row. Changes to one organization are applied one at a time (its row is locked),
-/// so two operators changing different limits at once both have their way.
+/// so two operators changing different limits at once both have their way. In the caller's
+/// transaction (`parley_usecases::org_limits::set`).
 pub async fn set(
-    db: &sqlx::PgPool,
+    conn: &mut sqlx::PgConnection,
     org: Uuid,
     changes: &Changes,
 ) -> Result<Option<OrgLimits>, sqlx::Error> {
-    let mut tx = db.begin().await?;
     let exists = sqlx::query_scalar!("SELECT id FROM organizations WHERE id = $1 FOR UPDATE", org)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await?
         .is_some();
     if !exists {
         return Ok(None);
     }
     if changes.is_empty() {
-        return Ok(Some(get(&mut *tx, org).await?));
+        return Ok(Some(get(&mut *conn, org).await?));
     }
-    let current = get(&mut *tx, org).await?;
+    let current = get(&mut *conn, org).await?;
     let pick = |s: Setting, now: Option<i32>| match s.bind() {
         (true, _) => now,
         (false, v) => v,
@@ -174,7 +174,7 @@ pub async fn set(
             "DELETE FROM organization_limits WHERE organization_id = $1",
             org
         )
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await?;
     } else {
         sqlx::query!(
@@ -191,11 +191,10 @@ pub async fn set(
             next.broadcasts,
             Json(&next.rates) as _,
         )
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await?;
     }
-    let stored = get(&mut *tx, org).await?;
-    tx.commit().await?;
+    let stored = get(&mut *conn, org).await?;
     Ok(Some(stored))
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use parley_domain::Channel;
@@ -31,20 +31,18 @@ pub struct ReceiptsOutcome {
 
 /// Applies receipts of `channel`: each recipient moves forward only (a `read` before its
 /// `delivered` counts both; a `delivered` after `read` changes nothing). Receipts whose message
-/// is not recorded yet are kept for the ticker ([`apply_early`]).
+/// is not recorded yet are kept for the ticker ([`apply_early`]). In the caller's transaction.
 pub async fn apply(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     channel: Channel,
     receipts: &[Receipt],
 ) -> Result<ReceiptsOutcome, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let applied = apply_in(&mut tx, channel, receipts).await?;
+    let applied = apply_in(&mut *conn, channel, receipts).await?;
     let early: Vec<&Receipt> = receipts
         .iter()
         .filter(|r| !applied.matched.contains(&r.message_id))
         .collect();
-    keep_early(&mut tx, channel, &early).await?;
-    tx.commit().await?;
+    keep_early(&mut *conn, channel, &early).await?;
     Ok(ReceiptsOutcome {
         changed: applied.changed,
         deferred: early.len(),
@@ -83,14 +81,13 @@ async fn keep_early(
 /// Applies kept receipts whose message is now recorded, at most `limit`, and drops those that
 /// waited longer than ten minutes (which also bounds what each pass looks through). Returns the statuses applied, by channel.
 pub async fn apply_early(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     limit: i64,
 ) -> Result<Vec<(Channel, RecipientStatus)>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
     sqlx::query!(
         "DELETE FROM early_receipts WHERE received_at < statement_timestamp() - interval '10 minutes'"
     )
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await?;
     let ready = sqlx::query!(
         r#"SELECT e.channel, e.external_message_id, e.status, e.occurred_at, e.error_code
@@ -103,7 +100,7 @@ pub async fn apply_early(
          FOR UPDATE OF e SKIP LOCKED"#,
         limit,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?;
     let mut by_channel: HashMap<Channel, Vec<Receipt>> = HashMap::new();
     for r in &ready {
@@ -116,7 +113,7 @@ pub async fn apply_early(
     }
     let mut applied = Vec::new();
     for (channel, receipts) in &by_channel {
-        let done = apply_in(&mut tx, *channel, receipts).await?;
+        let done = apply_in(&mut *conn, *channel, receipts).await?;
         applied.extend(done.changed.into_iter().map(|s| (*channel, s)));
     }
     let channels: Vec<&str> = ready.iter().map(|r| r.channel.as_str()).collect();
@@ -133,9 +130,8 @@ pub async fn apply_early(
         &ids as _,
         &statuses as _,
     )
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await?;
-    tx.commit().await?;
     Ok(applied)
 }
 

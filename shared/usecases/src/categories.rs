@@ -1,4 +1,5 @@
-//! Categories: the changes that take several statements, each in one transaction.
+//! Conversation categories: creating and changing one, each in one transaction with its
+//! checks.
 
 use parley_db as db;
 use parley_domain::categories::{ConversationCategory, CreateCategory, UpdateCategory};
@@ -8,6 +9,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Creates a category.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(
     ctx: Ctx<'_>,
@@ -25,6 +27,7 @@ pub async fn create(
     Ok(category)
 }
 
+/// Changes a category.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(
     ctx: Ctx<'_>,

@@ -1,4 +1,5 @@
-//! Contacts: the changes that take several statements, each in one transaction.
+//! Contacts: creating and changing one, each in one transaction with its tags, its activities
+//! and its reference checks.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
@@ -16,6 +17,7 @@ const MAX_TAGS: usize = 50;
 /// Activities shown with a contact, newest first.
 const ACTIVITIES_SHOWN: i64 = 100;
 
+/// Creates a contact with its tags and its `created` activity.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result<Contact> {
     let (contact, tag_ids) = req.into_contact(caller.org_id);
@@ -59,6 +61,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result
     Ok(contact)
 }
 
+/// Changes a contact, its tags and its activities.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(
     ctx: Ctx<'_>,
@@ -126,6 +129,7 @@ pub async fn update(
     Ok(contact)
 }
 
+/// The contact with its latest activities, as the API shows it.
 pub async fn read(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<Contact> {
     let mut contact = db::contacts::get(conn, org, id)
         .await?

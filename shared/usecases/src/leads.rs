@@ -15,6 +15,7 @@ use crate::{Caller, Ctx, Result};
 
 const MAX_TAGS: usize = 50;
 
+/// Creates a lead with its tags and its `lead.created` event.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Lead> {
     let (lead, tag_ids) = req.into_lead(caller.org_id)?;
@@ -47,6 +48,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Le
     Ok(lead)
 }
 
+/// Changes a lead and its tags.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) -> Result<Lead> {
     let mut tx = ctx.pool.begin().await?;
@@ -86,6 +88,8 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
     Ok(lead)
 }
 
+/// Converts a lead into a contact: the contact with its email or phone, or a new one; the lead
+/// becomes `converted`.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
 pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact> {
     let actor = caller.actor();

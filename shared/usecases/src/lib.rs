@@ -11,6 +11,8 @@ pub mod faq;
 pub mod imports;
 pub mod leads;
 pub mod message_attributes;
+pub mod org_limits;
+pub mod receipts;
 pub mod segments;
 pub mod sla;
 pub mod tags;
@@ -56,6 +58,18 @@ impl Caller {
 pub struct Error(pub AppError);
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
 
 impl From<AppError> for Error {
     fn from(err: AppError) -> Self {

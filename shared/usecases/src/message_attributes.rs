@@ -1,4 +1,4 @@
-//! Message attributes: the changes that take several statements, each in one transaction.
+//! Message attributes: changing one under its row lock.
 
 use parley_db as db;
 use parley_domain::message_attributes::{MessageAttribute, UpdateMessageAttribute};
@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Changes a message attribute.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(
     ctx: Ctx<'_>,

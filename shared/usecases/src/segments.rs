@@ -1,4 +1,5 @@
-//! Segments: the changes that take several statements, each in one transaction.
+//! Segments: creating and changing one, each in one transaction with the check of the tags
+//! its filter names.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
@@ -8,6 +9,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Creates a segment.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateSegment) -> Result<Segment> {
     let segment = req.into_segment(caller.org_id)?;
@@ -18,6 +20,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateSegment) -> Result
     Ok(segment)
 }
 
+/// Changes a segment.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(
     ctx: Ctx<'_>,

@@ -1,4 +1,4 @@
-//! Sla: the changes that take several statements, each in one transaction.
+//! SLA policies and the organization's SLA settings: each change under its row lock.
 
 use parley_db as db;
 use parley_domain::orgs::{Organization, UpdateOrganization};
@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Changes an SLA policy.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(
     ctx: Ctx<'_>,
@@ -25,6 +26,7 @@ pub async fn update(
     Ok(policy)
 }
 
+/// Changes the organization's SLA settings.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update_organization(
     ctx: Ctx<'_>,

@@ -1,4 +1,4 @@
-//! Tags: the changes that take several statements, each in one transaction.
+//! Tags and companies: changing one under its row lock.
 
 use parley_db as db;
 use parley_domain::tags::{Company, Tag, UpdateCompany, UpdateTag};
@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Changes a tag.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTag) -> Result<Tag> {
     let mut tx = ctx.pool.begin().await?;
@@ -19,6 +20,7 @@ pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTag)
     Ok(tag)
 }
 
+/// Changes a company.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update_company(
     ctx: Ctx<'_>,

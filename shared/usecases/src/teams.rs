@@ -1,4 +1,5 @@
-//! Teams: the changes that take several statements, each in one transaction.
+//! Teams: creating and changing one, and adding members, each in one transaction with the
+//! checks of the users it names.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
@@ -15,6 +16,7 @@ fn added_by(caller: &Caller) -> String {
 
 const MAX_MEMBERS_PER_CALL: usize = 100;
 
+/// Creates a team with its members.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Team> {
     let (team, member_ids) = req.into_team(caller.org_id);
@@ -53,6 +55,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
     Ok(team)
 }
 
+/// Changes a team.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
@@ -65,6 +68,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) ->
     Ok(team)
 }
 
+/// Adds members to a team.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMembers) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;

@@ -1,4 +1,4 @@
-//! Templates: the changes that take several statements, each in one transaction.
+//! Templates: changing one under its row lock.
 
 use parley_db as db;
 use parley_domain::broadcasts::check_template_change;
@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Changes a template.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(
     ctx: Ctx<'_>,

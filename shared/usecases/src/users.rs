@@ -1,4 +1,4 @@
-//! Users: the changes that take several statements, each in one transaction.
+//! Users: creating and changing one, each in one transaction with its checks.
 
 use parley_db as db;
 use parley_domain::users::{CreateUser, UpdateUser, User};
@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
+/// Creates a user.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<User> {
     let user = req.into_user(caller.org_id);
@@ -18,6 +19,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<Us
     Ok(user)
 }
 
+/// Changes a user.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) -> Result<User> {
     let mut tx = ctx.pool.begin().await?;
