@@ -92,7 +92,7 @@ impl Spool {
                 let (std_file, path) = tokio::task::spawn_blocking(tempfile::NamedTempFile::new)
                     .await
                     .map_err(|e| AppError::Internal(e.into()))?
-                    .map_err(|e| AppError::Internal(anyhow::anyhow!("temporary file: {e}")))?
+                    .map_err(disk_failed)?
                     .into_parts();
                 let mut writer = tokio::io::BufWriter::with_capacity(
                     WRITE_BUFFER,
@@ -108,10 +108,7 @@ impl Spool {
         let content = match file {
             None => Spooled::Memory(Bytes::from(memory)),
             Some((mut writer, path)) => {
-                writer
-                    .flush()
-                    .await
-                    .map_err(|e| AppError::Internal(anyhow::anyhow!("temporary file: {e}")))?;
+                writer.flush().await.map_err(disk_failed)?;
                 Spooled::File(path)
             }
         };
@@ -130,6 +127,11 @@ impl Spool {
     }
 }
 
+/// The process' temporary disk failed (full, most likely): 503, as a dependency down is.
+fn disk_failed(e: std::io::Error) -> AppError {
+    AppError::ServiceUnavailable(format!("temporary file: {e}"))
+}
+
 async fn write(
     writer: &mut tokio::io::BufWriter<tokio::fs::File>,
     bytes: &[u8],
@@ -137,13 +139,13 @@ async fn write(
     writer
         .write_all(bytes)
         .await
-        .map_err(|e| ApiError(AppError::Internal(anyhow::anyhow!("temporary file: {e}"))))
+        .map_err(|e| ApiError(disk_failed(e)))
 }
 
 async fn open(path: &Path) -> Result<tokio::fs::File, ApiError> {
     tokio::fs::File::open(path)
         .await
-        .map_err(|e| ApiError(AppError::Internal(anyhow::anyhow!("temporary file: {e}"))))
+        .map_err(|e| ApiError(disk_failed(e)))
 }
 
 /// A spooled body handed from a middleware to the handler that reads it (extensions must be
