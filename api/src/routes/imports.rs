@@ -230,6 +230,12 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
 
 fn multipart_error(err: multer::Error) -> ApiError {
     ApiError(match err {
+        // A `format` past its few bytes is no format, not a body too large.
+        multer::Error::FieldSizeExceeded { field_name, .. }
+            if field_name.as_deref() == Some("format") =>
+        {
+            AppError::validation("format", "invalid_value", "must be csv or ndjson")
+        }
         multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
             AppError::PayloadTooLarge
         }

@@ -201,7 +201,7 @@ async fn a_body_or_a_multipart_file_is_stored_in_object_storage_and_imported() {
     // Refused before anything is stored: no file part, no way to tell the format, a bad
     // format, two files, past the upload limit.
     let files = count(&app, "files").await;
-    let refusals: [(&[Part], u16, &str); 5] = [
+    let refusals: [(&[Part], u16, &str); 6] = [
         (&[("format", None, None, b"csv")], 422, "file"),
         (
             &[("file", Some("export"), None, b"email\na@example.com\n")],
@@ -212,6 +212,14 @@ async fn a_body_or_a_multipart_file_is_stored_in_object_storage_and_imported() {
             &[
                 ("file", Some("a.csv"), None, b"email\n"),
                 ("format", None, None, b"xml"),
+            ],
+            422,
+            "format",
+        ),
+        (
+            &[
+                ("file", Some("a.csv"), None, b"email\n"),
+                ("format", None, None, &[b'x'; 200]),
             ],
             422,
             "format",
