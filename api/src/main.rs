@@ -59,12 +59,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             command: OrgCommand::Create { name },
         } => {
             let pool = db::pool(config.database_url.expose_secret(), 2)?;
-            let mut tx = pool.begin().await?;
-            let org = db::orgs::create(&mut tx, &name).await?;
-            let key = NewApiKey::parse("default".into(), vec!["*".into()], None)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let key = db::api_keys::create(&mut *tx, org.id, key).await?;
-            tx.commit().await?;
+            let (org, key) = parley_usecases::orgs::create_with_key(&pool, &name).await?;
             println!("{}", json!({"organizationId": org.id, "apiKey": key.key}));
             Ok(())
         }

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use parley_db as db;
 use parley_storage::Storage;
 use parley_types::metric_names::RETENTION_DELETED;
 use sqlx::PgPool;
@@ -55,19 +54,16 @@ pub async fn sweep_uploads(
     older_than: Duration,
     limit: i64,
 ) -> anyhow::Result<u64> {
-    let mut tx = pool.begin().await?;
-    let abandoned = db::files::take_abandoned(&mut tx, older_than, limit).await?;
-    let mut removed = Vec::with_capacity(abandoned.len());
-    for (id, key) in abandoned {
+    let n = parley_usecases::files::sweep_abandoned(pool, older_than, limit, |id, key| async move {
         match storage.delete(&key).await {
-            Ok(()) => removed.push(id),
+            Ok(()) => true,
             Err(err) => {
-                tracing::warn!(%err, file_id = %id, "an abandoned upload's object was not deleted")
+                tracing::warn!(%err, file_id = %id, "an abandoned upload's object was not deleted");
+                false
             }
         }
-    }
-    let n = db::files::delete_many(&mut *tx, &removed).await?;
-    tx.commit().await?;
+    })
+    .await?;
     if n > 0 {
         metrics::counter!(RETENTION_DELETED, "kind" => "upload").increment(n);
         tracing::info!(removed = n, "abandoned uploads deleted with their objects");

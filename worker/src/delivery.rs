@@ -160,7 +160,8 @@ async fn send_all(
         }
     }
     if let Some((status, org)) =
-        retry_transient(|| db::delivery::finish_if_done(&ctx.pool, job.broadcast_id)).await?
+        retry_transient(|| parley_usecases::sending::finish_if_done(&ctx.pool, job.broadcast_id))
+            .await?
     {
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
         crate::dispatch::start_next(ctx, org).await?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use parley_db as db;
 use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
 use parley_jobs::{DispatchBroadcast, Lane};
+use parley_usecases::sending;
 
 use crate::context::Ctx;
 use crate::job::{Job, JobResult};
@@ -68,11 +69,8 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
                 return Ok(Turn::Done);
             }
             let org = state.organization_id;
-            let slice = if state.segment_id.is_some() {
-                db::delivery::fan_out_segment(&ctx.pool, id, org, size, LEASE, token).await?
-            } else {
-                db::delivery::fan_out(&ctx.pool, id, org, size, LEASE, token).await?
-            };
+            let segment = state.segment_id.is_some();
+            let slice = sending::fan_out(&ctx.pool, id, org, segment, size, LEASE, token).await?;
             let Some((recipients, finished)) = slice else {
                 tracing::warn!("dispatch lease lost to another dispatcher; leaving the rest to it");
                 return Ok(Turn::Done);
@@ -93,7 +91,7 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
                 after = Some(last);
             }
         }
-        if let Some((status, org)) = db::delivery::finish_if_done(&ctx.pool, id).await? {
+        if let Some((status, org)) = sending::finish_if_done(&ctx.pool, id).await? {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended");
             start_next(ctx, org).await?;
         }

@@ -140,7 +140,7 @@ async fn run_file(
     let done = i64::from(rows_done);
     let parser = tokio::task::spawn_blocking(move || parse(reader, format, done, &out));
     while let Some(b) = batches.recv().await {
-        db::imports::apply_batch(
+        parley_usecases::imports::apply_batch(
             &ctx.pool,
             id,
             token,

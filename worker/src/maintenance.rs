@@ -105,7 +105,7 @@ async fn pass(ctx: &Ctx) {
             rows: 200_000,
         },
         || {
-            db::delivery::purge_recipients(
+            parley_usecases::sending::purge_recipients(
                 &ctx.pool,
                 ctx.settings().recipient_retention,
                 RECIPIENTS_BATCH,

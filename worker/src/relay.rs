@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use parley_db::outbox;
 use parley_jobs::QueueName;
 use parley_types::metric_names::OUTBOX_BACKLOG;
+use parley_usecases::webhook_deliveries;
 use secrecy::ExposeSecret;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
@@ -82,7 +83,7 @@ impl Periodic for Relay {
         // Recoveries make failed deliveries due again, a few batches a pass, the recoveries
         // taking turns; the due path below feeds them to their endpoints a few at a time.
         for _ in 0..RECOVERIES_PER_PASS {
-            match parley_db::webhooks::advance_recoveries(&ctx.pool, BATCH).await {
+            match webhook_deliveries::advance_recoveries(&ctx.pool, BATCH).await {
                 Ok(0) => break,
                 Ok(n) => tracing::info!(
                     deliveries = n,
@@ -152,7 +153,7 @@ async fn enqueue_due(ctx: &Ctx) -> anyhow::Result<()> {
         .lost_after(QueueName::WebhookDelivery, ctx.settings().reconcile_after)
         .await?;
     let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
-    let due = outbox::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;
+    let due = webhook_deliveries::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;
     crate::metrics::given_up("webhook", &due.given_up);
     ctx.jobs.deliver_webhooks(&due.taken).await?;
     Ok(())

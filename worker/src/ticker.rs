@@ -183,7 +183,8 @@ async fn reconcile(
             .increment(1);
     }
     for id in db::delivery::done_but_sending(&ctx.pool, BATCH).await? {
-        if let Some((status, org)) = db::delivery::finish_if_done(&ctx.pool, id).await? {
+        if let Some((status, org)) = parley_usecases::sending::finish_if_done(&ctx.pool, id).await?
+        {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended by the reconciler");
             crate::dispatch::start_next(ctx, org).await?;
         }

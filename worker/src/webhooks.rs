@@ -132,7 +132,7 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
             outcome.busy.extend(sent.busy);
             outcome.stalled.extend(sent.stalled);
         }
-        let disabled = db::webhooks::record_outcome(&ctx.pool, &outcome, settings.disable_after)
+        let disabled = parley_usecases::webhook_deliveries::record_outcome(&ctx.pool, &outcome, settings.disable_after)
             .await
             .inspect_err(|err| {
                 // The deliveries stay due; the relay takes them again, up to its ceiling.

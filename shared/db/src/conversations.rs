@@ -597,7 +597,7 @@ pub async fn messages(
 }
 
 /// Snoozed conversations whose time has come become active again; returns how many.
-pub async fn wake_snoozed(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
+pub async fn wake_snoozed(db: impl PgExecutor<'_>, limit: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE conversations SET status = 'active', snooze_until = NULL, snoozed_at = NULL
          WHERE id IN (SELECT id FROM conversations
@@ -605,7 +605,7 @@ pub async fn wake_snoozed(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error>
                       ORDER BY snooze_until LIMIT $1 FOR UPDATE SKIP LOCKED)",
         limit,
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected())
 }

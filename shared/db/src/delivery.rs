@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use sqlx::types::Json;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use parley_domain::Channel;
@@ -130,14 +130,13 @@ pub async fn release_dispatch(
 /// foreign-key checks of writes that reference it (`FOR UPDATE` held back, for the whole
 /// slice, every outcome write that added a counter shard of the broadcast).
 pub async fn fan_out(
-    pool: &PgPool,
+    tx: &mut PgConnection,
     id: Uuid,
     org: Uuid,
     slice: i32,
     lease: Duration,
     token: Uuid,
 ) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
     let audience = sqlx::query!(
         r#"SELECT fanout_offset,
                 contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!",
@@ -153,7 +152,7 @@ pub async fn fan_out(
         return Ok(None);
     }
     let (offset, contacts) = (audience.fanout_offset, audience.slice);
-    let ids = insert_recipients(&mut tx, org, id, &contacts).await?;
+    let ids = insert_recipients(tx, org, id, &contacts).await?;
     let next = offset + contacts.len() as i32;
     // A short slice is the audience's end (an exact fit ends with the next, empty one).
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
@@ -168,7 +167,6 @@ pub async fn fan_out(
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(Some((ids, done)))
 }
 
@@ -206,14 +204,13 @@ async fn insert_recipients(
 /// during the fan-out does not split the audience between two filters; a change before
 /// sending starts is what the broadcast sends to.
 pub async fn fan_out_segment(
-    pool: &PgPool,
+    tx: &mut PgConnection,
     id: Uuid,
     org: Uuid,
     slice: i32,
     lease: Duration,
     token: Uuid,
 ) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
     let b = sqlx::query!(
         r#"SELECT b.fanout_after,
                 coalesce(b.audience_filter, s.filter) AS "filter: Json<SegmentFilter>",
@@ -237,9 +234,8 @@ pub async fn fan_out_segment(
         )));
     };
     let contacts =
-        crate::segments::contacts_after(&mut tx, org, &filter, b.fanout_after, i64::from(slice))
-            .await?;
-    let ids = insert_recipients(&mut tx, org, id, &contacts).await?;
+        crate::segments::contacts_after(tx, org, &filter, b.fanout_after, i64::from(slice)).await?;
+    let ids = insert_recipients(tx, org, id, &contacts).await?;
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
     sqlx::query!(
         "UPDATE broadcasts SET fanout_after = coalesce($2, fanout_after), fanout_done = $3,
@@ -255,7 +251,6 @@ pub async fn fan_out_segment(
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(Some((ids, done)))
 }
 
@@ -510,10 +505,9 @@ pub async fn record<'a>(
 /// `broadcast.failed` event in the same transaction. Returns the final status and the
 /// organization when this call ended it.
 pub async fn finish_if_done(
-    pool: &PgPool,
+    tx: &mut PgConnection,
     id: Uuid,
 ) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
     let ended = sqlx::query!(
         r#"UPDATE broadcasts b SET
             status = CASE WHEN coalesce(k.sent, 0) > 0 THEN 'completed' ELSE 'failed' END,
@@ -538,9 +532,8 @@ pub async fn finish_if_done(
         } else {
             EventName::BroadcastFailed
         };
-        super::outbox::emit(&mut tx, org, event, &broadcast).await?;
+        super::outbox::emit(tx, org, event, &broadcast).await?;
     }
-    tx.commit().await?;
     Ok(Some((status, org)))
 }
 
@@ -760,11 +753,10 @@ pub async fn done_but_sending(
 /// costs the rows it deletes whatever the table's size. Returns the rows deleted, and whether a
 /// broadcast was found.
 pub async fn purge_recipients(
-    pool: &PgPool,
+    tx: &mut PgConnection,
     after: Duration,
     limit: i64,
 ) -> Result<(u64, bool), sqlx::Error> {
-    let mut tx = pool.begin().await?;
     let broadcast = sqlx::query_scalar!(
         "SELECT id FROM broadcasts
          WHERE recipients_purged_at IS NULL AND status IN ('completed', 'failed', 'cancelled')
@@ -799,6 +791,5 @@ pub async fn purge_recipients(
         .execute(&mut *tx)
         .await?;
     }
-    tx.commit().await?;
     Ok((deleted, true))
 }

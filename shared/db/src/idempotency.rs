@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 /// How long a key answers its first request's answer again.
@@ -91,7 +91,7 @@ pub async fn claim(
 
 /// Stores the answer of the request holding `token`.
 pub async fn complete(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     org: Uuid,
     key: &str,
     token: Uuid,
@@ -107,13 +107,17 @@ pub async fn complete(
         i16::try_from(status).unwrap_or(i16::MAX),
         body,
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(())
 }
 
 /// Deletes up to `limit` keys taken longer ago than `kept_for`; returns how many.
-pub async fn sweep(pool: &PgPool, kept_for: Duration, limit: i64) -> Result<u64, sqlx::Error> {
+pub async fn sweep(
+    db: impl PgExecutor<'_>,
+    kept_for: Duration,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
             SELECT ctid FROM idempotency_keys
@@ -122,7 +126,7 @@ pub async fn sweep(pool: &PgPool, kept_for: Duration, limit: i64) -> Result<u64,
         kept_for.as_secs_f64(),
         limit,
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected())
 }

@@ -6,12 +6,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::types::Json;
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use parley_domain::imports::{
-    self, ContactImport, ImportFormat, ImportRow, ImportStatus, MAX_LISTED_ERRORS, MatchedRows,
-    RejectedRow,
+    ContactImport, ImportFormat, ImportRow, ImportStatus, MAX_LISTED_ERRORS, RejectedRow,
 };
 use parley_types::time::Timestamp;
 
@@ -133,7 +132,7 @@ pub enum ImportError {
 /// Two imports starting in the same instant may both pass the count: the bound is
 /// `per_org`, give or take a simultaneous start.
 pub async fn begin(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     id: Uuid,
     lease: Duration,
     per_org: i64,
@@ -158,7 +157,7 @@ pub async fn begin(
         token,
         per_org,
     )
-    .fetch_optional(pool)
+    .fetch_optional(db)
     .await?;
     Ok(row.map(|r| ImportJob {
         organization_id: r.organization_id,
@@ -173,7 +172,7 @@ pub async fn begin(
 
 /// Renews the lease `token` holds; false when it no longer holds it.
 pub async fn renew(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     id: Uuid,
     token: Uuid,
     lease: Duration,
@@ -185,14 +184,14 @@ pub async fn renew(
         token,
         lease.as_secs_f64(),
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
 /// The organization's import that has waited longest for its turn (queued, held by no job),
 /// marked enqueued now: the caller enqueues it.
-pub async fn next_waiting(pool: &PgPool, org: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+pub async fn next_waiting(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE contact_imports SET enqueued_at = clock_timestamp()
          WHERE id = (
@@ -202,7 +201,7 @@ pub async fn next_waiting(pool: &PgPool, org: Uuid) -> Result<Option<Uuid>, sqlx
          RETURNING id",
         org,
     )
-    .fetch_optional(pool)
+    .fetch_optional(db)
     .await
 }
 
@@ -214,11 +213,6 @@ pub struct BatchCounts {
     pub unchanged: i32,
 }
 
-/// Upserts a batch and records it on the import with its rejected rows and the data rows read
-/// so far, in one transaction, if `token` still holds the import. A row matches the
-/// organization's contact with its email (without case), else the oldest with its phone; a
-/// match takes the row's non-empty fields (an email differing only in case is no change), a row without one creates a contact (`source`
-/// `import` unless given).
 /// A batch of rows as parsed: distinct keys (`folded` more rows were folded into them), the
 /// rejected rows, and the data rows read from the file's start when it ends.
 pub struct ImportBatch<'a> {
@@ -228,16 +222,13 @@ pub struct ImportBatch<'a> {
     pub rows_read: i64,
 }
 
-pub async fn apply_batch(
-    pool: &PgPool,
+/// The fence of a batch: whether `token` still holds the running import, whose row stays
+/// locked until the transaction ends, so only the job holding the import writes.
+pub async fn hold_for_batch(
+    tx: &mut PgConnection,
     import: Uuid,
     token: Uuid,
-    org: Uuid,
-    batch: ImportBatch<'_>,
-    lease: Duration,
-) -> Result<BatchCounts, ImportError> {
-    let mut tx = pool.begin().await?;
-    // The fence: only the job holding the import writes, and the row stays locked meanwhile.
+) -> Result<bool, sqlx::Error> {
     let held = sqlx::query_scalar!(
         "SELECT true FROM contact_imports
          WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE",
@@ -246,56 +237,70 @@ pub async fn apply_batch(
     )
     .fetch_optional(&mut *tx)
     .await?;
-    if held.is_none() {
-        return Err(ImportError::LeaseLost);
-    }
-    let ImportBatch {
-        rows,
-        rejected,
-        folded,
-        rows_read,
-    } = batch;
-    let emails = imports::emails_of(rows);
-    let by_email: HashMap<String, Uuid> = sqlx::query!(
+    Ok(held.is_some())
+}
+
+/// The organization's contacts with one of these emails (lowercase): email -> id.
+pub async fn contacts_by_email(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    emails: &[String],
+) -> Result<HashMap<String, Uuid>, sqlx::Error> {
+    Ok(sqlx::query!(
         r#"SELECT id, lower(email) AS "email!" FROM contacts
          WHERE organization_id = $1 AND lower(email) = ANY($2)"#,
         org,
-        &emails,
+        emails,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(db)
     .await?
     .into_iter()
     .map(|r| (r.email, r.id))
-    .collect();
-    let phones = imports::phones_of(rows, &by_email);
-    let by_phone: HashMap<String, Uuid> = if phones.is_empty() {
-        HashMap::new()
-    } else {
-        sqlx::query!(
-            r#"SELECT DISTINCT ON (phone) id, phone AS "phone!" FROM contacts
-             WHERE organization_id = $1 AND phone = ANY($2)
-             ORDER BY phone, created_at, id"#,
-            org,
-            &phones,
-        )
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(|r| (r.phone, r.id))
-        .collect()
-    };
-    let MatchedRows { existing: old, new } = imports::match_rows(rows, &by_email, &by_phone);
-    macro_rules! column {
-        ($rows:expr, $field:ident) => {
-            $rows
-                .iter()
-                .map(|r| r.$field.clone())
-                .collect::<Vec<Option<String>>>()
-        };
+    .collect())
+}
+
+/// The organization's oldest contact with each of these phones: phone -> id.
+pub async fn contacts_by_phone(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    phones: &[String],
+) -> Result<HashMap<String, Uuid>, sqlx::Error> {
+    if phones.is_empty() {
+        return Ok(HashMap::new());
     }
-    let old_rows: Vec<&ImportRow> = old.iter().map(|(r, _)| r).collect();
-    let old_ids: Vec<Uuid> = old.iter().map(|(_, id)| *id).collect();
-    let updated = sqlx::query_scalar!(
+    Ok(sqlx::query!(
+        r#"SELECT DISTINCT ON (phone) id, phone AS "phone!" FROM contacts
+         WHERE organization_id = $1 AND phone = ANY($2)
+         ORDER BY phone, created_at, id"#,
+        org,
+        phones,
+    )
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(|r| (r.phone, r.id))
+    .collect())
+}
+
+macro_rules! column {
+    ($rows:expr, $field:ident) => {
+        $rows
+            .iter()
+            .map(|r| r.$field.clone())
+            .collect::<Vec<Option<String>>>()
+    };
+}
+
+/// Gives matched contacts their rows' non-empty fields (an email differing only in case is no
+/// change); returns how many changed.
+pub async fn update_matched(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    matched: &[(ImportRow, Uuid)],
+) -> Result<usize, sqlx::Error> {
+    let rows: Vec<&ImportRow> = matched.iter().map(|(r, _)| r).collect();
+    let ids: Vec<Uuid> = matched.iter().map(|(_, id)| *id).collect();
+    Ok(sqlx::query_scalar!(
         r#"UPDATE contacts c SET
             name = coalesce(u.name, c.name),
             email = CASE WHEN lower(u.email) = lower(c.email) THEN c.email
@@ -318,23 +323,31 @@ pub async fn apply_batch(
              OR u.external_id IS DISTINCT FROM NULL AND u.external_id IS DISTINCT FROM c.external_id)
          RETURNING c.id"#,
         org,
-        &old_ids,
-        &column!(old_rows, name) as _,
-        &column!(old_rows, email) as _,
-        &column!(old_rows, phone) as _,
-        &column!(old_rows, source) as _,
-        &column!(old_rows, country) as _,
-        &column!(old_rows, language) as _,
-        &column!(old_rows, position) as _,
-        &column!(old_rows, external_id) as _,
+        &ids,
+        &column!(rows, name) as _,
+        &column!(rows, email) as _,
+        &column!(rows, phone) as _,
+        &column!(rows, source) as _,
+        &column!(rows, country) as _,
+        &column!(rows, language) as _,
+        &column!(rows, position) as _,
+        &column!(rows, external_id) as _,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(db)
     .await?
-    .len();
-    let new_ids: Vec<Uuid> = new.iter().map(|_| parley_types::ids::new_id()).collect();
-    // A contact created meanwhile with one of these emails (through the API) is left as it
-    // is: the row counts as unchanged.
-    let created = sqlx::query_scalar!(
+    .len())
+}
+
+/// Creates a contact for each row (`source` `import` unless given); returns how many. A
+/// contact created meanwhile with one of these emails (through the API) is left as it is: its
+/// row counts as unchanged.
+pub async fn insert_new(
+    db: impl PgExecutor<'_>,
+    org: Uuid,
+    rows: &[ImportRow],
+) -> Result<usize, sqlx::Error> {
+    let ids: Vec<Uuid> = rows.iter().map(|_| parley_types::ids::new_id()).collect();
+    Ok(sqlx::query_scalar!(
         r#"INSERT INTO contacts (id, organization_id, name, email, phone, source, country,
             language, position, external_id)
          SELECT u.id, $1, u.name, u.email, u.phone, coalesce(u.source, 'import'), u.country,
@@ -345,24 +358,31 @@ pub async fn apply_batch(
          ON CONFLICT (organization_id, lower(email)) DO NOTHING
          RETURNING id"#,
         org,
-        &new_ids,
-        &column!(new, name) as _,
-        &column!(new, email) as _,
-        &column!(new, phone) as _,
-        &column!(new, source) as _,
-        &column!(new, country) as _,
-        &column!(new, language) as _,
-        &column!(new, position) as _,
-        &column!(new, external_id) as _,
+        &ids,
+        &column!(rows, name) as _,
+        &column!(rows, email) as _,
+        &column!(rows, phone) as _,
+        &column!(rows, source) as _,
+        &column!(rows, country) as _,
+        &column!(rows, language) as _,
+        &column!(rows, position) as _,
+        &column!(rows, external_id) as _,
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(db)
     .await?
-    .len();
-    let counts = BatchCounts {
-        created: created as i32,
-        updated: updated as i32,
-        unchanged: (rows.len() + folded - created - updated) as i32,
-    };
+    .len())
+}
+
+/// Adds a batch's counts and rejected rows (the first [`MAX_LISTED_ERRORS`] kept) to the
+/// import, with the data rows read so far, and renews its lease.
+pub async fn record_batch(
+    db: impl PgExecutor<'_>,
+    import: Uuid,
+    counts: BatchCounts,
+    rejected: &[RejectedRow],
+    rows_read: i64,
+    lease: Duration,
+) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE contact_imports SET rows = $2, created = created + $3, updated = updated + $4,
             unchanged = unchanged + $5, rejected = rejected + $6,
@@ -382,16 +402,15 @@ pub async fn apply_batch(
         MAX_LISTED_ERRORS as i64,
         lease.as_secs_f64(),
     )
-    .execute(&mut *tx)
+    .execute(db)
     .await?;
-    tx.commit().await?;
-    Ok(counts)
+    Ok(())
 }
 
 /// Ends an import held by `token`: `completed`, or `failed` with why (the file could not be
 /// read). Its data is dropped.
 pub async fn finish(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     id: Uuid,
     token: Uuid,
     failure: Option<&str>,
@@ -405,7 +424,7 @@ pub async fn finish(
         token,
         failure,
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     if done.rows_affected() == 0 {
         return Err(ImportError::LeaseLost);
@@ -415,7 +434,11 @@ pub async fn finish(
 
 /// Unfinished imports whose job is lost: enqueued longer ago than `after` and held by no
 /// job; marked enqueued now, at most `limit`.
-pub async fn stale(pool: &PgPool, after: Duration, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+pub async fn stale(
+    db: impl PgExecutor<'_>,
+    after: Duration,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE contact_imports SET enqueued_at = clock_timestamp()
          WHERE id IN (
@@ -428,6 +451,6 @@ pub async fn stale(pool: &PgPool, after: Duration, limit: i64) -> Result<Vec<Uui
         after.as_secs_f64(),
         limit,
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use parley_domain::webhooks::{DeliveryStatus, EventName};
@@ -103,12 +103,11 @@ pub async fn relay(
 /// instead of churning through the queue; and those enqueued longer ago than `lost_after` and
 /// not attempted since (their job was lost). One worker at a time takes them.
 pub async fn take_due(
-    pool: &PgPool,
+    tx: &mut PgConnection,
     limit: i64,
     per_webhook: i64,
     lost_after: Duration,
 ) -> Result<Due, sqlx::Error> {
-    let mut tx = pool.begin().await?;
     let ours: bool = sqlx::query_scalar!(
         r#"SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due')) AS "locked!""#,
     )
@@ -186,7 +185,6 @@ pub async fn take_due(
     )
     .fetch_all(&mut *tx)
     .await?;
-    tx.commit().await?;
     let mut due = Due::default();
     for r in rows {
         if r.status == DeliveryStatus::Pending {
@@ -220,7 +218,7 @@ pub async fn backlog(db: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
 /// `retention`, one with a failed delivery after `failed_retention`; never one with a delivery
 /// still pending. Returns how many events.
 pub async fn sweep_expired(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     retention: Duration,
     failed_retention: Duration,
     limit: i64,
@@ -241,7 +239,7 @@ pub async fn sweep_expired(
         failed_retention.as_secs_f64(),
         limit,
     )
-    .execute(pool)
+    .execute(db)
     .await?;
     Ok(done.rows_affected())
 }

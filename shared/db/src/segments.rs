@@ -158,7 +158,7 @@ pub(crate) fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &Segmen
 
 /// The contacts `f` holds now, and those of them a broadcast would skip.
 pub async fn count(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     org: Uuid,
     f: &SegmentFilter,
 ) -> Result<SegmentCount, sqlx::Error> {
@@ -174,7 +174,7 @@ pub async fn count(
         .push_bind(EXACT_TOTAL_UP_TO + 1)
         .push(") c");
     let (contacts, do_not_contact, messaging_a_opted_out): (i64, i64, i64) =
-        qb.build_query_as().fetch_one(pool).await?;
+        qb.build_query_as().fetch_one(db).await?;
     let total_exact = contacts <= EXACT_TOTAL_UP_TO;
     Ok(SegmentCount {
         contacts: contacts.min(EXACT_TOTAL_UP_TO),

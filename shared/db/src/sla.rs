@@ -432,7 +432,7 @@ pub const DUE_PER_ORG: i64 = 250;
 /// at most `limit` and at most [`DUE_PER_ORG`] of one organization. With `lost_after`, instead
 /// those enqueued longer ago than that (their job was lost with Redis or with a worker).
 pub async fn take_due_checks(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     limit: i64,
     lost_after: Option<Duration>,
     now: Timestamp,
@@ -448,7 +448,7 @@ pub async fn take_due_checks(
                 limit,
                 after.as_secs_f64(),
             )
-            .fetch_all(pool)
+            .fetch_all(db)
             .await
         }
         // Fair across organizations: each organization with unenqueued checks is found by a
@@ -479,7 +479,7 @@ pub async fn take_due_checks(
                 now,
                 DUE_PER_ORG,
             )
-            .fetch_all(pool)
+            .fetch_all(db)
             .await
         }
     }
@@ -641,7 +641,7 @@ fn target(met: i64, breached: i64, count: i64, seconds: i64) -> TargetStats {
 /// SLA statistics of the states started in `[from, to)`: whole hours from the hourly figures,
 /// the partial hours at either end from the states themselves.
 pub async fn stats(
-    pool: &PgPool,
+    db: impl PgExecutor<'_>,
     org: Uuid,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
@@ -679,7 +679,7 @@ pub async fn stats(
         from as _,
         to as _,
     )
-    .fetch_all(pool)
+    .fetch_all(db)
     .await?;
     let mut all = Tally::default();
     let mut by_priority: std::collections::BTreeMap<String, Tally> = Priority::ALL

@@ -337,18 +337,13 @@ pub struct WebhookJobReport {
 /// failure streaks, and the deliveries put back. Returns the webhooks this disabled (failing
 /// since longer than `disable_after`).
 pub async fn record_outcome(
-    pool: &PgPool,
+    tx: &mut PgConnection,
     outcome: &WebhookJobReport,
     disable_after: Duration,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    if outcome.attempts.is_empty() && outcome.busy.is_empty() && outcome.stalled.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut tx = pool.begin().await?;
-    let disabled = record_attempts(&mut tx, &outcome.attempts, disable_after).await?;
+    let disabled = record_attempts(tx, &outcome.attempts, disable_after).await?;
     defer(&mut *tx, &outcome.busy, outcome.busy_for).await?;
     mark_stalled(&mut *tx, &outcome.stalled, outcome.stall_for).await?;
-    tx.commit().await?;
     Ok(disabled)
 }
 
@@ -642,8 +637,7 @@ pub async fn get_recovery(
 /// them to the endpoint at its pace (a few per webhook per pass); their attempts go on
 /// counting. A recovery finding fewer than `batch` is completed. Returns how many deliveries
 /// were queued again. Recoveries being moved by another worker are skipped.
-pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+pub async fn advance_recoveries(tx: &mut PgConnection, batch: i64) -> Result<u64, sqlx::Error> {
     let Some(r) = sqlx::query!(
         "SELECT id, webhook_id, since, until, after_created_at, after_id
          FROM webhook_recoveries WHERE status = 'running'
@@ -695,6 +689,5 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(u64::try_from(step.taken).unwrap_or(0))
 }

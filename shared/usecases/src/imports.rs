@@ -1,8 +1,13 @@
 //! Contact imports: a file sent in the request and stored by the API becomes an import in
-//! one transaction (the file marked uploaded, the import queued).
+//! one transaction (the file marked uploaded, the import queued); the worker applies the
+//! file's rows a batch per transaction, so a job that dies resumes where the last batch ended.
+
+use std::time::Duration;
 
 use parley_db as db;
-use parley_domain::imports::{ContactImport, ImportFormat};
+use parley_db::imports::{BatchCounts, ImportBatch, ImportError};
+use parley_domain::imports::{self, ContactImport, ImportFormat, MatchedRows};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
@@ -37,4 +42,47 @@ pub async fn import_stored_file(
     .await?;
     tx.commit().await?;
     Ok(import)
+}
+
+/// Upserts a batch of rows and records it on the import (counts, rejected rows, rows read),
+/// in one transaction, if `token` still holds the import. A row matches the organization's
+/// contact with its email (without case), else the oldest with its phone
+/// ([`imports::match_rows`]); a match takes the row's non-empty fields, a row without one
+/// creates a contact.
+#[tracing::instrument(skip_all, fields(import_id = %import, organization_id = %org, rows = batch.rows.len()))]
+pub async fn apply_batch(
+    pool: &PgPool,
+    import: Uuid,
+    token: Uuid,
+    org: Uuid,
+    batch: ImportBatch<'_>,
+    lease: Duration,
+) -> std::result::Result<BatchCounts, ImportError> {
+    let mut tx = pool.begin().await?;
+    if !db::imports::hold_for_batch(&mut tx, import, token).await? {
+        return Err(ImportError::LeaseLost);
+    }
+    let rows = batch.rows;
+    let by_email = db::imports::contacts_by_email(&mut *tx, org, &imports::emails_of(rows)).await?;
+    let phones = imports::phones_of(rows, &by_email);
+    let by_phone = db::imports::contacts_by_phone(&mut *tx, org, &phones).await?;
+    let MatchedRows { existing, new } = imports::match_rows(rows, &by_email, &by_phone);
+    let updated = db::imports::update_matched(&mut *tx, org, &existing).await?;
+    let created = db::imports::insert_new(&mut *tx, org, &new).await?;
+    let counts = BatchCounts {
+        created: created as i32,
+        updated: updated as i32,
+        unchanged: (rows.len() + batch.folded - created - updated) as i32,
+    };
+    db::imports::record_batch(
+        &mut *tx,
+        import,
+        counts,
+        batch.rejected,
+        batch.rows_read,
+        lease,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(counts)
 }

@@ -2,24 +2,31 @@
 //! one transaction with its checks of referenced ids, its effects and its event, and returns
 //! what the caller answers. The API's route handlers parse, authorize, call one of these and
 //! answer; the rules live in `parley_domain`, the SQL in `parley_db`. One module per feature.
+//! The worker's jobs call the same layer for their units of work (a slice of an audience
+//! written, an import batch applied, SLA checks run, a webhook job's outcome recorded); those
+//! that a job retries on a transient failure return Postgres' own error.
 
 pub mod broadcasts;
 pub mod categories;
 pub mod contacts;
 pub mod conversations;
 pub mod faq;
+pub mod files;
 pub mod imports;
 pub mod leads;
 pub mod message_attributes;
 pub mod org_limits;
+pub mod orgs;
 pub mod receipts;
 pub mod segments;
+pub mod sending;
 pub mod sla;
 pub mod tags;
 pub mod teams;
 pub mod templates;
 pub mod tickets;
 pub mod users;
+pub mod webhook_deliveries;
 pub mod webhooks;
 
 use parley_domain::Actor;

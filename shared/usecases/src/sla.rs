@@ -1,9 +1,17 @@
-//! SLA policies and the organization's SLA settings: each change under its row lock.
+//! SLA policies and the organization's SLA settings: each change under its row lock; and the
+//! worker's SLA checks, run a batch per transaction.
+
+use std::collections::HashMap;
 
 use parley_db as db;
+use parley_domain::Actor;
 use parley_domain::orgs::{Organization, UpdateOrganization};
-use parley_domain::sla::{SlaPolicy, UpdateSlaPolicy};
+use parley_domain::sla::{CheckKind, Finding, SlaPolicy, SubjectType, UpdateSlaPolicy};
+use parley_domain::tickets::TicketActivity;
+use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::time::Timestamp;
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
@@ -41,4 +49,55 @@ pub async fn update_organization(
     db::orgs::update(&mut *tx, &org).await?;
     tx.commit().await?;
     Ok(org)
+}
+
+/// Runs the checks `ids` whose time has come, as of `now`: a warning given or a breach
+/// recorded in the state, with its `sla.warning` or `sla.breached` event and, for a ticket, an
+/// activity, all in one transaction. Checks of targets met meanwhile, or of deadlines moved
+/// later, find nothing. Returns what was found.
+#[tracing::instrument(skip_all, fields(checks = ids.len()))]
+pub async fn run_checks(pool: &PgPool, ids: &[Uuid], now: Timestamp) -> Result<Vec<Finding>> {
+    let mut tx = pool.begin().await?;
+    let checked = db::sla::run_checks(&mut tx, ids, now).await?;
+    let mut events = Vec::new();
+    let mut activities: HashMap<Uuid, Vec<TicketActivity>> = HashMap::new();
+    let mut found = Vec::new();
+    for c in checked {
+        let mut data = serde_json::to_value(&c.state)?;
+        for f in c.findings {
+            let (event, kind) = match f.kind {
+                CheckKind::Warning => (EventName::SlaWarning, "sla_warning"),
+                CheckKind::Deadline => (EventName::SlaBreached, "sla_breached"),
+            };
+            data["target"] = serde_json::json!(f.target);
+            events.push((c.state.organization_id, event, data.clone()));
+            if c.state.subject_type == SubjectType::Ticket {
+                let what = match f.kind {
+                    CheckKind::Warning => "is near its deadline",
+                    CheckKind::Deadline => "was breached",
+                };
+                let activity = TicketActivity::new(
+                    c.state.subject_id,
+                    &Actor::system(),
+                    kind,
+                    format!(
+                        "the {} SLA target {what}",
+                        f.target.as_str().replace('_', " ")
+                    ),
+                )
+                .values(None, Some(f.target.to_string()));
+                activities
+                    .entry(c.state.organization_id)
+                    .or_default()
+                    .push(activity);
+            }
+            found.push(f);
+        }
+    }
+    db::outbox::emit_many(&mut tx, &events).await?;
+    for (org, list) in activities {
+        db::tickets::add_activities(&mut tx, org, &list).await?;
+    }
+    tx.commit().await?;
+    Ok(found)
 }

@@ -333,7 +333,8 @@ async fn outcomes_reach_postgres_while_the_job_still_sends() {
 
 #[tokio::test]
 async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_it() {
-    use parley_db::delivery::{begin_dispatch, fan_out, release_dispatch};
+    use parley_db::delivery::{begin_dispatch, release_dispatch};
+    use parley_usecases::sending::fan_out;
     // No worker: the test plays two dispatchers.
     let app = parley_tests::TestApp::builder().start().await;
     let contacts = seed::contacts(&app, 3).await;
@@ -365,7 +366,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
     );
     // A wakes up: its fan-out writes nothing, its release leaves B's lease alone.
     assert!(
-        fan_out(&app.pool, id, org, 2, lease, a)
+        fan_out(&app.pool, id, org, false, 2, lease, a)
             .await
             .unwrap()
             .is_none()
@@ -378,7 +379,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
             .is_none(),
         "B still holds the lease"
     );
-    let (recipients, done) = fan_out(&app.pool, id, org, 2, lease, b)
+    let (recipients, done) = fan_out(&app.pool, id, org, false, 2, lease, b)
         .await
         .unwrap()
         .unwrap();
@@ -1331,8 +1332,9 @@ async fn retention_deletes_the_recipients_of_old_broadcasts_and_keeps_their_coun
         .await
         .unwrap();
     }
-    let purge =
-        || parley_db::delivery::purge_recipients(&app.pool, Duration::from_secs(180 * 86_400), 50);
+    let purge = || {
+        parley_usecases::sending::purge_recipients(&app.pool, Duration::from_secs(180 * 86_400), 50)
+    };
     // 50 a statement: three statements for 120, the last one marks the broadcast.
     assert_eq!(purge().await.unwrap(), (50, true));
     assert_eq!(purge().await.unwrap(), (50, true));

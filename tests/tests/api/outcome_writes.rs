@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use parley_db::delivery::{RecipientOutcome, begin_dispatch, fan_out, fan_out_segment, record};
+use parley_db::delivery::{RecipientOutcome, begin_dispatch, record};
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, wait_until};
+use parley_usecases::sending;
 use parley_worker::claims::{Claims, HeldClaims};
 use parley_worker::outcomes::{Chunk, Outcomes};
 use serde_json::json;
@@ -103,10 +104,8 @@ impl Dispatching {
             self.token,
         );
         async move {
-            match audience {
-                Audience::Contacts => fan_out(&pool, id, org, n, lease, token).await,
-                Audience::Segment => fan_out_segment(&pool, id, org, n, lease, token).await,
-            }
+            let segment = matches!(audience, Audience::Segment);
+            sending::fan_out(&pool, id, org, segment, n, lease, token).await
         }
     }
 

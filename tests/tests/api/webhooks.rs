@@ -972,9 +972,10 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     let lost_after = Duration::from_secs(600); // the ones in jobs are not lost yet
     let mut taken = HashSet::new();
     for _ in 0..passes {
-        let due = parley_db::outbox::take_due(&session, 1_000, per_webhook, lost_after)
-            .await
-            .unwrap();
+        let due =
+            parley_usecases::webhook_deliveries::take_due(&session, 1_000, per_webhook, lost_after)
+                .await
+                .unwrap();
         assert_eq!(
             due.taken.len() as i64,
             per_webhook,

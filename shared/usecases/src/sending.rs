@@ -1,0 +1,61 @@
+//! The worker's units of work on a sending broadcast: a slice of its audience written, the
+//! broadcast ended, an ended broadcast's recipients purged. Each is one transaction; they
+//! fail with Postgres' own error, which the jobs sort into transient (try again) or not.
+
+use std::time::Duration;
+
+use parley_db as db;
+use parley_domain::broadcasts::BroadcastStatus;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Writes the next `slice` recipients of the broadcast's audience (its contact list, or its
+/// segment's contacts when it names one) if `token` still holds its dispatch lease, renewing
+/// the lease; returns their ids and whether the audience is all written. `None` when the
+/// lease is lost.
+#[tracing::instrument(skip_all, fields(broadcast_id = %id, organization_id = %org))]
+pub async fn fan_out(
+    pool: &PgPool,
+    id: Uuid,
+    org: Uuid,
+    segment: bool,
+    slice: i32,
+    lease: Duration,
+    token: Uuid,
+) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let written = if segment {
+        db::delivery::fan_out_segment(&mut tx, id, org, slice, lease, token).await?
+    } else {
+        db::delivery::fan_out(&mut tx, id, org, slice, lease, token).await?
+    };
+    tx.commit().await?;
+    Ok(written)
+}
+
+/// Ends the broadcast if its audience is written and no recipient is pending, with its event;
+/// returns its final status and organization when this call ended it.
+#[tracing::instrument(skip_all, fields(broadcast_id = %id))]
+pub async fn finish_if_done(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let ended = db::delivery::finish_if_done(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(ended)
+}
+
+/// Retention: deletes up to `limit` recipients of the broadcast that ended longest ago, more
+/// than `after` ago; returns the rows deleted and whether such a broadcast was found.
+#[tracing::instrument(skip_all)]
+pub async fn purge_recipients(
+    pool: &PgPool,
+    after: Duration,
+    limit: i64,
+) -> Result<(u64, bool), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let purged = db::delivery::purge_recipients(&mut tx, after, limit).await?;
+    tx.commit().await?;
+    Ok(purged)
+}

@@ -1,0 +1,53 @@
+//! The worker's units of work on webhook deliveries: the deliveries due taken for jobs, a
+//! job's outcome recorded, a recovery moved on. Each is one transaction; they fail with
+//! Postgres' own error, which the jobs sort into transient (try again) or not.
+
+use std::time::Duration;
+
+use parley_db as db;
+use parley_db::outbox::Due;
+use parley_db::webhooks::WebhookJobReport;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Takes the deliveries due for an attempt that no job holds (and those whose job was lost),
+/// at most `per_webhook` of one webhook; one worker at a time (the others find nothing).
+#[tracing::instrument(skip_all)]
+pub async fn take_due(
+    pool: &PgPool,
+    limit: i64,
+    per_webhook: i64,
+    lost_after: Duration,
+) -> Result<Due, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let due = db::outbox::take_due(&mut tx, limit, per_webhook, lost_after).await?;
+    tx.commit().await?;
+    Ok(due)
+}
+
+/// Writes a webhook job's outcome: the attempts' log, the deliveries, the webhooks' failure
+/// streaks, the deliveries put back. Returns the webhooks this disabled.
+#[tracing::instrument(skip_all, fields(attempts = outcome.attempts.len()))]
+pub async fn record_outcome(
+    pool: &PgPool,
+    outcome: &WebhookJobReport,
+    disable_after: Duration,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    if outcome.attempts.is_empty() && outcome.busy.is_empty() && outcome.stalled.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = pool.begin().await?;
+    let disabled = db::webhooks::record_outcome(&mut tx, outcome, disable_after).await?;
+    tx.commit().await?;
+    Ok(disabled)
+}
+
+/// Moves the running recovery moved least recently on by `batch` failed deliveries; returns
+/// how many were queued again.
+#[tracing::instrument(skip_all)]
+pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let queued = db::webhooks::advance_recoveries(&mut tx, batch).await?;
+    tx.commit().await?;
+    Ok(queued)
+}
