@@ -6,7 +6,7 @@ use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
 use parley_domain::conversations::AssignUsers;
-use parley_domain::sla::{SlaState, SubjectType};
+use parley_domain::sla::{SlaState, SlaStateView, SubjectType};
 use parley_domain::tickets::{
     CreateReply, CreateTicket, Ticket, TicketFilter, TicketReply, UpdateTicket,
 };
@@ -185,7 +185,7 @@ async fn unassign(
         ("id" = Uuid, Path, description = "Ticket id"),
         ("X-Ticket-Access-Token" = Option<String>, Header, description = "The ticket's `accessToken`, instead of an API key"),
     ),
-    responses((status = 200, description = "The SLA state", body = Envelope<Option<SlaState>>)))]
+    responses((status = 200, description = "The SLA state", body = Envelope<Option<SlaStateView>>)))]
 async fn sla(
     State(state): State<AppState>,
     reader: TicketReader,
