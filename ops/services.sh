@@ -13,6 +13,15 @@ S3S_FS_VERSION=0.14.1
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
+# `cargo install` of a tool the scripts run (sqlx-cli, cargo-deny, s3s-fs): release without
+# LTO, at opt-level 1, in 16 units. A tool's own profile (cargo-deny's fat LTO) took four
+# times as long to build on 2 cores, and these tools run for seconds (docs/benchmarks.md).
+cargo_install_tool() {
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false \
+    cargo install --locked "$@"
+}
+
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
     log "need root for: $*"; return 1; fi
@@ -78,7 +87,7 @@ ensure_s3() {
   if ! (echo > "/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null; then
     if ! command -v s3s-fs >/dev/null || [ "$(s3s-fs --version 2>/dev/null)" != "s3s-fs $S3S_FS_VERSION" ]; then
       log "installing s3s-fs $S3S_FS_VERSION from crates.io (about two minutes, once)"
-      cargo install s3s-fs --version "$S3S_FS_VERSION" --locked --features binary --quiet
+      cargo_install_tool s3s-fs --version "$S3S_FS_VERSION" --features binary --quiet
     fi
     local root=${PARLEY_S3_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/parley/s3}
     mkdir -p "$root"
