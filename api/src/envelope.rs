@@ -14,7 +14,7 @@ use parley_types::list::PageMeta;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ApiKeyUsage {
     pub used: i64,
-    /// The key's daily limit; absent when `unlimited`.
+    /// The key's daily limit; `null` when `unlimited`.
     pub limit: Option<i64>,
     pub unlimited: bool,
 }

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod key_cache;
 pub mod middleware;
 pub mod multipart_bounds;
 pub mod openapi;

@@ -40,6 +40,10 @@ pub struct Application {
     connections: ConnectionLimits,
     /// What the sweep of abandoned uploads needs, when object storage is configured.
     uploads: Option<(sqlx::PgPool, Storage, std::time::Duration)>,
+    /// The keys' cache and the session URL its revocation listener connects to.
+    keys: (crate::key_cache::KeyCache, String),
+    /// The unlimited keys' counts and where their batches go.
+    usage: (crate::usage::UnlimitedCounts, Redis),
 }
 
 impl Application {
@@ -100,6 +104,9 @@ impl Application {
         let org_label = config.metrics_org_label;
         let auth_failures =
             crate::auth_failures::AuthFailures::new(config.http.auth_failures_per_minute);
+        // Unlimited keys are counted from the first request if Redis answers now.
+        let unlimited_usage =
+            crate::usage::UnlimitedCounts::new(crate::usage::answers(&redis).await);
         let state = AppState {
             pool,
             jobs: config.jobs(&redis),
@@ -115,6 +122,8 @@ impl Application {
                 org_label,
             ),
             auth_failures,
+            keys: crate::key_cache::KeyCache::default(),
+            unlimited_usage,
         };
         let uploads = state.storage.clone().map(|storage| {
             (
@@ -125,6 +134,11 @@ impl Application {
         });
         Ok(Application {
             uploads,
+            usage: (state.unlimited_usage.clone(), state.redis.clone()),
+            keys: (
+                state.keys.clone(),
+                state.config.database_session_url.expose_secret().to_owned(),
+            ),
             listener,
             connections: ConnectionLimits {
                 header_read_timeout: state.config.http.header_read_timeout,
@@ -153,8 +167,17 @@ impl Application {
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting and lets in-flight requests
-    /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`).
+    /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`) hears API keys'
+    /// revocations (`crate::key_cache`) and writes unlimited keys' counts (`crate::usage`).
     pub async fn run_until(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let (keys, session_url) = self.keys;
+        tokio::spawn(crate::key_cache::listen(
+            keys,
+            session_url,
+            shutdown.clone(),
+        ));
+        let (counts, redis) = self.usage;
+        tokio::spawn(crate::usage::write_batches(counts, redis, shutdown.clone()));
         if let Some((pool, storage, ttl)) = self.uploads {
             tokio::spawn(crate::retention::run(pool, storage, ttl, shutdown.clone()));
         }

@@ -25,6 +25,10 @@ pub struct AppState {
     pub counts: crate::org_permits::OrgPermits,
     /// Failed authentications per client address.
     pub auth_failures: crate::auth_failures::AuthFailures,
+    /// The API keys this process knows.
+    pub keys: crate::key_cache::KeyCache,
+    /// The requests of keys without a daily limit, counted here and written in batches.
+    pub unlimited_usage: crate::usage::UnlimitedCounts,
 }
 
 impl AppState {

@@ -8,6 +8,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use parley_db as db;
+use parley_domain::api_keys::KeyIdentity;
 use parley_domain::auth;
 
 use crate::extract::{Tenant, TicketToken};
@@ -15,6 +16,24 @@ use crate::scopes::required_scope;
 use crate::scopes::{TICKET_SLA_ROUTE, TICKET_TOKEN_HEADER};
 use crate::serve::Peer;
 use crate::state::AppState;
+
+/// The key whose secret this is: from this process's cache, else read (and kept).
+async fn identify(
+    state: &AppState,
+    secret: &str,
+    now: std::time::Instant,
+) -> Result<Option<KeyIdentity>, ApiError> {
+    let hash = auth::hash_key(secret);
+    if let Some(key) = state.keys.get(&hash, now) {
+        return Ok(Some(key));
+    }
+    let generation = state.keys.generation();
+    let key = db::api_keys::identify_hash(&state.pool, &hash).await?;
+    if let Some(key) = &key {
+        state.keys.put(hash, key.clone(), generation, now);
+    }
+    Ok(key)
+}
 
 fn bearer(req: &Request) -> Option<&str> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -63,7 +82,7 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         }
         .into());
     }
-    let Some(key) = db::api_keys::identify(&state.pool, secret).await? else {
+    let Some(key) = identify(state, secret, now).await? else {
         if let Some(ip) = peer {
             state.auth_failures.failed(ip, now);
         }
@@ -74,8 +93,14 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         tracing::field::display(key.organization_id),
     );
 
-    let outcome =
-        usage::count_or_skip(&state.redis, key.id, key.daily_limit, chrono::Utc::now()).await;
+    let outcome = usage::count_or_skip(
+        &state.redis,
+        &state.unlimited_usage,
+        key.id,
+        key.daily_limit,
+        chrono::Utc::now(),
+    )
+    .await;
     let ctx = envelope::context();
     match outcome {
         // Redis did not answer: served uncounted, `meta.apiKeyUsage` is null.

@@ -63,8 +63,10 @@ async fn revoke(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    db::api_keys::revoke(&state.pool, tenant.org_id, id)
+    let revoked = db::api_keys::revoke(&state.pool, tenant.org_id, id)
         .await?
-        .map(Reply::deleted)
-        .ok_or(AppError::NotFound.into())
+        .ok_or(AppError::NotFound)?;
+    // This process drops it now; the others when the notification reaches them.
+    state.keys.revoke(revoked);
+    Ok(Reply::deleted(revoked))
 }

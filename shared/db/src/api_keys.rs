@@ -35,16 +35,16 @@ pub async fn create(
     })
 }
 
-/// The active key with this secret, if any.
-pub async fn identify(
+/// The active key whose secret hashes to `hash` ([`auth::hash_key`]), if any.
+pub async fn identify_hash(
     db: impl PgExecutor<'_>,
-    secret: &str,
+    hash: &[u8],
 ) -> Result<Option<KeyIdentity>, sqlx::Error> {
     sqlx::query_as!(
         KeyIdentity,
         "SELECT id, organization_id, name, scopes, daily_limit FROM api_keys
          WHERE key_hash = $1 AND revoked_at IS NULL",
-        auth::hash_key(secret),
+        hash,
     )
     .fetch_optional(db)
     .await
@@ -71,15 +71,22 @@ pub async fn list(
     .await
 }
 
-/// Revokes a key; revoking a revoked key is a no-op. `None` when there is no such key.
+/// The channel a revoked key's id is notified on, when its revocation commits: the API
+/// processes that keep keys in memory drop it.
+pub const REVOKED_CHANNEL: &str = "parley_api_key_revoked";
+
+/// Revokes a key, notifying [`REVOKED_CHANNEL`]; revoking a revoked key is a no-op (notified
+/// again). `None` when there is no such key.
 pub async fn revoke(
     db: impl PgExecutor<'_>,
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
-        "UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
-         WHERE organization_id = $1 AND id = $2 RETURNING id",
+        r#"WITH revoked AS (
+            UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
+            WHERE organization_id = $1 AND id = $2 RETURNING id)
+         SELECT id AS "id!" FROM revoked, pg_notify('parley_api_key_revoked', id::text)"#,
         org,
         id,
     )

@@ -303,7 +303,11 @@ pub async fn recipients(
             r
         })
         .collect();
-    Ok(Page::new(rows, page, total))
+    Ok(Page::new(
+        rows,
+        page,
+        parley_types::list::Total::Counted(total),
+    ))
 }
 
 /// Broadcasts of `template` that will still render its body (their message is captured when

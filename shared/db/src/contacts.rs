@@ -157,12 +157,23 @@ pub async fn list(
     tag: Option<Uuid>,
     page: &PageRequest,
 ) -> Result<Page<Contact>, sqlx::Error> {
-    super::page_of(
+    // Without a filter the total is the organization's kept one: nothing is counted.
+    let unfiltered = tag.is_none()
+        && f.company_id.is_none()
+        && f.source.is_none()
+        && f.kind.is_none()
+        && f.email.is_none();
+    let kept = match unfiltered {
+        true => Some(super::totals::kept(pool, org, super::totals::List::Contacts).await?),
+        false => None,
+    };
+    super::page_of_total(
         pool,
         "FROM contacts c",
         "c",
         |qb| push_filter(qb, org, f, tag),
         page,
+        kept,
         |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
     )
     .await

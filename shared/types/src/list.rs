@@ -184,8 +184,9 @@ pub struct PageMeta {
     /// Equals `pageSize`.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
     pub limit: u32,
-    /// Matching items, counted exactly up to [`EXACT_TOTAL_UP_TO`] (10,000); past it this is
-    /// 10,000 and `totalExact` is false: there are more (`hasNext` is always exact).
+    /// Matching items: exact at any size for a list without filters whose total is kept
+    /// (contacts); otherwise counted exactly up to [`EXACT_TOTAL_UP_TO`] (10,000), and past it
+    /// 10,000 with `totalExact` false: there are more (`hasNext` is always exact).
     pub total: i64,
     /// Whether `total` is the exact count (false: at least that many).
     pub total_exact: bool,
@@ -203,6 +204,15 @@ pub struct PageMeta {
 /// as much as the table is large, on every page of every list (docs/api.md, Lists).
 pub const EXACT_TOTAL_UP_TO: i64 = 10_000;
 
+/// How many items a list holds, as a page learned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Total {
+    /// Counted, up to [`EXACT_TOTAL_UP_TO`] + 1: past the bound, at least that many.
+    Counted(i64),
+    /// Kept as rows are added and deleted: exact at any size.
+    Kept(i64),
+}
+
 /// One page of a list and what `meta` says about it.
 #[derive(Debug)]
 pub struct Page<T> {
@@ -212,17 +222,18 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     /// `rows` is what the windowed query returned: up to `size + 1` rows, the extra one only
-    /// telling that there is a next page; `counted` is the matching rows counted up to
-    /// [`EXACT_TOTAL_UP_TO`] + 1.
-    pub fn new(mut rows: Vec<T>, req: &PageRequest, counted: i64) -> Self
+    /// telling that there is a next page; `total` is what the list holds.
+    pub fn new(mut rows: Vec<T>, req: &PageRequest, total: Total) -> Self
     where
         T: Keyed,
     {
         let has_next = rows.len() > req.size as usize;
         rows.truncate(req.size as usize);
         let size = i64::from(req.size);
-        let total_exact = counted <= EXACT_TOTAL_UP_TO;
-        let total = counted.min(EXACT_TOTAL_UP_TO);
+        let (total, total_exact) = match total {
+            Total::Counted(n) => (n.min(EXACT_TOTAL_UP_TO), n <= EXACT_TOTAL_UP_TO),
+            Total::Kept(n) => (n.max(0), true),
+        };
         let meta = PageMeta {
             page: req.cursor.is_none().then_some(req.page),
             page_size: req.size,

@@ -61,6 +61,107 @@ async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
         .expect_error(429, "rate_limited");
 }
 
+/// Keys are kept in the API's memory: a revocation reaches it by a notification. Revoked
+/// behind the API's back (no notification), a known key is still served from memory; the
+/// notification then drops it.
+#[tokio::test]
+async fn a_known_key_is_served_from_memory_until_its_revocation_is_heard() {
+    let app = TestApp::builder().own_database().start().await;
+    // The API listens to revocations (only then does it keep keys).
+    let mut listening = false;
+    for _ in 0..100 {
+        listening = sqlx::query_scalar::<_, bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN %parley_api_key_revoked%')",
+        )
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        if listening {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(listening, "the API never listened to revocations");
+    let created = app
+        .post("/api/v1/api-keys", json!({"name": "kept", "scopes": ["*"]}))
+        .await;
+    created.expect(201);
+    let secret = created.data()["key"].as_str().unwrap().to_owned();
+    app.send(Method::GET, "/api/v1/organization", Some(&secret), None)
+        .await
+        .expect(200);
+    sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE id = $1::uuid")
+        .bind(created.id())
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    app.send(Method::GET, "/api/v1/organization", Some(&secret), None)
+        .await
+        .expect(200);
+    sqlx::query("SELECT pg_notify('parley_api_key_revoked', $1)")
+        .bind(created.id())
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let mut status = 200;
+    for _ in 0..100 {
+        status = app
+            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
+            .await
+            .status;
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 401, "the notified revocation was not heard in 2 s");
+}
+
+/// A key without a daily limit is counted in the API's memory and written to Redis in
+/// batches: each answer counts its request, and Redis holds the total a moment later.
+#[tokio::test]
+async fn an_unlimited_keys_requests_are_counted_and_reach_redis() {
+    let app = TestApp::builder().start().await;
+    let created = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "unlimited", "scopes": ["*"]}),
+        )
+        .await;
+    created.expect(201);
+    let secret = created.data()["key"].as_str().unwrap().to_owned();
+    for used in 1..=5 {
+        let resp = app
+            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
+            .await;
+        resp.expect(200);
+        assert_eq!(
+            resp.body["meta"]["apiKeyUsage"],
+            json!({"used": used, "limit": null, "unlimited": true})
+        );
+    }
+    let redis = app.redis().await;
+    let counter = redis.key(&format!(
+        "usage:{}:{}",
+        created.id(),
+        chrono::Utc::now().format("%Y-%m-%d")
+    ));
+    let mut stored = None;
+    for _ in 0..100 {
+        stored = redis::cmd("GET")
+            .arg(&counter)
+            .query_async::<Option<i64>>(&mut redis.conn.clone())
+            .await
+            .unwrap();
+        if stored == Some(5) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(stored, Some(5), "Redis holds the five requests");
+}
+
 #[tokio::test]
 async fn a_revoked_key_is_refused_at_once() {
     let app = TestApp::builder().start().await;

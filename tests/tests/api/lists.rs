@@ -198,14 +198,17 @@ async fn filters_narrow_lists_and_unknown_values_are_422() {
 async fn a_total_is_exact_up_to_ten_thousand_then_flagged() {
     let app = TestApp::builder().start().await;
     parley_tests::seed::contacts(&app, 10_050).await;
-    let page = app.get("/api/v1/contacts?pageSize=100").await;
+    // A filtered list is counted, up to 10,000.
+    let page = app.get("/api/v1/contacts?pageSize=100&source=seed").await;
     let meta = &page.body["meta"];
     assert_eq!(meta["total"], 10_000, "{meta}");
     assert_eq!(meta["totalExact"], false);
     assert_eq!(meta["totalPages"], 100);
     assert_eq!(meta["hasNext"], true);
     // The last page is found by hasNext, not by totalPages.
-    let last = app.get("/api/v1/contacts?pageSize=100&page=101").await;
+    let last = app
+        .get("/api/v1/contacts?pageSize=100&page=101&source=seed")
+        .await;
     assert_eq!(last.body["meta"]["count"], 50);
     assert_eq!(last.body["meta"]["hasNext"], false);
     // A filter that keeps fewer is counted exactly.
@@ -218,4 +221,17 @@ async fn a_total_is_exact_up_to_ten_thousand_then_flagged() {
     let ads = app.get("/api/v1/contacts?source=ads").await;
     assert_eq!(ads.body["meta"]["total"], 1);
     assert_eq!(ads.body["meta"]["totalExact"], true);
+    // The unfiltered list's total is kept as contacts come and go: exact at any size.
+    let all = app.get("/api/v1/contacts?pageSize=100").await;
+    assert_eq!(all.body["meta"]["total"], 10_051);
+    assert_eq!(all.body["meta"]["totalExact"], true);
+    assert_eq!(all.body["meta"]["totalPages"], 101);
+    app.delete(&format!(
+        "/api/v1/contacts/{}",
+        ads.data()[0]["id"].as_str().unwrap()
+    ))
+    .await
+    .expect(200);
+    let all = app.get("/api/v1/contacts?pageSize=100").await;
+    assert_eq!(all.body["meta"]["total"], 10_050);
 }

@@ -1,0 +1,232 @@
+//! API benchmark: requests per second of a few routes of a release API, each beside
+//! `GET /healthz` (no key, no database: the HTTP floor) measured in the same run, with the
+//! ratio. The load is this process's own HTTP/1.1 client on raw keep-alive connections (a
+//! request written, its answer read by `Content-Length`), so the generator costs about what
+//! wrk costs, on the same two cores as the API and Postgres.
+//!
+//! Rows: the organization (one key, one row), a page of 20 contacts at 10,000 and at 1,000,000
+//! contacts, the same filtered by source, and a contact created per request.
+//!
+//! Env: `PARLEY_BENCH_SECONDS` (10) per row, `PARLEY_BENCH_CONNECTIONS` (32),
+//! `PARLEY_BENCH_BIG` (1000000) contacts of the large organization.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use parley_bench::{API_ADDR, Bench, env};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// What one request is: a fixed one, or one made per request (a body that must differ).
+#[derive(Clone)]
+enum Request {
+    Fixed(Arc<Vec<u8>>),
+    NewContact { key: Arc<str> },
+}
+
+impl Request {
+    fn get(path: &str, key: Option<&str>) -> Request {
+        let auth = key.map_or(String::new(), |k| format!("authorization: Bearer {k}\r\n"));
+        Request::Fixed(Arc::new(
+            format!("GET {path} HTTP/1.1\r\nhost: {API_ADDR}\r\n{auth}\r\n").into_bytes(),
+        ))
+    }
+
+    fn bytes(&self, conn: usize, n: u64) -> Arc<Vec<u8>> {
+        match self {
+            Request::Fixed(b) => b.clone(),
+            Request::NewContact { key } => {
+                let body = format!(
+                    r#"{{"name":"Load {conn}-{n}","email":"load-{conn}-{n}-{}@example.com","source":"bench"}}"#,
+                    std::process::id()
+                );
+                Arc::new(
+                    format!(
+                        "POST /api/v1/contacts HTTP/1.1\r\nhost: {API_ADDR}\r\nauthorization: Bearer {key}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .into_bytes(),
+                )
+            }
+        }
+    }
+}
+
+/// Answers counted by one run: successes (2xx) and others.
+#[derive(Default)]
+struct Counts {
+    ok: AtomicU64,
+    other: AtomicU64,
+}
+
+/// Reads one answer: its status; the body is read through its `Content-Length` and dropped.
+async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u16> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..end])?;
+            let status: u16 = head
+                .get(9..12)
+                .and_then(|s| s.parse().ok())
+                .context("no status")?;
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .context("an answer without content-length")?;
+            let total = end + 4 + length;
+            while buf.len() < total {
+                read_more(stream, buf).await?;
+            }
+            buf.drain(..total);
+            return Ok(status);
+        }
+        read_more(stream, buf).await?;
+    }
+}
+
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    let n = stream.read(&mut chunk).await?;
+    anyhow::ensure!(n > 0, "the connection closed");
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
+}
+
+/// Requests per second of `request` over `conns` connections for `seconds`; panics on
+/// nothing, counts non-2xx answers apart.
+async fn load(request: &Request, conns: usize, seconds: u64) -> anyhow::Result<(f64, u64)> {
+    let counts = Arc::new(Counts::default());
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for conn in 0..conns {
+        let (request, counts) = (request.clone(), counts.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut stream = TcpStream::connect(API_ADDR).await?;
+            stream.set_nodelay(true)?;
+            let mut buf = Vec::with_capacity(64 * 1024);
+            let mut n = 0;
+            while Instant::now() < deadline {
+                stream.write_all(&request.bytes(conn, n)).await?;
+                n += 1;
+                let status = read_answer(&mut stream, &mut buf).await?;
+                let slot = if (200..300).contains(&status) {
+                    &counts.ok
+                } else {
+                    &counts.other
+                };
+                slot.fetch_add(1, Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok((
+        counts.ok.load(Ordering::Relaxed) as f64 / secs,
+        counts.other.load(Ordering::Relaxed),
+    ))
+}
+
+/// Runs `request`, then the floor, and prints the row.
+async fn row(label: &str, request: &Request, conns: usize, seconds: u64) -> anyhow::Result<()> {
+    let floor = Request::get("/healthz", None);
+    let (rate, other) = load(request, conns, seconds).await?;
+    let (floor_rate, _) = load(&floor, conns, seconds).await?;
+    println!(
+        "| {label} | {rate:.0} | {floor_rate:.0} | {:.3} |{}",
+        rate / floor_rate,
+        if other > 0 {
+            format!(" {other} non-2xx answers")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let seconds: u64 = env("PARLEY_BENCH_SECONDS", "10").parse()?;
+    let conns: usize = env("PARLEY_BENCH_CONNECTIONS", "32").parse()?;
+    let big: usize = env("PARLEY_BENCH_BIG", "1000000").parse()?;
+    let bench = Bench::new("parley_bench_api").await?;
+    // The large organization is a second one in the same database, as a tenant next door.
+    let large = {
+        let mut conn = bench.pool.acquire().await?;
+        let org = parley_db::orgs::create(&mut conn, "Large").await?;
+        let new = parley_domain::api_keys::NewApiKey::parse("large".into(), vec!["*".into()], None)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let key = parley_db::api_keys::create(&mut *conn, org.id, new)
+            .await?
+            .key;
+        (org.id, key)
+    };
+    bench.seed_contacts(10_000).await?;
+    println!("seeding {big} contacts in a second organization");
+    for start in (0..big).step_by(100_000) {
+        let n = (big - start).min(100_000) as i64;
+        sqlx::query(
+            "INSERT INTO contacts (id, organization_id, name, email, source)
+             SELECT uuid_v7(), $1, 'Contact', 'big' || ($2 + g) || '@example.com',
+                    CASE WHEN g % 10 = 0 THEN 'web' ELSE 'bench' END
+             FROM generate_series(1, $3) g",
+        )
+        .bind(large.0)
+        .bind(start as i64)
+        .bind(n)
+        .execute(&bench.pool)
+        .await?;
+    }
+    sqlx::query("VACUUM ANALYZE contacts")
+        .execute(&bench.pool)
+        .await?;
+    let _api = bench.spawn("parley-api", &[])?;
+    bench.api_ready().await?;
+    println!(
+        "machine: {} cores; {conns} connections, {seconds} s a run; release API, one process",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "\n| request | req/s | `GET /healthz` req/s, same run | ratio |\n|---|---:|---:|---:|"
+    );
+    let key = bench.key.as_str();
+    let rows = [
+        ("`GET /healthz`", Request::get("/healthz", None)),
+        (
+            "`GET /api/v1/organization`",
+            Request::get("/api/v1/organization", Some(key)),
+        ),
+        (
+            "`GET /api/v1/contacts?pageSize=20`, 10,000 contacts",
+            Request::get("/api/v1/contacts?pageSize=20", Some(key)),
+        ),
+        (
+            "`GET /api/v1/contacts?pageSize=20&source=web`, 10,000 contacts (none match)",
+            Request::get("/api/v1/contacts?pageSize=20&source=web", Some(key)),
+        ),
+        (
+            "`GET /api/v1/contacts?pageSize=20`, 1,000,000 contacts",
+            Request::get("/api/v1/contacts?pageSize=20", Some(&large.1)),
+        ),
+        (
+            "`GET /api/v1/contacts?pageSize=20&source=web`, 1,000,000 contacts (a tenth match)",
+            Request::get("/api/v1/contacts?pageSize=20&source=web", Some(&large.1)),
+        ),
+        (
+            "`POST /api/v1/contacts`",
+            Request::NewContact { key: key.into() },
+        ),
+    ];
+    for (label, request) in &rows {
+        row(label, request, conns, seconds).await?;
+    }
+    bench.finish().await
+}
