@@ -13,6 +13,11 @@ use parley_storage::Storage;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc: a request allocates and frees many small buffers across threads, where glibc's
+/// malloc spent a tenth of the API's processor time (docs/benchmarks.md, API cost per request).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -107,7 +107,7 @@ impl Application {
         // Unlimited keys are counted from the first request if Redis answers now.
         let unlimited_usage =
             crate::usage::UnlimitedCounts::new(crate::usage::answers(&redis).await);
-        let state = AppState {
+        let state = AppState::new(crate::state::Shared {
             pool,
             jobs: config.jobs(&redis),
             redis,
@@ -124,7 +124,7 @@ impl Application {
             auth_failures,
             keys: crate::key_cache::KeyCache::default(),
             unlimited_usage,
-        };
+        });
         let uploads = state.storage.clone().map(|storage| {
             (
                 state.pool.clone(),

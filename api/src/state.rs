@@ -9,9 +9,28 @@ use parley_storage::Storage;
 use parley_types::time::Clock;
 use sqlx::PgPool;
 
-/// What every handler can reach.
+/// What every handler can reach. Cloned for each extractor and layer of every request: one
+/// reference count, whatever it holds (its fields' own clones allocated: their prefixes,
+/// Redis' node list).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct Shared {
     pub pool: PgPool,
     pub redis: Redis,
     pub jobs: Jobs,

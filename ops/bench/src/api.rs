@@ -97,9 +97,9 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<
     Ok(())
 }
 
-/// Requests per second of `request` over `conns` connections for `seconds`; panics on
-/// nothing, counts non-2xx answers apart.
-async fn load(request: &Request, conns: usize, seconds: u64) -> anyhow::Result<(f64, u64)> {
+/// Requests per second of `request` over `conns` connections for `seconds`, and the 2xx and
+/// other answers.
+async fn load(request: &Request, conns: usize, seconds: u64) -> anyhow::Result<(f64, u64, u64)> {
     let counts = Arc::new(Counts::default());
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
@@ -129,20 +129,29 @@ async fn load(request: &Request, conns: usize, seconds: u64) -> anyhow::Result<(
         t.await??;
     }
     let secs = started.elapsed().as_secs_f64();
-    Ok((
-        counts.ok.load(Ordering::Relaxed) as f64 / secs,
-        counts.other.load(Ordering::Relaxed),
-    ))
+    let ok = counts.ok.load(Ordering::Relaxed);
+    Ok((ok as f64 / secs, ok, counts.other.load(Ordering::Relaxed)))
 }
 
-/// Runs `request`, then the floor, and prints the row.
+/// Runs `request`, then the floor, and prints the row: the rates, their ratio, and the
+/// processor time a request took in the API process and in Postgres (from /proc).
 async fn row(label: &str, request: &Request, conns: usize, seconds: u64) -> anyhow::Result<()> {
     let floor = Request::get("/healthz", None);
-    let (rate, other) = load(request, conns, seconds).await?;
-    let (floor_rate, _) = load(&floor, conns, seconds).await?;
+    let before = parley_bench::cpu_ticks();
+    let (rate, ok, other) = load(request, conns, seconds).await?;
+    let after = parley_bench::cpu_ticks();
+    let (floor_rate, _, _) = load(&floor, conns, seconds).await?;
+    // Ticks are 10 ms; per request in microseconds.
+    let per_request = |command: &str| {
+        let ticks = after.get(command).copied().unwrap_or(0)
+            - before.get(command).copied().unwrap_or(0);
+        ticks as f64 * 10_000.0 / (ok + other).max(1) as f64
+    };
     println!(
-        "| {label} | {rate:.0} | {floor_rate:.0} | {:.3} |{}",
+        "| {label} | {rate:.0} | {floor_rate:.0} | {:.3} | {:.0} | {:.0} |{}",
         rate / floor_rate,
+        per_request("parley-api"),
+        per_request("postgres"),
         if other > 0 {
             format!(" {other} non-2xx answers")
         } else {
@@ -195,7 +204,7 @@ async fn main() -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "\n| request | req/s | `GET /healthz` req/s, same run | ratio |\n|---|---:|---:|---:|"
+        "\n| request | req/s | `GET /healthz` req/s, same run | ratio | API µs/req | Postgres µs/req |\n|---|---:|---:|---:|---:|---:|"
     );
     let key = bench.key.as_str();
     let rows = [
