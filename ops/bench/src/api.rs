@@ -143,8 +143,8 @@ async fn row(label: &str, request: &Request, conns: usize, seconds: u64) -> anyh
     let (floor_rate, _, _) = load(&floor, conns, seconds).await?;
     // Ticks are 10 ms; per request in microseconds.
     let per_request = |command: &str| {
-        let ticks = after.get(command).copied().unwrap_or(0)
-            - before.get(command).copied().unwrap_or(0);
+        let ticks =
+            after.get(command).copied().unwrap_or(0) - before.get(command).copied().unwrap_or(0);
         ticks as f64 * 10_000.0 / (ok + other).max(1) as f64
     };
     println!(

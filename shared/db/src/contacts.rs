@@ -3,7 +3,7 @@ use uuid::Uuid;
 
 use super::tags::{TagLink, tags_of};
 use parley_domain::contacts::{Contact, ContactActivity, ContactFilter, ContactType};
-use parley_types::list::{Page, PageRequest};
+use parley_types::list::{Page, PageRequest, Total};
 use parley_types::time::Timestamp;
 
 pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
@@ -157,26 +157,101 @@ pub async fn list(
     tag: Option<Uuid>,
     page: &PageRequest,
 ) -> Result<Page<Contact>, sqlx::Error> {
-    // Without a filter the total is the organization's kept one: nothing is counted.
     let unfiltered = tag.is_none()
         && f.company_id.is_none()
         && f.source.is_none()
         && f.kind.is_none()
         && f.email.is_none();
-    let kept = match unfiltered {
-        true => Some(super::totals::kept(pool, org, super::totals::List::Contacts).await?),
-        false => None,
-    };
-    super::page_of_total(
+    if unfiltered {
+        return unfiltered_page(&mut *pool.acquire().await?, org, page).await;
+    }
+    super::page_of(
         pool,
         "FROM contacts c",
         "c",
         |qb| push_filter(qb, org, f, tag),
         page,
-        kept,
         |ids| async move { read(&mut *pool.acquire().await?, org, &ids).await },
     )
     .await
+}
+
+/// A page of the organization's contacts without a filter: the organization's kept total (nothing
+/// counted), the page's rows with their company by one checked statement (no statement for the
+/// page's ids first), and their tags. A missing cursor is the list's start: the row comparison
+/// then starts past every row, so one statement serves both.
+async fn unfiltered_page(
+    conn: &mut PgConnection,
+    org: Uuid,
+    req: &PageRequest,
+) -> Result<Page<Contact>, sqlx::Error> {
+    let total = super::totals::kept(&mut *conn, org, super::totals::List::Contacts).await?;
+    let (after_at, after_id) = match &req.cursor {
+        Some(c) => (Some(c.created_at), Some(c.id)),
+        None => (None, None),
+    };
+    let limit = i64::from(req.size) + 1;
+    let offset = match req.cursor {
+        Some(_) => 0,
+        None => i64::from(req.page - 1) * i64::from(req.size),
+    };
+    // One statement for both orders: after the cursor (or from the start) in that order.
+    macro_rules! rows {
+        ($cmp:literal, $start_at:literal, $start_id:literal, $order:literal) => {
+            sqlx::query_as!(
+                ContactRow,
+                r#"SELECT c.id, c.organization_id, c.type AS kind, c.name, c.email, c.phone,
+                    c.avatar, c.country, c.language, c.position, c.source, c.external_id,
+                    c.channel_data, c.company_id, co.name AS "company_name?",
+                    co.domain AS "company_domain?", c.widget_guest_id, c.do_not_contact,
+                    c.is_anonymous, c.is_potential_client, c.messaging_a_opted_out,
+                    c.messaging_a_opted_out_at, c.created_at, c.updated_at
+                 FROM contacts c LEFT JOIN companies co ON co.id = c.company_id
+                 WHERE c.organization_id = $1 AND (c.created_at, c.id) "#
+                    + $cmp
+                    + " (coalesce($2, "
+                    + $start_at
+                    + "::timestamptz), coalesce($3, "
+                    + $start_id
+                    + "::uuid)) ORDER BY "
+                    + $order
+                    + " LIMIT $4 OFFSET $5",
+                org,
+                after_at as _,
+                after_id,
+                limit,
+                offset,
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        };
+    }
+    let rows = if req.descending {
+        rows!(
+            "<",
+            "'infinity'",
+            "'ffffffff-ffff-ffff-ffff-ffffffffffff'",
+            "c.created_at DESC, c.id DESC"
+        )
+    } else {
+        rows!(
+            ">",
+            "'-infinity'",
+            "'00000000-0000-0000-0000-000000000000'",
+            "c.created_at, c.id"
+        )
+    };
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let mut tags = tags_of(&mut *conn, TagLink::Contact, &ids).await?;
+    let contacts = rows
+        .into_iter()
+        .map(|r| {
+            let mut c = Contact::from(r);
+            c.tags = tags.remove(&c.id).unwrap_or_default();
+            c
+        })
+        .collect();
+    Ok(Page::new(contacts, req, Total::Kept(total)))
 }
 
 /// The id of the organization's tag named `name_or_id` (an id, or a name without case).

@@ -242,36 +242,17 @@ where
     T: Keyed,
     F: Future<Output = Result<Vec<T>, sqlx::Error>>,
 {
-    page_of_total(pool, from, alias, filter, req, None, read).await
-}
-
-/// [`page_of`] with the list's total when it is kept ([`totals`]): nothing is counted.
-pub(crate) async fn page_of_total<T, F>(
-    pool: &PgPool,
-    from: &'static str,
-    alias: &'static str,
-    filter: impl Fn(&mut sqlx::QueryBuilder<sqlx::Postgres>),
-    req: &PageRequest,
-    kept: Option<i64>,
-    read: impl FnOnce(Vec<Uuid>) -> F,
-) -> Result<Page<T>, sqlx::Error>
-where
-    T: Keyed,
-    F: Future<Output = Result<Vec<T>, sqlx::Error>>,
-{
-    let q = ListQuery {
-        select: format!("SELECT {alias}.id, {alias}.created_at {from}").into(),
-        count_from: from,
-        alias,
-    };
-    let total = match kept {
-        Some(n) => Total::Kept(n),
-        None => Total::Counted(count_up_to_bound(pool, q.count_from, &filter).await?),
-    };
-    let mut rows = sqlx::QueryBuilder::new(q.select);
-    filter(&mut rows);
-    push_window(req, &mut rows, q.alias);
-    let keys: Page<Key> = Page::new(rows.build_query_as().fetch_all(pool).await?, req, total);
+    let keys: Page<Key> = page(
+        pool,
+        ListQuery {
+            select: format!("SELECT {alias}.id, {alias}.created_at {from}").into(),
+            count_from: from,
+            alias,
+        },
+        filter,
+        req,
+    )
+    .await?;
     keys.read(|keys| async move {
         let ids: Vec<Uuid> = keys.iter().map(|k| k.id).collect();
         let mut rows: HashMap<Uuid, T> = read(ids.clone())
