@@ -4,9 +4,12 @@
 //!
 //! A revoked key gets 401 from the next request in every process: revoking notifies
 //! [`parley_db::api_keys::REVOKED_CHANNEL`] with the key's id, on commit, and each API process
-//! listens to it on a session connection ([`listen`]), dropping the key. While that listener
-//! is not connected (at start, after a lost connection) the cache is bypassed and emptied, so
-//! a notification missed while away cannot leave a revoked key in it; and an entry is dropped
+//! listens to it on a session connection ([`listen`]), dropping the key. The listener proves
+//! every 5 s that notifications reach it (a heartbeat notified through the pool must come back
+//! within 2 s). While it is not connected, or its last heartbeat did not come back (at start,
+//! after a lost or half-open connection, with LISTEN sent through a transaction pooler) the
+//! cache is bypassed and emptied, so a notification missed meanwhile cannot leave a revoked
+//! key in it; and an entry is dropped
 //! [`TTL`] after it was read whatever happens. Unknown secrets are never kept (a client trying
 //! random keys fills nothing). A lookup that raced a revocation does not store what it read
 //! ([`KeyCache::generation`]).
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use parley_domain::api_keys::KeyIdentity;
+use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -87,47 +91,104 @@ impl KeyCache {
         self.0.generation.fetch_add(1, Ordering::AcqRel);
         keys.clear();
         self.0.listening.store(listening, Ordering::Release);
+        metrics::gauge!(parley_types::metric_names::KEY_CACHE_IN_USE)
+            .set(f64::from(u8::from(listening)));
     }
 }
 
+/// How often the listener proves that notifications reach it: it notifies the channel through
+/// the pool (the way revocations come) and waits for its own note.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// How long a heartbeat may take before the listener counts as deaf: the cache is bypassed and
+/// the connection made again.
+const HEARTBEAT_WAIT: Duration = Duration::from_secs(2);
+/// Heartbeats' payloads start with this; revocations' are key ids.
+const HEARTBEAT: &str = "heartbeat:";
+
 /// Listens to revocations on `session_url` until `shutdown`, reconnecting after a lost
-/// connection; the cache is used only while connected.
-pub async fn listen(cache: KeyCache, session_url: String, shutdown: CancellationToken) {
+/// connection or a heartbeat not heard; the cache is used only while the last heartbeat came
+/// back in time.
+pub async fn listen(
+    cache: KeyCache,
+    pool: PgPool,
+    session_url: String,
+    shutdown: CancellationToken,
+) {
     loop {
         let outcome = tokio::select! {
-            () = shutdown.cancelled() => return,
-            r = listen_once(&cache, &session_url) => r,
+            () = shutdown.cancelled() => break,
+            r = listen_once(&cache, &pool, &session_url) => r,
         };
         cache.reset(false);
         if let Err(err) = outcome {
             tracing::warn!(%err, "API key revocations not heard; keys are read at each request until they are");
         }
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => break,
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    // Draining requests read their keys: nobody hears revocations any more.
+    cache.reset(false);
+}
+
+async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyhow::Result<()> {
+    let mut listener = PgListener::connect(session_url).await?;
+    // A lost connection ends this turn at once (the cache goes off) instead of reconnecting
+    // inside `try_recv` while the cache is still used.
+    listener.eager_reconnect(false);
+    listener
+        .listen(parley_db::api_keys::REVOKED_CHANNEL)
+        .await?;
+    let mut heard_once = false;
+    let mut waiting = Some(heartbeat(pool).await?);
+    let mut next_beat = Instant::now() + HEARTBEAT_EVERY;
+    loop {
+        let wake = match &waiting {
+            Some((_, deadline)) => *deadline,
+            None => next_beat,
+        };
+        let note = tokio::select! {
+            n = listener.try_recv() => n?,
+            () = tokio::time::sleep_until(wake.into()) => {
+                if waiting.is_some() {
+                    anyhow::bail!("a heartbeat did not come back within {HEARTBEAT_WAIT:?}");
+                }
+                waiting = Some(heartbeat(pool).await?);
+                continue;
+            }
+        };
+        // `None`: the connection was lost, and notifications with it.
+        let Some(note) = note else {
+            return Ok(());
+        };
+        let payload = note.payload();
+        if let Some(token) = payload.strip_prefix(HEARTBEAT) {
+            if waiting.as_ref().is_some_and(|(ours, _)| ours == token) {
+                waiting = None;
+                next_beat = Instant::now() + HEARTBEAT_EVERY;
+                if !heard_once {
+                    // Heard from here on: whatever was revoked before is read as revoked.
+                    cache.reset(true);
+                    heard_once = true;
+                }
+            }
+            // Another process's heartbeat.
+            continue;
+        }
+        match payload.parse::<Uuid>() {
+            Ok(id) => cache.revoke(id),
+            // Not ours to read: forget everything rather than keep a key that may be revoked.
+            Err(_) => cache.reset(heard_once),
         }
     }
 }
 
-async fn listen_once(cache: &KeyCache, session_url: &str) -> Result<(), sqlx::Error> {
-    let mut listener = PgListener::connect(session_url).await?;
-    listener
-        .listen(parley_db::api_keys::REVOKED_CHANNEL)
-        .await?;
-    // Listening from here: whatever was revoked before is read as revoked.
-    cache.reset(true);
-    loop {
-        // `try_recv` returns `None` when the connection was lost (a notification may have
-        // been missed): start again.
-        let Some(n) = listener.try_recv().await? else {
-            return Ok(());
-        };
-        match n.payload().parse::<Uuid>() {
-            Ok(id) => cache.revoke(id),
-            // Not ours to read: forget everything rather than keep a key that may be revoked.
-            Err(_) => cache.reset(true),
-        }
-    }
+/// Notifies a heartbeat through `pool`; returns its token and when it must be back.
+async fn heartbeat(pool: &PgPool) -> Result<(String, Instant), sqlx::Error> {
+    let token = Uuid::now_v7().simple().to_string();
+    parley_db::api_keys::notify_revoked_channel(pool, &format!("{HEARTBEAT}{token}")).await?;
+    Ok((token, Instant::now() + HEARTBEAT_WAIT))
 }
 
 #[cfg(test)]

@@ -40,8 +40,9 @@ pub struct Application {
     connections: ConnectionLimits,
     /// What the sweep of abandoned uploads needs, when object storage is configured.
     uploads: Option<(sqlx::PgPool, Storage, std::time::Duration)>,
-    /// The keys' cache and the session URL its revocation listener connects to.
-    keys: (crate::key_cache::KeyCache, String),
+    /// The keys' cache, the pool its listener's heartbeats go through, and the session URL
+    /// the listener connects to.
+    keys: (crate::key_cache::KeyCache, sqlx::PgPool, String),
     /// The unlimited keys' counts and where their batches go.
     usage: (crate::usage::UnlimitedCounts, Redis),
 }
@@ -137,6 +138,7 @@ impl Application {
             usage: (state.unlimited_usage.clone(), state.redis.clone()),
             keys: (
                 state.keys.clone(),
+                state.pool.clone(),
                 state.config.database_session_url.expose_secret().to_owned(),
             ),
             listener,
@@ -167,17 +169,20 @@ impl Application {
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting and lets in-flight requests
-    /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`) hears API keys'
+    /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`), hears API keys'
     /// revocations (`crate::key_cache`) and writes unlimited keys' counts (`crate::usage`).
     pub async fn run_until(self, shutdown: CancellationToken) -> std::io::Result<()> {
-        let (keys, session_url) = self.keys;
+        let (keys, pool, session_url) = self.keys;
         tokio::spawn(crate::key_cache::listen(
             keys,
+            pool,
             session_url,
             shutdown.clone(),
         ));
+        // Counts are written until the last request has drained, then once more.
         let (counts, redis) = self.usage;
-        tokio::spawn(crate::usage::write_batches(counts, redis, shutdown.clone()));
+        let served = CancellationToken::new();
+        let counting = tokio::spawn(crate::usage::write_batches(counts, redis, served.clone()));
         if let Some((pool, storage, ttl)) = self.uploads {
             tokio::spawn(crate::retention::run(pool, storage, ttl, shutdown.clone()));
         }
@@ -197,7 +202,11 @@ impl Application {
                 tracing::error!(%err, "the metrics listener stopped");
             }
         });
-        crate::serve::serve(self.listener, self.router, self.connections, shutdown).await
+        let outcome =
+            crate::serve::serve(self.listener, self.router, self.connections, shutdown).await;
+        served.cancel();
+        let _ = counting.await;
+        outcome
     }
 }
 

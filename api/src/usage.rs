@@ -4,9 +4,10 @@
 //! A key with a daily limit is counted in Redis as each request arrives (one script: two
 //! concurrent requests cannot both take the last slot). A key without one is counted in this
 //! process and added to Redis in batches every [`FLUSH_EVERY`] ([`UnlimitedCounts`]): its
-//! request does not wait on Redis, and its `used` is Redis' total at the last batch plus what
-//! this process counted since (with several API processes it lags the others' requests by at
-//! most one batch).
+//! request does not wait on Redis, and its `used` is Redis' total when this process last wrote
+//! the key plus what it counted since (with several API processes it misses the others'
+//! requests since then). A batch whose answer is lost (a timeout after Redis applied it) is
+//! sent again: at least once, so a key's count may be too high by such a batch, never lower.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -216,7 +217,8 @@ pub async fn answers(redis: &Redis) -> bool {
     matches!(answer.await, Ok(Ok(_)))
 }
 
-/// Writes the batches every [`FLUSH_EVERY`] until `shutdown`, then the last one.
+/// Writes the batches every [`FLUSH_EVERY`] until `shutdown` (the last request served), then
+/// the last one.
 pub async fn write_batches(counts: UnlimitedCounts, redis: Redis, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

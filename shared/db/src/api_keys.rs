@@ -75,8 +75,9 @@ pub async fn list(
 /// processes that keep keys in memory drop it.
 pub const REVOKED_CHANNEL: &str = "parley_api_key_revoked";
 
-/// Revokes a key, notifying [`REVOKED_CHANNEL`]; revoking a revoked key is a no-op (notified
-/// again). `None` when there is no such key.
+/// Revokes a key; revoking a revoked key is a no-op. The first revocation notifies
+/// [`REVOKED_CHANNEL`] with the key's id, when it commits (a repeat does not: every API process
+/// does some work for each notification). `None` when there is no such key.
 pub async fn revoke(
     db: impl PgExecutor<'_>,
     org: Uuid,
@@ -84,12 +85,26 @@ pub async fn revoke(
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"WITH revoked AS (
-            UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
-            WHERE organization_id = $1 AND id = $2 RETURNING id)
-         SELECT id AS "id!" FROM revoked, pg_notify('parley_api_key_revoked', id::text)"#,
+            UPDATE api_keys SET revoked_at = clock_timestamp()
+            WHERE organization_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id)
+         SELECT k.id AS "id!" FROM api_keys k
+         LEFT JOIN LATERAL (SELECT pg_notify('parley_api_key_revoked', r.id::text) FROM revoked r) n
+             ON true
+         WHERE k.organization_id = $1 AND k.id = $2"#,
         org,
         id,
     )
     .fetch_optional(db)
     .await
+}
+
+/// Notifies `payload` on [`REVOKED_CHANNEL`] (the API processes' heartbeats).
+pub async fn notify_revoked_channel(
+    db: impl PgExecutor<'_>,
+    payload: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT pg_notify('parley_api_key_revoked', $1)", payload)
+        .execute(db)
+        .await?;
+    Ok(())
 }

@@ -11,6 +11,9 @@ pub const HTTP_REFUSED: &str = "parley_http_refused_total";
 /// Requests whose daily usage could not be counted because Redis did not answer; they are
 /// served uncounted (API).
 pub const USAGE_UNCOUNTED: &str = "parley_usage_uncounted_total";
+/// 1 while the API process hears API keys' revocations (its last heartbeat came back) and
+/// keeps known keys in memory; 0 while it reads every key at each request (API).
+pub const KEY_CACHE_IN_USE: &str = "parley_api_key_cache_in_use";
 /// Jobs waiting per queue and state (`ready`, `scheduled`; `parked` in their lanes for the
 /// recipient- and webhook-delivery queues), read from Redis (worker).
 pub const QUEUE_DEPTH: &str = "parley_queue_depth";

@@ -61,46 +61,75 @@ async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
         .expect_error(429, "rate_limited");
 }
 
+/// A key the API keeps in memory, revoked in SQL without the notification, and still served:
+/// (id, secret). Keys are kept once the API hears its own heartbeat, a moment after it starts,
+/// so each try is a new key.
+async fn key_revoked_behind_the_apis_back(app: &TestApp) -> (String, String) {
+    for _ in 0..50 {
+        let created = app
+            .post("/api/v1/api-keys", json!({"name": "kept", "scopes": ["*"]}))
+            .await;
+        created.expect(201);
+        let secret = created.data()["key"].as_str().unwrap().to_owned();
+        app.send(Method::GET, "/api/v1/organization", Some(&secret), None)
+            .await
+            .expect(200);
+        sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE id = $1::uuid")
+            .bind(created.id())
+            .execute(&app.pool)
+            .await
+            .unwrap();
+        let again = app
+            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
+            .await;
+        if again.status == 200 {
+            return (created.id(), secret);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the API never kept a key in 5 s");
+}
+
+/// A lost listener connection turns the cache off at once: a key revoked behind the API's
+/// back is refused as soon as the connection goes, without waiting for its expiry.
+#[tokio::test]
+async fn a_lost_listener_connection_stops_the_cache_at_once() {
+    let app = TestApp::builder().own_database().start().await;
+    let (_, secret) = key_revoked_behind_the_apis_back(&app).await;
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN %parley_api_key_revoked%'",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(ended, vec![true], "one listener");
+    let mut status = 200;
+    for _ in 0..100 {
+        status = app
+            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
+            .await
+            .status;
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        status, 401,
+        "the cache was still used 2 s after its listener was gone"
+    );
+}
+
 /// Keys are kept in the API's memory: a revocation reaches it by a notification. Revoked
 /// behind the API's back (no notification), a known key is still served from memory; the
 /// notification then drops it.
 #[tokio::test]
 async fn a_known_key_is_served_from_memory_until_its_revocation_is_heard() {
-    let app = TestApp::builder().own_database().start().await;
-    // The API listens to revocations (only then does it keep keys).
-    let mut listening = false;
-    for _ in 0..100 {
-        listening = sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-             WHERE datname = current_database() AND query LIKE 'LISTEN %parley_api_key_revoked%')",
-        )
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-        if listening {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(listening, "the API never listened to revocations");
-    let created = app
-        .post("/api/v1/api-keys", json!({"name": "kept", "scopes": ["*"]}))
-        .await;
-    created.expect(201);
-    let secret = created.data()["key"].as_str().unwrap().to_owned();
-    app.send(Method::GET, "/api/v1/organization", Some(&secret), None)
-        .await
-        .expect(200);
-    sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE id = $1::uuid")
-        .bind(created.id())
-        .execute(&app.pool)
-        .await
-        .unwrap();
-    app.send(Method::GET, "/api/v1/organization", Some(&secret), None)
-        .await
-        .expect(200);
+    let app = TestApp::builder().start().await;
+    let (id, secret) = key_revoked_behind_the_apis_back(&app).await;
     sqlx::query("SELECT pg_notify('parley_api_key_revoked', $1)")
-        .bind(created.id())
+        .bind(&id)
         .execute(&app.pool)
         .await
         .unwrap();
