@@ -2,17 +2,17 @@
 //! by the hash of its secret, so that a request with a known key reads nothing to be
 //! authenticated.
 //!
-//! A revoked key gets 401 from the next request in every process: revoking notifies
-//! [`parley_db::api_keys::REVOKED_CHANNEL`] with the key's id, on commit, and each API process
-//! listens to it on a session connection ([`listen`]), dropping the key. The listener proves
-//! every 5 s that notifications reach it (a heartbeat notified through the pool must come back
-//! within 2 s). While it is not connected, or its last heartbeat did not come back (at start,
-//! after a lost or half-open connection, with LISTEN sent through a transaction pooler) the
-//! cache is bypassed and emptied, so a notification missed meanwhile cannot leave a revoked
-//! key in it; and an entry is dropped
-//! [`TTL`] after it was read whatever happens. Unknown secrets are never kept (a client trying
-//! random keys fills nothing). A lookup that raced a revocation does not store what it read
-//! ([`KeyCache::generation`]).
+//! A revoked key gets 401 from the next request in every process: any change of a key row (a
+//! revocation, through the API or by hand) notifies [`parley_db::api_keys::REVOKED_CHANNEL`]
+//! with the key's id on commit (a trigger), and each API process listens to it on a session
+//! connection ([`listen`]), dropping the key. The listener proves every 5 s that notifications
+//! reach it (a heartbeat notified through the pool must come back within 2 s). While it is not
+//! connected, or its last heartbeat did not come back (at start, after a lost or half-open
+//! connection, with LISTEN sent through a transaction pooler), the cache is bypassed and
+//! emptied, so a notification missed meanwhile cannot leave a revoked key in it; and an entry
+//! is dropped [`TTL`] after it was read whatever happens. Unknown secrets are never kept (a
+//! client trying random keys fills nothing). A lookup that raced a revocation does not store
+//! what it read ([`KeyCache::generation`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;

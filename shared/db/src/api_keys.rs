@@ -71,26 +71,21 @@ pub async fn list(
     .await
 }
 
-/// The channel a revoked key's id is notified on, when its revocation commits: the API
-/// processes that keep keys in memory drop it.
+/// The channel a changed or deleted key's id is notified on when the change commits (migration
+/// `api_key_changes`): the API processes that keep keys in memory drop it.
 pub const REVOKED_CHANNEL: &str = "parley_api_key_revoked";
 
 /// Revokes a key; revoking a revoked key is a no-op. The first revocation notifies
-/// [`REVOKED_CHANNEL`] with the key's id, when it commits (a repeat does not: every API process
-/// does some work for each notification). `None` when there is no such key.
+/// [`REVOKED_CHANNEL`] with the key's id when it commits (a trigger does, for any change of a
+/// key row; a repeat changes nothing and does not). `None` when there is no such key.
 pub async fn revoke(
     db: impl PgExecutor<'_>,
     org: Uuid,
     id: Uuid,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
-        r#"WITH revoked AS (
-            UPDATE api_keys SET revoked_at = clock_timestamp()
-            WHERE organization_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id)
-         SELECT k.id AS "id!" FROM api_keys k
-         LEFT JOIN LATERAL (SELECT pg_notify('parley_api_key_revoked', r.id::text) FROM revoked r) n
-             ON true
-         WHERE k.organization_id = $1 AND k.id = $2"#,
+        "UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
+         WHERE organization_id = $1 AND id = $2 RETURNING id",
         org,
         id,
     )
