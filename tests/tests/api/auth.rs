@@ -61,6 +61,22 @@ async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
         .expect_error(429, "rate_limited");
 }
 
+/// The status of `secret`'s requests once they are refused (401), or the last one after 2 s.
+async fn status_once_refused(app: &TestApp, secret: &str) -> u16 {
+    let mut status = 200;
+    for _ in 0..100 {
+        status = app
+            .send(Method::GET, "/api/v1/organization", Some(secret), None)
+            .await
+            .status;
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    status
+}
+
 /// A key the API keeps in memory, revoked in SQL without the notification, and still served:
 /// (id, secret). Keys are kept once the API hears its own heartbeat, a moment after it starts,
 /// so each try is a new key.
@@ -119,17 +135,7 @@ async fn a_key_revoked_by_hand_in_sql_is_refused_within_moments() {
         .execute(&app.pool)
         .await
         .unwrap();
-    let mut status = 200;
-    for _ in 0..100 {
-        status = app
-            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
-            .await
-            .status;
-        if status == 401 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let status = status_once_refused(&app, &secret).await;
     assert_eq!(status, 401, "the revocation was not heard in 2 s");
 }
 
@@ -147,17 +153,7 @@ async fn a_lost_listener_connection_stops_the_cache_at_once() {
     .await
     .unwrap();
     assert_eq!(ended, vec![true], "one listener");
-    let mut status = 200;
-    for _ in 0..100 {
-        status = app
-            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
-            .await
-            .status;
-        if status == 401 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let status = status_once_refused(&app, &secret).await;
     assert_eq!(
         status, 401,
         "the cache was still used 2 s after its listener was gone"
@@ -176,17 +172,7 @@ async fn a_known_key_is_served_from_memory_until_its_revocation_is_heard() {
         .execute(&app.pool)
         .await
         .unwrap();
-    let mut status = 200;
-    for _ in 0..100 {
-        status = app
-            .send(Method::GET, "/api/v1/organization", Some(&secret), None)
-            .await
-            .status;
-        if status == 401 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let status = status_once_refused(&app, &secret).await;
     assert_eq!(status, 401, "the notified revocation was not heard in 2 s");
 }
 
