@@ -112,6 +112,9 @@ pub async fn check_ids(
     max: usize,
 ) -> AppResult<()> {
     parley_types::fields::check_len(field, ids.len(), max)?;
+    if ids.is_empty() {
+        return Ok(());
+    }
     let missing: HashSet<Uuid> = missing(conn, table, org, ids)
         .await
         .map_err(app_error)?

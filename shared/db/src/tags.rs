@@ -137,6 +137,10 @@ pub async fn set_tags(
         .await?
         .remove(&owner)
         .unwrap_or_default();
+    // No tags before or after (most new records): nothing to write or to read again.
+    if before.is_empty() && tag_ids.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
     macro_rules! replace {
         ($table:tt, $column:tt) => {{
             sqlx::query!(
