@@ -116,7 +116,14 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 ),
                 other => anyhow::anyhow!("{other}"),
             })?;
-            let key = db::api_keys::create(&pool, org, new).await?;
+            let key = db::api_keys::create(&pool, org, new)
+                .await?
+                .with_context(|| {
+                    format!(
+                        "organization {org} holds {} active keys, the most it may: revoke one first",
+                        db::api_keys::MAX_ACTIVE_KEYS
+                    )
+                })?;
             println!("{}", json!({"organizationId": org, "apiKey": key.key}));
             Ok(())
         }

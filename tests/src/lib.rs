@@ -685,6 +685,7 @@ impl TestApp {
         db::api_keys::create(&self.pool, org, new)
             .await
             .expect("key")
+            .expect("fewer than the most active keys")
             .key
     }
 

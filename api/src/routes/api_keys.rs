@@ -1,6 +1,6 @@
 //! `/api/v1/api-keys`: issue, list and revoke keys (scope `api-keys:manage`).
 
-use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
+use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
@@ -23,7 +23,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Issue a key. The secret is in this response only. A key can grant only scopes it holds.
 #[utoipa::path(post, path = "/api/v1/api-keys", tag = "api-keys",
     request_body = CreateApiKey,
-    responses((status = 201, description = "The key, with its secret `key`", body = Envelope<CreatedApiKey>)))]
+    responses(
+        (status = 201, description = "The key, with its secret `key`", body = Envelope<CreatedApiKey>),
+        (status = 409, description = "The organization holds 1,000 active keys (`invalid_state`)", body = ErrorEnvelope),
+    ))]
 async fn create(
     State(state): State<AppState>,
     tenant: Tenant,
@@ -36,7 +39,14 @@ async fn create(
         ))
         .into());
     }
-    let key = db::api_keys::create(&state.pool, tenant.org_id, new).await?;
+    let key = db::api_keys::create(&state.pool, tenant.org_id, new)
+        .await?
+        .ok_or_else(|| {
+            AppError::InvalidState(format!(
+                "the organization holds {} active keys, the most it may: revoke one first",
+                db::api_keys::MAX_ACTIVE_KEYS
+            ))
+        })?;
     Ok(Reply::created(key))
 }
 

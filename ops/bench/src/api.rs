@@ -175,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let key = parley_db::api_keys::create(&mut *conn, org.id, new)
             .await?
+            .context("a key")?
             .key;
         (org.id, key)
     };

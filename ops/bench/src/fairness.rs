@@ -125,6 +125,7 @@ async fn tenant(bench: &Bench, org: Uuid, client: &reqwest::Client) -> anyhow::R
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let key = parley_db::api_keys::create(&bench.pool, org, new)
         .await?
+        .context("a key")?
         .key;
     let body = json!({"name": "Bench", "channel": "email", "body": "Hello {{contact.name}}"});
     let template = post(client, &key, "/templates", body).await?;

@@ -59,7 +59,10 @@ impl Bench {
         let org = parley_db::orgs::create(&mut *pool.acquire().await?, "Bench").await?;
         let new = parley_domain::api_keys::NewApiKey::parse("bench".into(), vec!["*".into()], None)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let key = parley_db::api_keys::create(&pool, org.id, new).await?.key;
+        let key = parley_db::api_keys::create(&pool, org.id, new)
+            .await?
+            .context("a key")?
+            .key;
         Ok(Bench {
             name: name.to_owned(),
             url,

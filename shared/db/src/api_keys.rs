@@ -7,16 +7,24 @@ use parley_domain::api_keys::{ApiKey, CreatedApiKey, KeyIdentity, NewApiKey};
 use parley_domain::auth;
 use parley_types::list::{Page, PageRequest};
 
+/// Active keys an organization may hold: each API process may keep every key in memory
+/// (`api/src/key_cache.rs`), so a tenant's keys are bounded. Two creations at the same instant
+/// may both pass the count.
+pub const MAX_ACTIVE_KEYS: i64 = 1_000;
+
+/// Issues a key; `None` when the organization holds [`MAX_ACTIVE_KEYS`] active keys already.
 pub async fn create(
     db: impl PgExecutor<'_>,
     org: Uuid,
     new: NewApiKey,
-) -> Result<CreatedApiKey, sqlx::Error> {
+) -> Result<Option<CreatedApiKey>, sqlx::Error> {
     let key = auth::generate_key();
-    let api_key: ApiKey = sqlx::query_as!(
+    let api_key: Option<ApiKey> = sqlx::query_as!(
         ApiKey,
         r#"INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, daily_limit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         SELECT $1, $2, $3, $4, $5, $6, $7
+         WHERE (SELECT count(*) FROM api_keys WHERE organization_id = $2 AND revoked_at IS NULL)
+               < $8
          RETURNING id, organization_id, name, prefix, scopes, daily_limit AS "limit",
             revoked_at, created_at, updated_at"#,
         parley_types::ids::new_id(),
@@ -26,13 +34,14 @@ pub async fn create(
         &key.hash,
         &new.scopes,
         new.limit,
+        MAX_ACTIVE_KEYS,
     )
-    .fetch_one(db)
+    .fetch_optional(db)
     .await?;
-    Ok(CreatedApiKey {
+    Ok(api_key.map(|api_key| CreatedApiKey {
         api_key,
         key: key.secret,
-    })
+    }))
 }
 
 /// The active key whose secret hashes to `hash` ([`auth::hash_key`]), if any.

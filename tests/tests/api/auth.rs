@@ -139,6 +139,38 @@ async fn a_key_revoked_by_hand_in_sql_is_refused_within_moments() {
     assert_eq!(status, 401, "the revocation was not heard in 2 s");
 }
 
+/// An organization holds at most 1,000 active keys; revoking one makes room.
+#[tokio::test]
+async fn an_organization_holds_at_most_a_thousand_active_keys() {
+    let app = TestApp::builder().start().await;
+    // The test's own key is one; 999 more by SQL.
+    sqlx::query(
+        "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes)
+         SELECT gen_random_uuid(), $1, 'k' || g, 'prl_seed', sha256(($1::text || g)::bytea),
+                ARRAY['contacts:read']
+         FROM generate_series(1, 999) g",
+    )
+    .bind(app.org_id)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let body = json!({"name": "one too many", "scopes": ["contacts:read"]});
+    app.post("/api/v1/api-keys", body.clone())
+        .await
+        .expect_error(409, "invalid_state");
+    let one: String = sqlx::query_scalar(
+        "SELECT id::text FROM api_keys WHERE organization_id = $1 AND name = 'k1'",
+    )
+    .bind(app.org_id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    app.delete(&format!("/api/v1/api-keys/{one}"))
+        .await
+        .expect(200);
+    app.post("/api/v1/api-keys", body).await.expect(201);
+}
+
 /// A lost listener connection turns the cache off at once: a key revoked behind the API's
 /// back is refused as soon as the connection goes, without waiting for its expiry.
 #[tokio::test]
