@@ -148,6 +148,8 @@ async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyh
             Some((_, deadline)) => *deadline,
             None => next_beat,
         };
+        // `try_recv` may be dropped for the timer: sqlx takes a message out of its buffer only
+        // once it has arrived whole, so nothing is lost.
         let note = tokio::select! {
             n = listener.try_recv() => n?,
             () = tokio::time::sleep_until(wake.into()) => {
