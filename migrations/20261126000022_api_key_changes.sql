@@ -12,3 +12,7 @@ CREATE TRIGGER api_keys_changed AFTER UPDATE ON api_keys FOR EACH ROW
     WHEN (OLD.* IS DISTINCT FROM NEW.*) EXECUTE FUNCTION notify_api_key_changed();
 CREATE TRIGGER api_keys_deleted AFTER DELETE ON api_keys FOR EACH ROW
     EXECUTE FUNCTION notify_api_key_changed();
+
+-- An organization holds at most 1,000 active keys (parley_db::api_keys::MAX_ACTIVE_KEYS); a
+-- creation counts them through this index, whatever number it revoked before.
+CREATE INDEX api_keys_active ON api_keys (organization_id) WHERE revoked_at IS NULL;

@@ -235,3 +235,63 @@ async fn a_total_is_exact_up_to_ten_thousand_then_flagged() {
     let all = app.get("/api/v1/contacts?pageSize=100").await;
     assert_eq!(all.body["meta"]["total"], 10_050);
 }
+
+/// The unfiltered page of contacts has its own statement (no count, no ids first): it walks
+/// the list as the filtered one does, in both orders, by page and by cursor, with each
+/// contact's company and tags.
+#[tokio::test]
+async fn the_unfiltered_contacts_page_walks_as_the_filtered_one() {
+    let app = TestApp::builder().start().await;
+    let company = app
+        .post("/api/v1/companies", json!({"name": "Acme"}))
+        .await
+        .id();
+    let tag = app.post("/api/v1/tags", json!({"name": "vip"})).await.id();
+    for i in 0..7 {
+        app.post(
+            "/api/v1/contacts",
+            json!({"source": "walk", "name": format!("c{i}"), "companyId": company,
+                   "tagIds": [tag]}),
+        )
+        .await
+        .expect(201);
+    }
+    for sort in ["", "&sort=createdAt"] {
+        // The filter keeps every contact: the filtered path is the reference.
+        let reference = ids(&app
+            .get(&format!("/api/v1/contacts?pageSize=100&source=walk{sort}"))
+            .await
+            .body);
+        assert_eq!(reference.len(), 7);
+        let mut by_page = Vec::new();
+        for page in 1..=3 {
+            let resp = app
+                .get(&format!("/api/v1/contacts?pageSize=3&page={page}{sort}"))
+                .await;
+            assert_eq!(resp.body["meta"]["total"], 7);
+            assert_eq!(resp.body["meta"]["hasNext"], page < 3);
+            for c in resp.data().as_array().unwrap() {
+                assert_eq!(c["company"]["name"], "Acme", "{c}");
+                assert_eq!(c["tags"][0]["id"], tag.as_str(), "{c}");
+            }
+            by_page.extend(ids(&resp.body));
+        }
+        assert_eq!(by_page, reference, "by page{sort}");
+        let mut by_cursor = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let resp = app
+                .get(&format!("/api/v1/contacts?pageSize=3{sort}{cursor}"))
+                .await;
+            by_cursor.extend(ids(&resp.body));
+            match resp.body["meta"]["endCursor"].as_str() {
+                Some(end) if resp.body["meta"]["hasNext"] == true => {
+                    cursor = format!("&cursor={end}");
+                }
+                _ => break,
+            }
+            assert!(by_cursor.len() <= 7, "the walk ends");
+        }
+        assert_eq!(by_cursor, reference, "by cursor{sort}");
+    }
+}
