@@ -13,7 +13,7 @@ S3S_FS_VERSION=0.14.1
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-# `cargo install` of a tool the scripts run (sqlx-cli, cargo-deny, s3s-fs): release without
+# `cargo install` of a tool the scripts run (cargo-deny, s3s-fs): release without
 # LTO, at opt-level 1, in 16 units. A tool's own profile (cargo-deny's fat LTO) took four
 # times as long to build on 2 cores, and these tools run for seconds (docs/benchmarks.md).
 cargo_install_tool() {
