@@ -234,28 +234,19 @@ async fn send(
 /// Recipients per second when each is one row inserted and then updated to `sent`, all N
 /// rows in one statement each: the machine's floor for the same table.
 async fn floor(bench: &Bench, broadcast: Uuid, contacts: &[Uuid]) -> anyhow::Result<f64> {
-    let ids: Vec<Uuid> = contacts.iter().map(|_| Uuid::now_v7()).collect();
-    let started = Instant::now();
-    sqlx::query(
+    insert_then_update(
+        bench,
         "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
-         SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
-         FROM unnest($3::uuid[], $4::uuid[]) AS u(id, contact_id)",
-    )
-    .bind(bench.org)
-    .bind(broadcast)
-    .bind(&ids)
-    .bind(contacts)
-    .execute(&bench.pool)
-    .await?;
-    sqlx::query(
+         SELECT u.id, (SELECT organization_id FROM broadcasts WHERE id = $1), $1, u.contact_id,
+             clock_timestamp()
+         FROM unnest($2::uuid[], $3::uuid[]) AS u(id, contact_id)",
         "UPDATE broadcast_recipients SET status = 'sent', external_message_id = 'floor-' || id,
              sent_at = clock_timestamp()
          WHERE broadcast_id = $1 AND status = 'pending'",
+        broadcast,
+        contacts,
     )
-    .bind(broadcast)
-    .execute(&bench.pool)
-    .await?;
-    Ok(contacts.len() as f64 / started.elapsed().as_secs_f64())
+    .await
 }
 
 /// [`floor`] on a table of the least a recipient can be: made, written and dropped here.
@@ -270,29 +261,44 @@ async fn minimal_floor(bench: &Bench, broadcast: Uuid, contacts: &[Uuid]) -> any
     )
     .execute(&bench.pool)
     .await?;
-    let ids: Vec<Uuid> = contacts.iter().map(|_| Uuid::now_v7()).collect();
-    let started = Instant::now();
-    sqlx::query(
+    let rate = insert_then_update(
+        bench,
         "INSERT INTO bench_minimal_recipients (id, broadcast_id, contact_id)
          SELECT u.id, $1, u.contact_id FROM unnest($2::uuid[], $3::uuid[]) AS u(id, contact_id)",
-    )
-    .bind(broadcast)
-    .bind(&ids)
-    .bind(contacts)
-    .execute(&bench.pool)
-    .await?;
-    sqlx::query(
         "UPDATE bench_minimal_recipients SET status = 'sent', sent_at = clock_timestamp()
          WHERE broadcast_id = $1 AND status = 'pending'",
+        broadcast,
+        contacts,
     )
-    .bind(broadcast)
-    .execute(&bench.pool)
     .await?;
-    let rate = contacts.len() as f64 / started.elapsed().as_secs_f64();
     sqlx::query("DROP TABLE bench_minimal_recipients")
         .execute(&bench.pool)
         .await?;
     Ok(rate)
+}
+
+/// Rows per second of `insert` (bound to the broadcast, new ids and `contacts`) then `update`
+/// (bound to the broadcast), one statement each.
+async fn insert_then_update(
+    bench: &Bench,
+    insert: &'static str,
+    update: &'static str,
+    broadcast: Uuid,
+    contacts: &[Uuid],
+) -> anyhow::Result<f64> {
+    let ids: Vec<Uuid> = contacts.iter().map(|_| Uuid::now_v7()).collect();
+    let started = Instant::now();
+    sqlx::query(insert)
+        .bind(broadcast)
+        .bind(&ids)
+        .bind(contacts)
+        .execute(&bench.pool)
+        .await?;
+    sqlx::query(update)
+        .bind(broadcast)
+        .execute(&bench.pool)
+        .await?;
+    Ok(contacts.len() as f64 / started.elapsed().as_secs_f64())
 }
 
 #[tokio::main]
