@@ -8,7 +8,8 @@
 //! contacts, the same filtered by source, and a contact created per request.
 //!
 //! Env: `PARLEY_BENCH_SECONDS` (10) per row, `PARLEY_BENCH_CONNECTIONS` (32),
-//! `PARLEY_BENCH_BIG` (1000000) contacts of the large organization.
+//! `PARLEY_BENCH_BIG` (1000000) contacts of the large organization, `PARLEY_BENCH_ONLY` (all)
+//! runs only the rows whose label contains it (to profile one request).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -235,7 +236,11 @@ async fn main() -> anyhow::Result<()> {
             Request::NewContact { key: key.into() },
         ),
     ];
-    for (label, request) in &rows {
+    let only = env("PARLEY_BENCH_ONLY", "");
+    for (label, request) in rows
+        .iter()
+        .filter(|(label, _)| label.contains(only.as_str()))
+    {
         row(label, request, conns, seconds).await?;
     }
     bench.finish().await

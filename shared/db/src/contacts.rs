@@ -6,6 +6,28 @@ use parley_domain::contacts::{Contact, ContactActivity, ContactFilter, ContactTy
 use parley_types::list::{Page, PageRequest, Total};
 use parley_types::time::Timestamp;
 
+/// Contacts as the checked statement `SELECT ... FROM <function>` reads them, where the function
+/// returns rows of the view `contact_rows` (migration 20261127000024: functions keep their
+/// plans; tags and activities are read apart). A function's columns may all be null as sqlx
+/// sees them: those that cannot are marked.
+macro_rules! contact_rows {
+    ($function:literal, $($arg:expr),* $(,)?) => {
+        sqlx::query_as!(
+            ContactRow,
+            r#"SELECT id AS "id!", organization_id AS "organization_id!",
+                kind AS "kind!: ContactType", name, email, phone, avatar, country, language,
+                position, source AS "source!", external_id, channel_data, company_id,
+                company_name, company_domain, widget_guest_id,
+                do_not_contact AS "do_not_contact!", is_anonymous AS "is_anonymous!",
+                is_potential_client AS "is_potential_client!",
+                messaging_a_opted_out AS "messaging_a_opted_out!", messaging_a_opted_out_at,
+                created_at AS "created_at!", updated_at AS "updated_at!"
+             FROM "# + $function,
+            $($arg),*
+        )
+    };
+}
+
 pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO contacts (id, organization_id, type, name, email, phone, avatar, country,
@@ -195,52 +217,17 @@ async fn unfiltered_page(
         Some(_) => 0,
         None => i64::from(req.page - 1) * i64::from(req.size),
     };
-    // One statement for both orders: after the cursor (or from the start) in that order.
-    macro_rules! rows {
-        ($cmp:literal, $start_at:literal, $start_id:literal, $order:literal) => {
-            sqlx::query_as!(
-                ContactRow,
-                r#"SELECT c.id, c.organization_id, c.type AS kind, c.name, c.email, c.phone,
-                    c.avatar, c.country, c.language, c.position, c.source, c.external_id,
-                    c.channel_data, c.company_id, co.name AS "company_name?",
-                    co.domain AS "company_domain?", c.widget_guest_id, c.do_not_contact,
-                    c.is_anonymous, c.is_potential_client, c.messaging_a_opted_out,
-                    c.messaging_a_opted_out_at, c.created_at, c.updated_at
-                 FROM contacts c LEFT JOIN companies co ON co.id = c.company_id
-                 WHERE c.organization_id = $1 AND (c.created_at, c.id) "#
-                    + $cmp
-                    + " (coalesce($2, "
-                    + $start_at
-                    + "::timestamptz), coalesce($3, "
-                    + $start_id
-                    + "::uuid)) ORDER BY "
-                    + $order
-                    + " LIMIT $4 OFFSET $5",
-                org,
-                after_at as _,
-                after_id,
-                limit,
-                offset,
-            )
-            .fetch_all(&mut *conn)
-            .await?
-        };
-    }
-    let rows = if req.descending {
-        rows!(
-            "<",
-            "'infinity'",
-            "'ffffffff-ffff-ffff-ffff-ffffffffffff'",
-            "c.created_at DESC, c.id DESC"
-        )
-    } else {
-        rows!(
-            ">",
-            "'-infinity'",
-            "'00000000-0000-0000-0000-000000000000'",
-            "c.created_at, c.id"
-        )
-    };
+    let rows = contact_rows!(
+        "contacts_page($1, $2, $3, $4, $5, $6)",
+        org,
+        after_at as _,
+        after_id,
+        req.descending,
+        limit,
+        offset,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let mut tags = tags_of(&mut *conn, TagLink::Contact, &ids).await?;
     let contacts = rows
@@ -351,20 +338,9 @@ async fn read(
     org: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<Contact>, sqlx::Error> {
-    let rows = sqlx::query_as!(
-        ContactRow,
-        r#"SELECT c.id, c.organization_id, c.type AS kind, c.name, c.email, c.phone, c.avatar,
-                c.country, c.language, c.position, c.source, c.external_id, c.channel_data,
-                c.company_id, co.name AS "company_name", co.domain AS "company_domain",
-                c.widget_guest_id, c.do_not_contact, c.is_anonymous, c.is_potential_client,
-                c.messaging_a_opted_out, c.messaging_a_opted_out_at, c.created_at, c.updated_at
-         FROM contacts c LEFT JOIN companies co ON co.id = c.company_id
-         WHERE c.organization_id = $1 AND c.id = ANY($2)"#,
-        org,
-        ids,
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows = contact_rows!("contacts_by_ids($1, $2)", org, ids,)
+        .fetch_all(&mut *conn)
+        .await?;
     let mut tags = tags_of(&mut *conn, TagLink::Contact, ids).await?;
     Ok(rows
         .into_iter()
@@ -376,7 +352,7 @@ async fn read(
         .collect())
 }
 
-/// A contact as its checked statement reads it (tags and activities are read apart).
+/// A contact as [`contact_rows`] reads it.
 struct ContactRow {
     id: Uuid,
     organization_id: Uuid,

@@ -48,13 +48,21 @@ use uuid::Uuid;
 /// The migrations in `migrations/`, embedded in the binaries.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
-/// A pool that connects on first use, so a process starts (and reports not ready) while
-/// Postgres is down instead of crashing.
-pub fn pool(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+/// Every pool's options. sqlx proves a connection alive when the pool hands it out and again
+/// when it comes back, a round trip each, and both stay: skipping the first for connections
+/// idle under a second gained nothing beyond the runs' noise, and API requests then answered
+/// 503 through a Postgres restart that the pool otherwise waits out (docs/benchmarks.md,
+/// 2026-11-27).
+fn options(max_connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
-        .connect_lazy(url)
+}
+
+/// A pool that connects on first use, so a process starts (and reports not ready) while
+/// Postgres is down instead of crashing.
+pub fn pool(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    options(max_connections).connect_lazy(url)
 }
 
 /// The API's pool: no statement outlives the request that runs it (`statement_timeout`, the
@@ -64,15 +72,13 @@ pub fn api_pool(
     max_connections: u32,
     statement_timeout: Duration,
 ) -> Result<PgPool, sqlx::Error> {
-    let options = api_connect_options(url, statement_timeout)?;
-    Ok(PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
+    let connect = api_connect_options(url, statement_timeout)?;
+    Ok(options(max_connections)
         // A pooler may drop the startup options without a word (PgBouncer's
         // `ignore_startup_parameters = options`): a connection without a statement timeout
         // is refused, so no statement of a request can run unbounded.
         .after_connect(|conn, _| Box::pin(async move { require_statement_timeout(conn).await }))
-        .connect_lazy_with(options))
+        .connect_lazy_with(connect))
 }
 
 /// How the API connects: the statement timeout (and twice it for a transaction left idle) as
@@ -128,11 +134,11 @@ pub async fn require_statement_timeout(conn: &mut sqlx::PgConnection) -> Result<
 /// then forget the last few milliseconds of outcomes; those recipients are sent again under
 /// the same idempotency key, so the provider still sees each message once.
 pub fn worker_pool(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
-    Ok(PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_lazy_with(options.options([("synchronous_commit", "off")])))
+    let connect: sqlx::postgres::PgConnectOptions = url.parse()?;
+    Ok(
+        options(max_connections)
+            .connect_lazy_with(connect.options([("synchronous_commit", "off")])),
+    )
 }
 
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
