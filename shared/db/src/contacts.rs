@@ -218,7 +218,8 @@ async fn unfiltered_page(
         None => i64::from(req.page - 1) * i64::from(req.size),
     };
     let rows = contact_rows!(
-        "contacts_page($1, $2, $3, $4, $5, $6)",
+        // A function's rows are not promised in the order it returned them without this.
+        "contacts_page($1, $2, $3, $4, $5, $6) WITH ORDINALITY ORDER BY ordinality",
         org,
         after_at as _,
         after_id,
