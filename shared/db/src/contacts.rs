@@ -339,7 +339,7 @@ async fn read(
     org: Uuid,
     ids: &[Uuid],
 ) -> Result<Vec<Contact>, sqlx::Error> {
-    let rows = contact_rows!("contacts_by_ids($1, $2)", org, ids,)
+    let rows = contact_rows!("contacts_by_ids($1, $2)", org, ids)
         .fetch_all(&mut *conn)
         .await?;
     let mut tags = tags_of(&mut *conn, TagLink::Contact, ids).await?;
