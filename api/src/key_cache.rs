@@ -1,18 +1,22 @@
-//! The API keys this process knows: a key's identity (organization, name, scopes, daily limit)
-//! by the hash of its secret, so that a request with a known key reads nothing to be
-//! authenticated.
+//! The API keys this process knows, and their organizations: a key's identity (organization,
+//! name, scopes, daily limit) by the hash of its secret, so that a request with a known key
+//! reads nothing to be authenticated; an organization's row by its id, so that
+//! `GET /organization` reads nothing either.
 //!
 //! A revoked key gets 401 from the next request in every process: any change of a key row (a
 //! revocation, through the API or by hand) notifies [`parley_db::api_keys::REVOKED_CHANNEL`]
 //! with the key's id on commit (a trigger), and each API process listens to it on a session
-//! connection ([`listen`]), dropping the key. The listener proves every 5 s that notifications
-//! reach it (a heartbeat notified through the pool must come back within 2 s). While it is not
-//! connected, or its last heartbeat did not come back (at start, after a lost or half-open
-//! connection, with LISTEN sent through a transaction pooler), the cache is bypassed and
-//! emptied, so a notification missed meanwhile cannot leave a revoked key in it; and an entry
-//! is dropped [`TTL`] after it was read whatever happens. Unknown secrets are never kept (a
-//! client trying random keys fills nothing). A lookup that raced a revocation does not store
-//! what it read ([`KeyCache::generation`]).
+//! connection ([`listen`]), dropping the key. A changed organization is notified the same way
+//! (with [`parley_db::orgs::CHANGED_PREFIX`]); the process that changed it drops it itself
+//! before it answers, so its own next read is fresh. The listener proves every 5 s that
+//! notifications reach it (a heartbeat notified through the pool must come back within 2 s).
+//! While it is not connected, or its last heartbeat did not come back (at start, after a lost
+//! or half-open connection, with LISTEN sent through a transaction pooler), the cache is
+//! bypassed and emptied, so a notification missed meanwhile cannot leave a revoked key or a
+//! stale organization in it; and an entry is dropped [`TTL`] after it was read whatever
+//! happens. Unknown secrets are never kept (a client trying random keys fills nothing). A
+//! lookup that raced a revocation or a change does not store what it read
+//! ([`KeyCache::generation`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,15 +25,18 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use parley_domain::api_keys::KeyIdentity;
+use parley_domain::orgs::Organization;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// How long a key is trusted without reading it again: the bound on a revocation's reach if
-/// its notification were lost while the listener still looked connected.
+/// How long a key or an organization is trusted without reading it again: the bound on a
+/// revocation's (a change's) reach if its notification were lost while the listener still
+/// looked connected.
 pub const TTL: Duration = Duration::from_secs(30);
-/// Keys kept at most; past it the cache starts again empty (the keys in use come back).
+/// Keys (and organizations) kept at most; past it the cache starts again empty (the ones in use
+/// come back).
 const MAX_KEYS: usize = 100_000;
 
 #[derive(Clone, Default)]
@@ -38,10 +45,12 @@ pub struct KeyCache(Arc<Inner>);
 #[derive(Default)]
 struct Inner {
     keys: RwLock<HashMap<Vec<u8>, (KeyIdentity, Instant)>>,
+    /// Locked after `keys` when both are.
+    orgs: RwLock<HashMap<Uuid, (Organization, Instant)>>,
     /// Whether the revocation listener is connected: the cache is used only then.
     listening: AtomicBool,
-    /// Moves on at every revocation and every reset; a read from Postgres started before a
-    /// move is not stored.
+    /// Moves on at every revocation, organization change and reset; a read from Postgres
+    /// started before a move is not stored.
     generation: AtomicU64,
 }
 
@@ -78,6 +87,39 @@ impl KeyCache {
         keys.insert(hash, (key, read_at));
     }
 
+    /// The organization `id`, if known and fresh.
+    pub fn organization(&self, id: Uuid, now: Instant) -> Option<Organization> {
+        if !self.0.listening.load(Ordering::Acquire) {
+            return None;
+        }
+        let orgs = self.0.orgs.read();
+        let (org, read_at) = orgs.get(&id)?;
+        (now.duration_since(*read_at) < TTL).then(|| org.clone())
+    }
+
+    /// Keeps `org`, read from Postgres at `read_at`, unless a change or a reset came since
+    /// `generation` was taken.
+    pub fn put_organization(&self, org: Organization, generation: u64, read_at: Instant) {
+        if !self.0.listening.load(Ordering::Acquire) {
+            return;
+        }
+        let mut orgs = self.0.orgs.write();
+        if self.0.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        if orgs.len() >= MAX_KEYS {
+            orgs.clear();
+        }
+        orgs.insert(org.id, (org, read_at));
+    }
+
+    /// Drops the organization `id` (changed or deleted).
+    pub fn forget_organization(&self, id: Uuid) {
+        let mut orgs = self.0.orgs.write();
+        self.0.generation.fetch_add(1, Ordering::AcqRel);
+        orgs.remove(&id);
+    }
+
     /// Drops the key `id` (revoked).
     pub fn revoke(&self, id: Uuid) {
         let mut keys = self.0.keys.write();
@@ -88,8 +130,10 @@ impl KeyCache {
     /// Empties the cache and uses it (`true`) or bypasses it (`false`).
     fn reset(&self, listening: bool) {
         let mut keys = self.0.keys.write();
+        let mut orgs = self.0.orgs.write();
         self.0.generation.fetch_add(1, Ordering::AcqRel);
         keys.clear();
+        orgs.clear();
         self.0.listening.store(listening, Ordering::Release);
         metrics::gauge!(parley_types::metric_names::KEY_CACHE_IN_USE)
             .set(f64::from(u8::from(listening)));
@@ -121,7 +165,7 @@ pub async fn listen(
         };
         cache.reset(false);
         if let Err(err) = outcome {
-            tracing::warn!(%err, "API key revocations not heard; keys are read at each request until they are");
+            tracing::warn!(%err, "API key revocations and organization changes not heard; keys and organizations are read at each request until they are");
         }
         tokio::select! {
             () = shutdown.cancelled() => break,
@@ -178,6 +222,13 @@ async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyh
             // Another process's heartbeat.
             continue;
         }
+        if let Some(org) = payload.strip_prefix(parley_db::orgs::CHANGED_PREFIX) {
+            match org.parse::<Uuid>() {
+                Ok(id) => cache.forget_organization(id),
+                Err(_) => cache.reset(heard_once),
+            }
+            continue;
+        }
         match payload.parse::<Uuid>() {
             Ok(id) => cache.revoke(id),
             // Not ours to read: forget everything rather than keep a key that may be revoked.
@@ -231,6 +282,39 @@ mod tests {
         assert!(cache.get(b"h", now).is_none());
         cache.put(b"h".to_vec(), key(id), before, now);
         assert!(cache.get(b"h", now).is_none(), "read before the revocation");
+    }
+
+    fn org(id: Uuid) -> Organization {
+        let now = parley_types::time::Timestamp::now();
+        Organization {
+            id,
+            name: "o".into(),
+            slug: "o".into(),
+            working_hours: sqlx::types::Json(serde_json::json!({})),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn a_changed_organization_goes_and_a_read_that_raced_it_is_not_kept() {
+        let cache = KeyCache::default();
+        cache.reset(true);
+        let (id, now) = (Uuid::now_v7(), Instant::now());
+        let before = cache.generation();
+        cache.put_organization(org(id), before, now);
+        assert!(cache.organization(id, now).is_some());
+        cache.forget_organization(id);
+        assert!(cache.organization(id, now).is_none());
+        cache.put_organization(org(id), before, now);
+        assert!(
+            cache.organization(id, now).is_none(),
+            "read before the change"
+        );
+        cache.put_organization(org(id), cache.generation(), now);
+        assert!(cache.organization(id, now + TTL).is_none(), "expired");
+        cache.reset(false);
+        assert!(cache.organization(id, now).is_none(), "not listening");
     }
 
     #[test]

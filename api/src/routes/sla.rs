@@ -125,10 +125,17 @@ async fn organization(
     State(state): State<AppState>,
     tenant: Tenant,
 ) -> AppResult<Reply<Organization>> {
-    db::orgs::get(&state.pool, tenant.org_id)
+    // Kept in memory like the keys (`crate::key_cache`): a change is notified to every process.
+    let now = std::time::Instant::now();
+    if let Some(org) = state.keys.organization(tenant.org_id, now) {
+        return Ok(Reply::ok(org));
+    }
+    let generation = state.keys.generation();
+    let org = db::orgs::get(&state.pool, tenant.org_id)
         .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+        .ok_or(AppError::NotFound)?;
+    state.keys.put_organization(org.clone(), generation, now);
+    Ok(Reply::ok(org))
 }
 
 /// Rename the organization or set its business hours.
@@ -140,7 +147,8 @@ async fn update_organization(
     tenant: Tenant,
     Json(req): Json<UpdateOrganization>,
 ) -> AppResult<Reply<Organization>> {
-    Ok(Reply::ok(
-        sla::update_organization(state.use_cases(), &tenant.caller(), req).await?,
-    ))
+    let org = sla::update_organization(state.use_cases(), &tenant.caller(), req).await?;
+    // Committed: this process's next read is fresh without waiting for the notification.
+    state.keys.forget_organization(tenant.org_id);
+    Ok(Reply::ok(org))
 }

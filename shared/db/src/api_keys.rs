@@ -81,7 +81,8 @@ pub async fn list(
 }
 
 /// The channel a changed or deleted key's id is notified on when the change commits (migration
-/// `api_key_changes`): the API processes that keep keys in memory drop it.
+/// `api_key_changes`): the API processes that keep keys in memory drop it. A changed
+/// organization is notified on it too, as [`crate::orgs::CHANGED_PREFIX`] and its id.
 pub const REVOKED_CHANNEL: &str = "parley_api_key_revoked";
 
 /// Revokes a key; revoking a revoked key is a no-op. The first revocation notifies

@@ -37,6 +37,11 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organizatio
     .await
 }
 
+/// What a changed or deleted organization's id is notified with on
+/// [`crate::api_keys::REVOKED_CHANNEL`] when the change commits (migration
+/// `organization_changes`): the API processes that keep organizations in memory drop it.
+pub const CHANGED_PREFIX: &str = "organization:";
+
 /// Writes an organization's name and working hours.
 pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sqlx::Error> {
     sqlx::query!(

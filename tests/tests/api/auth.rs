@@ -400,3 +400,58 @@ async fn concurrent_requests_never_exceed_the_limit() {
     }
     assert_eq!(ok, 10);
 }
+
+/// The organization is kept in memory beside the keys: renamed in SQL without the
+/// notification it is still served (so it is kept), renamed by hand with it the new name is
+/// served within moments, and a PATCH is read back at once by the process that made it.
+#[tokio::test]
+async fn a_kept_organization_follows_its_changes() {
+    let app = TestApp::builder().start().await;
+    let name = |r: &parley_tests::Resp| r.data()["organizationName"].as_str().unwrap().to_owned();
+    let mut kept = false;
+    for i in 0..50 {
+        let before = name(&app.get("/api/v1/organization").await);
+        // Without the notification: the session's triggers do not fire.
+        let mut tx = app.pool.begin().await.unwrap();
+        sqlx::query("SET LOCAL session_replication_role = replica")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE organizations SET name = $2 WHERE id = $1")
+            .bind(app.org_id)
+            .bind(format!("behind the back {i}"))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        if name(&app.get("/api/v1/organization").await) == before {
+            kept = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(kept, "the API never kept its organization in 5 s");
+
+    sqlx::query("UPDATE organizations SET name = 'by hand' WHERE id = $1")
+        .bind(app.org_id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = name(&app.get("/api/v1/organization").await);
+        if seen == "by hand" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, "by hand", "the change was not heard in 2 s");
+
+    app.patch(
+        "/api/v1/organization",
+        json!({"organizationName": "patched"}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(name(&app.get("/api/v1/organization").await), "patched");
+}
