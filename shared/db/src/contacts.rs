@@ -21,7 +21,7 @@ macro_rules! contact_rows {
                 do_not_contact AS "do_not_contact!", is_anonymous AS "is_anonymous!",
                 is_potential_client AS "is_potential_client!",
                 messaging_a_opted_out AS "messaging_a_opted_out!", messaging_a_opted_out_at,
-                created_at AS "created_at!", updated_at AS "updated_at!"
+                created_at AS "created_at!", updated_at AS "updated_at!", timezone
              FROM "# + $function,
             $($arg),*
         )
@@ -33,9 +33,9 @@ pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
         "INSERT INTO contacts (id, organization_id, type, name, email, phone, avatar, country,
             language, position, source, external_id, channel_data, company_id, widget_guest_id,
             do_not_contact, is_anonymous, is_potential_client, messaging_a_opted_out,
-            messaging_a_opted_out_at, created_at, updated_at)
+            messaging_a_opted_out_at, created_at, updated_at, timezone)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-            $19, $20, $21, $22)",
+            $19, $20, $21, $22, $23)",
         c.id,
         c.organization_id,
         c.kind.as_str(),
@@ -58,6 +58,7 @@ pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
         c.messaging_a_opted_out_at,
         c.created_at,
         c.updated_at,
+        c.timezone.as_deref(),
     )
     .execute(db)
     .await
@@ -70,7 +71,7 @@ pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
             country = $8, language = $9, position = $10, source = $11, external_id = $12,
             channel_data = $13, company_id = $14, widget_guest_id = $15, do_not_contact = $16,
             is_anonymous = $17, is_potential_client = $18, messaging_a_opted_out = $19,
-            messaging_a_opted_out_at = $20, updated_at = $21
+            messaging_a_opted_out_at = $20, updated_at = $21, timezone = $22
          WHERE organization_id = $1 AND id = $2",
         c.organization_id,
         c.id,
@@ -93,6 +94,7 @@ pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
         c.messaging_a_opted_out,
         c.messaging_a_opted_out_at,
         c.updated_at,
+        c.timezone.as_deref(),
     )
     .execute(db)
     .await
@@ -365,6 +367,7 @@ struct ContactRow {
     country: Option<String>,
     language: Option<String>,
     position: Option<String>,
+    timezone: Option<String>,
     source: String,
     external_id: Option<String>,
     channel_data: Option<String>,
@@ -394,6 +397,7 @@ impl From<ContactRow> for Contact {
             country: r.country,
             language: r.language,
             position: r.position,
+            timezone: r.timezone,
             source: r.source,
             external_id: r.external_id,
             channel_data: r.channel_data,

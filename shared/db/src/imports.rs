@@ -308,10 +308,12 @@ pub async fn update_matched(
             phone = coalesce(u.phone, c.phone), source = coalesce(u.source, c.source),
             country = coalesce(u.country, c.country), language = coalesce(u.language, c.language),
             position = coalesce(u.position, c.position),
-            external_id = coalesce(u.external_id, c.external_id)
+            external_id = coalesce(u.external_id, c.external_id),
+            timezone = coalesce(u.timezone, c.timezone)
          FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                     $8::text[], $9::text[], $10::text[])
-              AS u(id, name, email, phone, source, country, language, position, external_id)
+                     $8::text[], $9::text[], $10::text[], $11::text[])
+              AS u(id, name, email, phone, source, country, language, position, external_id,
+                   timezone)
          WHERE c.organization_id = $1 AND c.id = u.id
            AND (u.name IS DISTINCT FROM NULL AND u.name IS DISTINCT FROM c.name
              OR u.email IS DISTINCT FROM NULL AND lower(u.email) IS DISTINCT FROM lower(c.email)
@@ -320,7 +322,8 @@ pub async fn update_matched(
              OR u.country IS DISTINCT FROM NULL AND u.country IS DISTINCT FROM c.country
              OR u.language IS DISTINCT FROM NULL AND u.language IS DISTINCT FROM c.language
              OR u.position IS DISTINCT FROM NULL AND u.position IS DISTINCT FROM c.position
-             OR u.external_id IS DISTINCT FROM NULL AND u.external_id IS DISTINCT FROM c.external_id)
+             OR u.external_id IS DISTINCT FROM NULL AND u.external_id IS DISTINCT FROM c.external_id
+             OR u.timezone IS DISTINCT FROM NULL AND u.timezone IS DISTINCT FROM c.timezone)
          RETURNING c.id"#,
         org,
         &ids,
@@ -332,6 +335,7 @@ pub async fn update_matched(
         &column!(rows, language) as _,
         &column!(rows, position) as _,
         &column!(rows, external_id) as _,
+        &column!(rows, timezone) as _,
     )
     .fetch_all(db)
     .await?
@@ -349,12 +353,13 @@ pub async fn insert_new(
     let ids: Vec<Uuid> = rows.iter().map(|_| parley_types::ids::new_id()).collect();
     Ok(sqlx::query_scalar!(
         r#"INSERT INTO contacts (id, organization_id, name, email, phone, source, country,
-            language, position, external_id)
+            language, position, external_id, timezone)
          SELECT u.id, $1, u.name, u.email, u.phone, coalesce(u.source, 'import'), u.country,
-            u.language, u.position, u.external_id
+            u.language, u.position, u.external_id, u.timezone
          FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                     $8::text[], $9::text[], $10::text[])
-              AS u(id, name, email, phone, source, country, language, position, external_id)
+                     $8::text[], $9::text[], $10::text[], $11::text[])
+              AS u(id, name, email, phone, source, country, language, position, external_id,
+                   timezone)
          ON CONFLICT (organization_id, lower(email)) DO NOTHING
          RETURNING id"#,
         org,
@@ -367,6 +372,7 @@ pub async fn insert_new(
         &column!(rows, language) as _,
         &column!(rows, position) as _,
         &column!(rows, external_id) as _,
+        &column!(rows, timezone) as _,
     )
     .fetch_all(db)
     .await?

@@ -6,7 +6,7 @@ use uuid::Uuid;
 use crate::Actor;
 use crate::tags::Tag;
 use parley_types::fields::{
-    Email, HttpUrl, Label, Locale, Name, Phone, ShortText, Text, non_null, nullable,
+    Email, HttpUrl, Label, Locale, Name, Phone, ShortText, Text, TimeZone, non_null, nullable,
 };
 use parley_types::time::Timestamp;
 
@@ -38,6 +38,8 @@ pub struct Contact {
     pub country: Option<String>,
     pub language: Option<String>,
     pub position: Option<String>,
+    /// An IANA time zone name, e.g. `Europe/Berlin`.
+    pub timezone: Option<String>,
     pub source: String,
     pub external_id: Option<String>,
     pub channel_data: Option<String>,
@@ -132,7 +134,8 @@ impl ContactActivity {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", schema(example = json!({
     "source": "website", "name": "Ada Lovelace", "email": "ada@example.com",
-    "phone": "+4915112345678", "country": "DE", "language": "en", "position": "CTO"
+    "phone": "+4915112345678", "country": "DE", "language": "en", "position": "CTO",
+    "timezone": "Europe/Berlin"
 })))]
 pub struct CreateContact {
     /// Where the contact came from, e.g. `website`, `import`, `widget`.
@@ -144,6 +147,8 @@ pub struct CreateContact {
     pub country: Option<ShortText>,
     pub language: Option<Locale>,
     pub position: Option<ShortText>,
+    /// An IANA time zone name, e.g. `Europe/Berlin`.
+    pub timezone: Option<TimeZone>,
     pub external_id: Option<ShortText>,
     pub channel_data: Option<Text>,
     /// A company of the organization.
@@ -170,6 +175,7 @@ impl CreateContact {
             country: self.country.map(Into::into),
             language: self.language.map(Into::into),
             position: self.position.map(Into::into),
+            timezone: self.timezone.map(Into::into),
             source: self.source.into(),
             external_id: self.external_id.map(Into::into),
             channel_data: self.channel_data.map(Into::into),
@@ -215,6 +221,8 @@ pub struct UpdateContact {
     pub language: Option<Option<Locale>>,
     #[serde(default, deserialize_with = "nullable")]
     pub position: Option<Option<ShortText>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub timezone: Option<Option<TimeZone>>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<ShortText>>,
     #[serde(default, deserialize_with = "nullable")]
@@ -272,6 +280,7 @@ impl UpdateContact {
         set_opt(&mut c.country, self.country);
         set_opt(&mut c.language, self.language);
         set_opt(&mut c.position, self.position);
+        set_opt(&mut c.timezone, self.timezone);
         set_opt(&mut c.external_id, self.external_id);
         set_opt(&mut c.channel_data, self.channel_data);
         if let Some(company) = self.company_id {
@@ -314,6 +323,7 @@ pub fn diff(a: &Contact, b: &Contact) -> Vec<FieldChange> {
     push("country", a.country.clone(), b.country.clone());
     push("language", a.language.clone(), b.language.clone());
     push("position", a.position.clone(), b.position.clone());
+    push("timezone", a.timezone.clone(), b.timezone.clone());
     push("externalId", a.external_id.clone(), b.external_id.clone());
     push(
         "channelData",

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use parley_types::error::AppError;
-use parley_types::fields::{Email, Label, Locale, Name, Phone, ShortText};
+use parley_types::fields::{Email, Label, Locale, Name, Phone, ShortText, TimeZone};
 use parley_types::time::Timestamp;
 
 parley_types::text_enum!(
@@ -158,6 +158,7 @@ pub struct RawRow {
     pub country: Option<String>,
     pub language: Option<String>,
     pub position: Option<String>,
+    pub timezone: Option<String>,
     pub external_id: Option<String>,
 }
 
@@ -174,6 +175,7 @@ pub struct ImportRow {
     pub country: Option<String>,
     pub language: Option<String>,
     pub position: Option<String>,
+    pub timezone: Option<String>,
     pub external_id: Option<String>,
 }
 
@@ -209,6 +211,7 @@ impl ImportRow {
             country: checked!(raw.country, ShortText, "country"),
             language: checked!(raw.language, Locale, "language"),
             position: checked!(raw.position, ShortText, "position"),
+            timezone: checked!(raw.timezone, TimeZone, "timezone"),
             external_id: checked!(raw.external_id, ShortText, "externalId"),
         };
         if r.email.is_none() && r.phone.is_none() {
@@ -233,6 +236,7 @@ impl ImportRow {
         take(&mut self.country, later.country);
         take(&mut self.language, later.language);
         take(&mut self.position, later.position);
+        take(&mut self.timezone, later.timezone);
         take(&mut self.external_id, later.external_id);
         // The email is the key (or absent on both): the first spelling stays.
     }

@@ -65,6 +65,7 @@ impl Lead {
             country: None,
             language: None,
             position: None,
+            timezone: None,
             source: self.source.clone().unwrap_or_else(|| "lead".to_owned()),
             external_id: None,
             channel_data: None,

@@ -176,3 +176,66 @@ async fn a_changed_email_that_clashes_is_409() {
         "the failed update changed nothing"
     );
 }
+
+/// A contact's time zone is an IANA name: kept, listed, changed (an activity), cleared, and a
+/// name the tz database does not know is 422 on its field, changing nothing.
+#[tokio::test]
+async fn a_contact_has_a_time_zone() {
+    let app = TestApp::builder().start().await;
+    let created = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "name": "Ada", "timezone": "Asia/Tokyo"}),
+        )
+        .await;
+    created.expect(201);
+    assert_eq!(created.data()["timezone"], "Asia/Tokyo");
+    let id = created.id();
+    let listed = app.get("/api/v1/contacts").await;
+    assert_eq!(listed.data()[0]["timezone"], "Asia/Tokyo");
+
+    for bad in ["Mars/Olympus", "Europe/Berlin\u{0}", "", "UTC+25"] {
+        app.post(
+            "/api/v1/contacts",
+            json!({"source": "web", "email": "x@example.com", "timezone": bad}),
+        )
+        .await
+        .expect_error(422, "validation_error");
+        let r = app
+            .patch(&format!("/api/v1/contacts/{id}"), json!({"timezone": bad}))
+            .await;
+        r.expect_error(422, "validation_error");
+        assert_eq!(r.field(), "timezone", "{bad:?}");
+    }
+    let moved = app
+        .patch(
+            &format!("/api/v1/contacts/{id}"),
+            json!({"timezone": "America/New_York"}),
+        )
+        .await;
+    moved.expect(200);
+    assert_eq!(moved.data()["timezone"], "America/New_York");
+    let change = moved.data()["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["metadata"] == "timezone")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (change["oldValue"].clone(), change["newValue"].clone()),
+        (json!("Asia/Tokyo"), json!("America/New_York"))
+    );
+    let cleared = app
+        .patch(&format!("/api/v1/contacts/{id}"), json!({"timezone": null}))
+        .await;
+    assert!(cleared.data()["timezone"].is_null());
+    assert!(
+        app.get("/api/v1/contacts?email=x@example.com")
+            .await
+            .data()
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

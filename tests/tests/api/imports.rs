@@ -122,6 +122,21 @@ async fn ndjson_lines_are_rows_and_a_bad_line_is_only_that_row() {
     let zed = app.get("/api/v1/contacts?email=z@example.com").await;
     assert_eq!(zed.data()[0]["name"], "Zed");
     assert_eq!(zed.data().as_array().unwrap().len(), 1);
+    // A time zone is a field like the others: set, and a bad one rejects only its row.
+    let zones = "{\"email\": \"a@example.com\", \"timezone\": \"Asia/Tokyo\"}\n\
+                 {\"email\": \"t@example.com\", \"timezone\": \"Mars/Olympus\"}\n";
+    let done = import(&app, json!({"format": "ndjson", "data": zones})).await;
+    assert_eq!(counts(&done), [2, 0, 1, 0, 1], "{done}");
+    assert!(
+        done["errors"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("timezone:"),
+        "{done}"
+    );
+    let a = app.get("/api/v1/contacts?email=a@example.com").await;
+    assert_eq!(a.data()[0]["timezone"], "Asia/Tokyo");
+    assert_eq!(a.data()[0]["externalId"], "crm-1");
     // Neither a source nor a format a client can get wrong passes silently.
     app.post("/api/v1/contacts/imports", json!({"format": "csv"}))
         .await
