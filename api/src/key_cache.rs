@@ -16,7 +16,7 @@
 //! stale organization in it; and an entry is dropped [`TTL`] after it was read whatever
 //! happens. Unknown secrets are never kept (a client trying random keys fills nothing). A
 //! lookup that raced a revocation or a change does not store what it read
-//! ([`KeyCache::generation`]).
+//! ([`KeyCache::generation`], [`KeyCache::organization_generation`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,9 +49,12 @@ struct Inner {
     orgs: RwLock<HashMap<Uuid, (Organization, Instant)>>,
     /// Whether the revocation listener is connected: the cache is used only then.
     listening: AtomicBool,
-    /// Moves on at every revocation, organization change and reset; a read from Postgres
-    /// started before a move is not stored.
+    /// Moves on at every revocation and reset; a key read from Postgres started before a
+    /// move is not stored.
     generation: AtomicU64,
+    /// The same for organizations: their changes do not hold back keys' reads (nor the other
+    /// way round).
+    org_generation: AtomicU64,
 }
 
 impl KeyCache {
@@ -97,6 +100,11 @@ impl KeyCache {
         (now.duration_since(*read_at) < TTL).then(|| org.clone())
     }
 
+    /// The generation to hand to [`KeyCache::put_organization`] with what is read next.
+    pub fn organization_generation(&self) -> u64 {
+        self.0.org_generation.load(Ordering::Acquire)
+    }
+
     /// Keeps `org`, read from Postgres at `read_at`, unless a change or a reset came since
     /// `generation` was taken.
     pub fn put_organization(&self, org: Organization, generation: u64, read_at: Instant) {
@@ -104,7 +112,7 @@ impl KeyCache {
             return;
         }
         let mut orgs = self.0.orgs.write();
-        if self.0.generation.load(Ordering::Acquire) != generation {
+        if self.0.org_generation.load(Ordering::Acquire) != generation {
             return;
         }
         if orgs.len() >= MAX_KEYS {
@@ -116,7 +124,7 @@ impl KeyCache {
     /// Drops the organization `id` (changed or deleted).
     pub fn forget_organization(&self, id: Uuid) {
         let mut orgs = self.0.orgs.write();
-        self.0.generation.fetch_add(1, Ordering::AcqRel);
+        self.0.org_generation.fetch_add(1, Ordering::AcqRel);
         orgs.remove(&id);
     }
 
@@ -132,6 +140,7 @@ impl KeyCache {
         let mut keys = self.0.keys.write();
         let mut orgs = self.0.orgs.write();
         self.0.generation.fetch_add(1, Ordering::AcqRel);
+        self.0.org_generation.fetch_add(1, Ordering::AcqRel);
         keys.clear();
         orgs.clear();
         self.0.listening.store(listening, Ordering::Release);
@@ -301,7 +310,7 @@ mod tests {
         let cache = KeyCache::default();
         cache.reset(true);
         let (id, now) = (Uuid::now_v7(), Instant::now());
-        let before = cache.generation();
+        let before = cache.organization_generation();
         cache.put_organization(org(id), before, now);
         assert!(cache.organization(id, now).is_some());
         cache.forget_organization(id);
@@ -311,7 +320,7 @@ mod tests {
             cache.organization(id, now).is_none(),
             "read before the change"
         );
-        cache.put_organization(org(id), cache.generation(), now);
+        cache.put_organization(org(id), cache.organization_generation(), now);
         assert!(cache.organization(id, now + TTL).is_none(), "expired");
         cache.reset(false);
         assert!(cache.organization(id, now).is_none(), "not listening");

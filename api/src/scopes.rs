@@ -6,6 +6,11 @@ use parley_domain::auth;
 
 /// The resource of a route template such as `/api/v1/contacts/{id}`.
 fn resource(route: &str) -> Option<&'static str> {
+    // A contact's messages are its recipient records: broadcasts' data, read as
+    // `/broadcasts/{id}/recipients` reads it.
+    if route == "/api/v1/contacts/{id}/messages" {
+        return Some("broadcasts");
+    }
     let first = route.strip_prefix("/api/v1/")?.split('/').next()?;
     Some(match first {
         "faq-collections" => "faq",
@@ -56,6 +61,10 @@ mod tests {
         assert_eq!(
             required_scope(&Method::GET, "/api/v1/contacts/{id}"),
             "contacts:read"
+        );
+        assert_eq!(
+            required_scope(&Method::GET, "/api/v1/contacts/{id}/messages"),
+            "broadcasts:read"
         );
         assert_eq!(
             required_scope(&Method::PATCH, "/api/v1/contacts/{id}"),

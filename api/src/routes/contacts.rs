@@ -4,6 +4,7 @@ use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
 use parley_db as db;
+use parley_domain::broadcasts::ContactMessage;
 use parley_domain::contacts::{Contact, ContactFilter, CreateContact, UpdateContact};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -18,6 +19,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
         .routes(routes!(get, update, delete))
+        .routes(routes!(messages))
 }
 
 /// Create a contact in the organization (endpoint 5).
@@ -72,6 +74,25 @@ async fn get(
     let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
         contacts::read(&mut conn, tenant.org_id, id).await?,
+    ))
+}
+
+/// A contact's messages: its recipient record in every broadcast (broadcast, channel, status,
+/// sent, delivered, read and failed times, error), newest first. 404 for a deleted contact.
+#[utoipa::path(get, path = "/api/v1/contacts/{id}/messages", tag = "contacts",
+    params(("id" = Uuid, Path, description = "Contact id"), PageParams),
+    responses((status = 200, description = "A page of the contact's messages", body = ListEnvelope<ContactMessage>)))]
+async fn messages(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<Uuid>,
+    Paging(page): Paging,
+) -> AppResult<Reply<Vec<ContactMessage>>> {
+    db::contacts::get(&mut *state.pool.acquire().await?, tenant.org_id, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    Ok(Reply::page(
+        db::broadcasts::messages_of_contact(&state.pool, tenant.org_id, id, &page).await?,
     ))
 }
 

@@ -130,7 +130,7 @@ async fn organization(
     if let Some(org) = state.keys.organization(tenant.org_id, now) {
         return Ok(Reply::ok(org));
     }
-    let generation = state.keys.generation();
+    let generation = state.keys.organization_generation();
     let org = db::orgs::get(&state.pool, tenant.org_id)
         .await?
         .ok_or(AppError::NotFound)?;

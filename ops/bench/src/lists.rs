@@ -4,10 +4,11 @@
 //! matches a tenth of the rows), page 500, and the page after page 1 by `cursor`. Median of 5
 //! requests after 2 warm-ups.
 //!
-//! Contacts, leads, broadcast recipients and webhook log entries (attempts) are written by
-//! their own statements; every other
-//! list's rows are copies of one record made through the API, each with a new id, an earlier
-//! `created_at` and new values in its unique columns. Usage (through ops/bench/lists):
+//! Contacts, leads, broadcast recipients (the first of them a seeded contact, whose messages
+//! are listed too) and webhook log entries (attempts) are written by their own statements;
+//! every other list's rows are copies of one record made through the API, each with a new id,
+//! an earlier `created_at` and new values in its unique columns. Usage (through
+//! ops/bench/lists):
 //! parley-bench-lists [N...] (default 10000 1000000)
 
 use std::time::Instant;
@@ -450,13 +451,14 @@ async fn main() -> anyhow::Result<()> {
             .await?;
         sqlx::query(
             "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, status)
-             SELECT uuid_v7(), $1, $2::uuid, uuid_v7(),
+             SELECT uuid_v7(), $1, $2::uuid, CASE WHEN i = 1 THEN $4 ELSE uuid_v7() END,
                     CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'sent' END
              FROM generate_series(1, $3::int8) AS i",
         )
         .bind(bench.org)
         .bind(&broadcast)
         .bind(n as i64)
+        .bind(contacts[0])
         .execute(&bench.pool)
         .await?;
         let (copied, webhook) = seeds(&bench, &client, &contact, &template).await?;
@@ -473,6 +475,8 @@ async fn main() -> anyhow::Result<()> {
         sqlx::query("VACUUM ANALYZE").execute(&bench.pool).await?;
         let recipients = format!("/broadcasts/{broadcast}/recipients");
         let logs = format!("/webhooks/{webhook}/logs");
+        // One of the organization's n recipients: its page reads only its own records.
+        let messages = format!("/contacts/{contact}/messages");
         for (label, path, filter) in [
             ("contacts", "/contacts".to_owned(), "source=ads"),
             ("leads", "/leads".to_owned(), "source=ads"),
@@ -481,6 +485,15 @@ async fn main() -> anyhow::Result<()> {
         ] {
             measure(&client, &bench.key, n, label, &path, Some(filter)).await?;
         }
+        measure(
+            &client,
+            &bench.key,
+            n,
+            "a contact's messages (one of the recipients)",
+            &messages,
+            None,
+        )
+        .await?;
         for list in &copied {
             measure(&client, &bench.key, n, list.label, &list.path, list.filter).await?;
         }

@@ -8,8 +8,8 @@ use parley_types::time::Timestamp;
 
 use parley_domain::Channel;
 use parley_domain::broadcasts::{
-    Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, RecipientFilter, SendPriority,
-    TemplateVariables,
+    Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, ContactMessage,
+    RecipientFilter, SendPriority, TemplateVariables,
 };
 use parley_types::list::{Page, PageRequest};
 use sqlx::types::Json;
@@ -303,6 +303,40 @@ pub async fn recipients(
             r
         })
         .collect();
+    Ok(Page::new(
+        rows,
+        page,
+        parley_types::list::Total::Counted(total),
+    ))
+}
+
+/// A page of the messages broadcasts sent `contact` (its recipient records in every
+/// broadcast), newest first by default. Read through the recipients' index by contact: a page
+/// costs what the contact's own records cost (sorted, counted up to the bound), whatever the
+/// organization holds.
+pub async fn messages_of_contact(
+    pool: &PgPool,
+    org: Uuid,
+    contact: Uuid,
+    page: &PageRequest,
+) -> Result<Page<ContactMessage>, sqlx::Error> {
+    let filter = |qb: &mut QueryBuilder<Postgres>| {
+        qb.push(" WHERE r.contact_id = ")
+            .push_bind(contact)
+            .push(" AND r.organization_id = ")
+            .push_bind(org);
+    };
+    let total = super::count_up_to_bound(pool, "FROM broadcast_recipients r", &filter).await?;
+    let mut qb = QueryBuilder::new(
+        "SELECT r.id, r.broadcast_id, b.broadcast_name, b.channel, r.status,
+            r.external_message_id, r.error_code, r.error_message, r.sent_at, r.delivered_at,
+            r.read_at, r.replied_at, r.failed_at, r.created_at, r.updated_at
+         FROM broadcast_recipients r
+         JOIN broadcasts b ON b.organization_id = r.organization_id AND b.id = r.broadcast_id",
+    );
+    filter(&mut qb);
+    super::push_window(page, &mut qb, "r");
+    let rows: Vec<ContactMessage> = qb.build_query_as().fetch_all(pool).await?;
     Ok(Page::new(
         rows,
         page,

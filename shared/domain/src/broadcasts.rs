@@ -761,6 +761,31 @@ pub struct BroadcastRecipient {
 }
 parley_types::keyed!(BroadcastRecipient);
 
+/// A message a broadcast sent (or was to send) a contact: its recipient record, with the
+/// broadcast's name and channel.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContactMessage {
+    /// The recipient record's id.
+    pub id: Uuid,
+    pub broadcast_id: Uuid,
+    pub broadcast_name: String,
+    pub channel: Channel,
+    pub status: RecipientStatus,
+    pub external_message_id: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub sent_at: Option<Timestamp>,
+    pub delivered_at: Option<Timestamp>,
+    pub read_at: Option<Timestamp>,
+    pub replied_at: Option<Timestamp>,
+    pub failed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+parley_types::keyed!(ContactMessage);
+
 #[derive(Debug, Default, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[serde(rename_all = "camelCase")]

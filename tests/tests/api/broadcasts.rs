@@ -1482,3 +1482,79 @@ async fn sends_with_no_requeue(worker_env: &[(&str, &str)], n: usize) {
     assert_eq!(b["data"]["sentCount"], n, "{b}");
     assert_eq!(requeued(app, &id).await, 0, "recipients enqueued again");
 }
+
+/// A contact's messages: its record in each broadcast, newest first, with the broadcast's
+/// name and channel, the outcome and its times, paged by cursor; none for a contact no
+/// broadcast reached; 404 for a contact that does not exist or was deleted.
+#[tokio::test]
+async fn a_contacts_messages_list_every_broadcast_that_reached_it() {
+    let provider = FakeProvider::start().await;
+    let app = TestApp::builder().own_database().start().await;
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_SOCIAL_A_URL", &provider.url)])
+        .await;
+    provider.always(Reply::Status {
+        status: 400,
+        retry_after: None,
+        code: Some("invalid_recipient"),
+    });
+    let contacts = seed::contacts(&app, 3).await;
+    // The email channel has no provider here: the sandbox accepts every message.
+    let email = send_now(
+        &app,
+        &template(&app, "email", "Hello").await,
+        &contacts[..2],
+    )
+    .await;
+    app.wait_for(&format!("/api/v1/broadcasts/{email}"), 30, ended)
+        .await;
+    let social = send_now(
+        &app,
+        &template(&app, "social_a", "Hi").await,
+        &contacts[..1],
+    )
+    .await;
+    app.wait_for(&format!("/api/v1/broadcasts/{social}"), 30, ended)
+        .await;
+
+    let path = format!("/api/v1/contacts/{}/messages", contacts[0]);
+    let all = app.get(&path).await;
+    all.expect(200);
+    let items = all.data().as_array().unwrap().clone();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(all.body["meta"]["total"], 2);
+    let (newest, oldest) = (&items[0], &items[1]);
+    assert_eq!(newest["broadcastId"], social.as_str());
+    assert_eq!(newest["channel"], "social_a");
+    assert_eq!(newest["broadcastName"], "B");
+    assert_eq!(newest["status"], "failed");
+    assert_eq!(newest["errorCode"], "invalid_recipient");
+    assert!(newest["failedAt"].is_string() && newest["sentAt"].is_null());
+    assert_eq!(oldest["broadcastId"], email.as_str());
+    assert_eq!(oldest["channel"], "email");
+    assert_eq!(oldest["status"], "sent");
+    assert!(oldest["sentAt"].is_string() && oldest["errorCode"].is_null());
+
+    let first = app.get(&format!("{path}?pageSize=1")).await;
+    assert_eq!(first.data()[0]["id"], newest["id"]);
+    let cursor = first.body["meta"]["endCursor"].as_str().unwrap().to_owned();
+    let second = app.get(&format!("{path}?pageSize=1&cursor={cursor}")).await;
+    assert_eq!(second.data()[0]["id"], oldest["id"]);
+    assert_eq!(second.body["meta"]["hasNext"], false);
+    let oldest_first = app.get(&format!("{path}?sort=createdAt")).await;
+    assert_eq!(oldest_first.data()[0]["id"], oldest["id"]);
+
+    let untouched = app
+        .get(&format!("/api/v1/contacts/{}/messages", contacts[2]))
+        .await;
+    assert_eq!(untouched.data(), &json!([]));
+    app.get(&format!("/api/v1/contacts/{}/messages", Uuid::now_v7()))
+        .await
+        .expect_error(404, "not_found");
+    app.delete(&format!("/api/v1/contacts/{}", contacts[1]))
+        .await
+        .expect(200);
+    app.get(&format!("/api/v1/contacts/{}/messages", contacts[1]))
+        .await
+        .expect_error(404, "not_found");
+}
