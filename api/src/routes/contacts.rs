@@ -88,9 +88,9 @@ async fn messages(
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<ContactMessage>>> {
-    db::contacts::get(&mut *state.pool.acquire().await?, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    if !db::contacts::exists(&state.pool, tenant.org_id, id).await? {
+        return Err(AppError::NotFound.into());
+    }
     Ok(Reply::page(
         db::broadcasts::messages_of_contact(&state.pool, tenant.org_id, id, &page).await?,
     ))

@@ -101,6 +101,17 @@ pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
     .map(|_| ())
 }
 
+/// Whether the organization has the contact (one statement; nothing of it is read).
+pub async fn exists(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM contacts WHERE organization_id = $1 AND id = $2) AS "exists!""#,
+        org,
+        id,
+    )
+    .fetch_one(db)
+    .await
+}
+
 /// One contact with its company and tags (not its activities).
 pub async fn get(
     conn: &mut PgConnection,
