@@ -300,6 +300,8 @@ mod tests {
             name: "o".into(),
             slug: "o".into(),
             working_hours: sqlx::types::Json(serde_json::json!({})),
+            quiet_hours: None,
+            frequency_caps: sqlx::types::Json(Default::default()),
             created_at: now,
             updated_at: now,
         }

@@ -9,6 +9,7 @@
 //! by trigger in the same statement. At shutdown a job stops sending, writes what it sent and
 //! hands the rest back to the queue.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +29,10 @@ use crate::db_retry::retry_transient;
 use crate::job::{Job, JobResult};
 use crate::provider::{Message, SendResult};
 use crate::status_watch::StatusWatch;
-use parley_types::metric_names::RECIPIENTS;
+use chrono::SubsecRound;
+use parley_domain::send_rules::Decision;
+use parley_types::metric_names::{RECIPIENTS, RECIPIENTS_CAPPED, RECIPIENTS_HELD};
+use parley_types::time::Timestamp;
 
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
@@ -107,6 +111,13 @@ async fn send_all(
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
+    // Held, skipped and capped recipients are decided before any is sent; their outcomes
+    // are the first to be written.
+    let Decided {
+        to_send: claimed,
+        mut ready,
+        reserved,
+    } = decide(ctx, broadcast, claimed).await?;
     let watch = StatusWatch::spawn(
         ctx.pool.clone(),
         job.broadcast_id,
@@ -127,8 +138,8 @@ async fn send_all(
     // new worker resends) only what was sent in that time. (Waiting a few milliseconds to
     // gather larger writes bought no measurable speed and doubled the resends:
     // docs/benchmarks.md.)
-    let mut ready: Vec<(Uuid, RecipientOutcome)> = Vec::new();
     let mut released = Vec::new();
+    let mut give_back = Vec::new();
     let mut writing: Option<Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + '_>>> = None;
     let mut sending = true;
     while sending || writing.is_some() || !ready.is_empty() {
@@ -147,6 +158,11 @@ async fn send_all(
                 };
                 unanswered = unanswered.saturating_sub(1);
                 sending = unanswered > 0;
+                if let Some(contact) = reserved.get(&id)
+                    && !matches!(outcome, RecipientOutcome::Sent { .. })
+                {
+                    give_back.push((id, *contact));
+                }
                 if outcome != RecipientOutcome::Released {
                     ready.push((id, outcome));
                 } else if !hold.is_lost(id) {
@@ -159,6 +175,13 @@ async fn send_all(
             }
         }
     }
+    crate::frequency_caps::give_back(
+        &ctx.redis,
+        broadcast.organization_id,
+        broadcast.channel,
+        &give_back,
+    )
+    .await;
     if let Some((status, org)) =
         retry_transient(|| parley_usecases::sending::finish_if_done(&ctx.pool, job.broadcast_id))
             .await?
@@ -190,11 +213,96 @@ fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {
             RecipientOutcome::Sent { .. } => "sent",
             RecipientOutcome::Failed { .. } => "failed",
             RecipientOutcome::Skipped { .. } => "skipped",
-            RecipientOutcome::Released => continue,
+            RecipientOutcome::Held { .. } | RecipientOutcome::Released => continue,
         };
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status)
             .increment(1);
     }
+}
+
+/// The claimed recipients sorted before sending: those to send, the outcomes of the others
+/// (held, skipped: their local time passed, capped), and the recipients that hold a place
+/// under the frequency cap (with their contacts), to give back if they end unsent.
+struct Decided {
+    to_send: Vec<Claimed>,
+    ready: Vec<(Uuid, RecipientOutcome)>,
+    reserved: HashMap<Uuid, Uuid>,
+}
+
+/// Applies the broadcast's local time, quiet hours and frequency cap (by the worker's clock)
+/// to the claimed recipients. A contact that will not be sent to anyway (deleted, do-not-
+/// contact, opted out, no address) is left to [`send_one`] and takes no place under the cap.
+async fn decide(ctx: &Ctx, b: &DeliveryContext, claimed: Vec<Claimed>) -> anyhow::Result<Decided> {
+    let plan = b.send_plan();
+    let cap = b.frequency_cap();
+    let mut decided = Decided {
+        to_send: Vec::with_capacity(claimed.len()),
+        ready: Vec::new(),
+        reserved: HashMap::new(),
+    };
+    if plan.is_free() && cap.is_none() {
+        decided.to_send = claimed;
+        return Ok(decided);
+    }
+    let now = ctx.clock.now();
+    let channel = b.channel.as_str();
+    for r in claimed {
+        if r.contact_id.is_none() {
+            decided.to_send.push(r);
+            continue;
+        }
+        match plan.decide(r.timezone.as_deref(), now.0) {
+            Decision::Send => decided.to_send.push(r),
+            Decision::Hold { until, reason } => {
+                metrics::counter!(RECIPIENTS_HELD, "channel" => channel, "reason" => reason.as_str())
+                    .increment(1);
+                let until = Timestamp(until.trunc_subsecs(6));
+                decided.ready.push((r.id, RecipientOutcome::Held { until }));
+            }
+            Decision::SkipPast => decided.ready.push((
+                r.id,
+                skip(
+                    "send_time_passed",
+                    "the local send time had passed in the contact's time zone when the broadcast was created",
+                ),
+            )),
+        }
+    }
+    let Some(cap) = cap else {
+        return Ok(decided);
+    };
+    let candidates: Vec<(Uuid, Uuid)> = decided
+        .to_send
+        .iter()
+        .filter(|r| reachable_address(b, r).is_ok())
+        .filter_map(|r| Some((r.id, r.contact_id?)))
+        .collect();
+    let refused = crate::frequency_caps::reserve(
+        &ctx.redis,
+        b.organization_id,
+        b.channel,
+        cap,
+        &candidates,
+        now,
+    )
+    .await?;
+    decided.reserved = candidates.into_iter().collect();
+    if !refused.is_empty() {
+        metrics::counter!(RECIPIENTS_CAPPED, "channel" => channel).increment(refused.len() as u64);
+        let refused: std::collections::HashSet<Uuid> = refused.into_iter().collect();
+        decided.to_send.retain(|r| !refused.contains(&r.id));
+        for id in refused {
+            decided.reserved.remove(&id);
+            decided.ready.push((
+                id,
+                skip(
+                    "frequency_capped",
+                    "the contact reached the organization's frequency cap on this channel",
+                ),
+            ));
+        }
+    }
+    Ok(decided)
 }
 
 /// The parts of the message shared by every recipient of the broadcast.

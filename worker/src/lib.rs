@@ -10,6 +10,7 @@ pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;
 pub mod fair;
+pub mod frequency_caps;
 pub mod imports;
 pub mod job;
 pub mod maintenance;

@@ -2,13 +2,15 @@
 //! dashboards and alerts see every series from the start, and work given up.
 
 use parley_domain::Channel;
+use parley_domain::send_rules::HoldReason;
 use parley_domain::sla::SlaTarget;
 use parley_jobs::QueueName;
 use parley_types::metric_names::{
     ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_STATEMENTS,
     OUTCOME_WRITE_FAILURES, PROVIDER_CALLS, PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS,
-    RECONCILED, RETENTION_DELETED, RUNTIME_THREADS, SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES,
-    SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+    RECIPIENTS_CAPPED, RECIPIENTS_HELD, RECONCILED, RETENTION_DELETED, RUNTIME_THREADS,
+    SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS,
+    WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
@@ -53,6 +55,11 @@ pub fn register(queues: &[QueueName]) {
         for status in ["sent", "failed"] {
             metrics::counter!(RECIPIENTS, "channel" => c, "status" => status).absolute(0);
         }
+        for reason in [HoldReason::LocalTime, HoldReason::QuietHours] {
+            metrics::counter!(RECIPIENTS_HELD, "channel" => c, "reason" => reason.as_str())
+                .absolute(0);
+        }
+        metrics::counter!(RECIPIENTS_CAPPED, "channel" => c).absolute(0);
     }
     for kind in ["dispatch", "recipient", "sla_check"] {
         metrics::counter!(RECONCILED, "kind" => kind).absolute(0);

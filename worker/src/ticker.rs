@@ -1,5 +1,5 @@
 //! The ticker every worker runs (any number may run it at once): it queues scheduled
-//! broadcasts when their time comes, wakes snoozed conversations, finds work whose job Redis lost and enqueues it again, ends
+//! broadcasts when their time comes, releases held recipients when theirs comes, wakes snoozed conversations, finds work whose job Redis lost and enqueues it again, ends
 //! broadcasts whose last recipient was missed, and exports queue depths. The slower upkeep
 //! (retention, the queues' vacuum) is `crate::maintenance`, on a loop of its own.
 //! All timers live in Postgres; work moves into Redis in bounded batches.
@@ -93,6 +93,38 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
         tracing::info!(broadcast_id = %id, "scheduled broadcast queued");
         ctx.jobs.dispatch(id, false).await?;
     }
+    // Held recipients whose time came (by the worker's clock, which tests move forward).
+    let due = db::delivery::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;
+    if !due.is_empty() {
+        tracing::debug!(recipients = due.len(), "held recipients released");
+        enqueue_recipients(ctx, due).await?;
+    }
+    Ok(())
+}
+
+/// Enqueues pending recipients, (broadcast, recipient), in their broadcasts' lanes.
+async fn enqueue_recipients(
+    ctx: &Ctx,
+    recipients: Vec<(uuid::Uuid, uuid::Uuid)>,
+) -> anyhow::Result<()> {
+    let mut by_broadcast: std::collections::HashMap<uuid::Uuid, Vec<uuid::Uuid>> =
+        Default::default();
+    for (broadcast, recipient) in recipients {
+        by_broadcast.entry(broadcast).or_default().push(recipient);
+    }
+    let broadcasts: Vec<uuid::Uuid> = by_broadcast.keys().copied().collect();
+    let lanes = db::delivery::lanes(&ctx.pool, &broadcasts).await?;
+    for (broadcast, recipients) in by_broadcast {
+        let Some(lane) = lanes.get(&broadcast) else {
+            continue;
+        };
+        let lane = parley_jobs::Lane {
+            organization_id: lane.organization_id,
+            id: broadcast,
+            high: lane.high,
+        };
+        ctx.jobs.deliver(&lane, &recipients).await?;
+    }
     Ok(())
 }
 
@@ -159,24 +191,7 @@ async fn reconcile(
     let stale = stale.requeued;
     if !stale.is_empty() {
         metrics::counter!(RECONCILED, "kind" => "recipient").increment(stale.len() as u64);
-        let mut by_broadcast: std::collections::HashMap<uuid::Uuid, Vec<uuid::Uuid>> =
-            Default::default();
-        for (broadcast, recipient) in stale {
-            by_broadcast.entry(broadcast).or_default().push(recipient);
-        }
-        let broadcasts: Vec<uuid::Uuid> = by_broadcast.keys().copied().collect();
-        let lanes = db::delivery::lanes(&ctx.pool, &broadcasts).await?;
-        for (broadcast, recipients) in by_broadcast {
-            let Some(lane) = lanes.get(&broadcast) else {
-                continue;
-            };
-            let lane = parley_jobs::Lane {
-                organization_id: lane.organization_id,
-                id: broadcast,
-                high: lane.high,
-            };
-            ctx.jobs.deliver(&lane, &recipients).await?;
-        }
+        enqueue_recipients(ctx, stale).await?;
     }
     for (channel, status) in parley_usecases::receipts::apply_early(&ctx.pool, BATCH).await? {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())

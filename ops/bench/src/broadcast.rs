@@ -14,6 +14,11 @@
 //! so the timed one runs on workers whose connections are open and statements prepared (the
 //! peak RSS is then the workers' peak over both).
 //!
+//! With `PARLEY_BENCH_RULES=1` the same run then gives the contacts four time zones and times
+//! three more sends of all N, in turn: without sending rules, with the organization's frequency
+//! cap on (not reached) and quiet hours configured (a window nobody is in), and without again;
+//! it prints the rate with the rules against the mean of the two without (issue 29).
+//!
 //! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
 
 use std::collections::HashSet;
@@ -75,6 +80,8 @@ struct Figures {
     cpu: Vec<(String, f64)>,
     /// The database's transactions, rows read and rows written, per recipient.
     per_recipient: Vec<f64>,
+    /// With `PARLEY_BENCH_RULES=1`: recipients/s without rules, with, and without again.
+    rules: Option<[f64; 3]>,
 }
 
 /// The database's committed transactions, rows read (returned by scans) and rows written, so
@@ -171,6 +178,11 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
     if sent != n as u64 || twice > 0 {
         bail!("the sink got {sent} messages for {n} recipients, {twice} sent twice");
     }
+    let rules = if parley_bench::env("PARLEY_BENCH_RULES", "0") == "1" {
+        Some(with_and_without_rules(&bench, &client, &template, &contacts, seen).await?)
+    } else {
+        None
+    };
     drop(running);
     let floor = floor(&bench, draft.parse()?, &contacts).await?;
     let minimal_floor = minimal_floor(&bench, draft.parse()?, &contacts).await?;
@@ -186,7 +198,88 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         worker_peak_mib: peak_kib as f64 / 1024.0,
         cpu,
         per_recipient,
+        rules,
     })
+}
+
+/// Recipients per second of a send of all `contacts`, checked by the sink.
+async fn timed(
+    bench: &Bench,
+    client: &reqwest::Client,
+    template: &str,
+    contacts: &[Uuid],
+    seen: &Seen,
+) -> anyhow::Result<f64> {
+    let before = seen.count.load(Ordering::Relaxed);
+    seen.keys.lock().unwrap().clear();
+    seen.twice.store(0, Ordering::Relaxed);
+    let started = Instant::now();
+    send(bench, client, template, contacts, || {}).await?;
+    let secs = started.elapsed().as_secs_f64();
+    let (sent, twice) = (
+        seen.count.load(Ordering::Relaxed) - before,
+        seen.twice.load(Ordering::Relaxed),
+    );
+    if sent != contacts.len() as u64 || twice > 0 {
+        bail!(
+            "the sink got {sent} messages for {}, {twice} twice",
+            contacts.len()
+        );
+    }
+    Ok(contacts.len() as f64 / secs)
+}
+
+/// Sets the organization's sending rules: a frequency cap on email that these sends do not
+/// reach, and quiet hours that no contact is in (local 03:00 to 04:00 ahead of UTC's time of
+/// day: the contacts' zones are 0, +1, -5 and +9 hours from UTC); or none.
+async fn set_rules(bench: &Bench, client: &reqwest::Client, on: bool) -> anyhow::Result<()> {
+    let hhmm = |h: i64| {
+        (chrono::Utc::now() + chrono::Duration::hours(h))
+            .format("%H:%M")
+            .to_string()
+    };
+    let body = if on {
+        json!({"quietHours": {"start": hhmm(3), "end": hhmm(4)},
+               "frequencyCaps": {"email": {"perDay": 1000, "perWeek": 1000}}})
+    } else {
+        json!({"quietHours": null, "frequencyCaps": {}})
+    };
+    let r = client
+        .patch(format!("http://{API_ADDR}/api/v1/organization"))
+        .bearer_auth(&bench.key)
+        .json(&body)
+        .send()
+        .await?;
+    if !r.status().is_success() {
+        bail!("PATCH /organization answered {}", r.status());
+    }
+    // Each API process keeps the organization up to 30 s, but the worker reads it per job.
+    Ok(())
+}
+
+/// Without rules, with them, and without again (issue 29's benchmark).
+async fn with_and_without_rules(
+    bench: &Bench,
+    client: &reqwest::Client,
+    template: &str,
+    contacts: &[Uuid],
+    seen: &Seen,
+) -> anyhow::Result<[f64; 3]> {
+    sqlx::query(
+        "UPDATE contacts SET timezone = (ARRAY['UTC', 'Europe/Berlin', 'America/New_York',
+            'Asia/Tokyo'])[1 + abs(hashtext(id::text)) % 4]",
+    )
+    .execute(&bench.pool)
+    .await?;
+    sqlx::query("VACUUM ANALYZE contacts")
+        .execute(&bench.pool)
+        .await?;
+    let mut rates = [0.0; 3];
+    for (i, on) in [false, true, false].into_iter().enumerate() {
+        set_rules(bench, client, on).await?;
+        rates[i] = timed(bench, client, template, contacts, seen).await?;
+    }
+    Ok(rates)
 }
 
 /// Sends a `sendNow` broadcast to `contacts` and waits for it to complete with every one sent,
@@ -327,10 +420,14 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut cpu = Vec::new();
+    let mut rules = Vec::new();
     for n in sizes {
         for w in &workers {
             let f = run(n, *w, &sink_url, &seen).await?;
             cpu.push((f.n, f.workers, f.cpu.clone(), f.per_recipient.clone()));
+            if let Some(r) = f.rules {
+                rules.push((f.n, f.workers, r));
+            }
             println!(
                 "| {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.1} |",
                 f.n,
@@ -362,6 +459,19 @@ async fn main() -> anyhow::Result<()> {
             per[1],
             per[2]
         );
+    }
+    if !rules.is_empty() {
+        println!();
+        println!(
+            "| N | workers | no rules (recipients/s) | cap on + quiet hours configured | no rules again | with rules / mean without |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|");
+        for (n, workers, [a, with, b]) in rules {
+            println!(
+                "| {n} | {workers} | {a:.0} | {with:.0} | {b:.0} | {:.0}% |",
+                with * 200.0 / (a + b)
+            );
+        }
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use parley_domain::broadcasts::{
     Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, ContactMessage,
     RecipientFilter, SendPriority, TemplateVariables,
 };
+use parley_domain::send_rules::{PastTimePolicy, QuietHours, SendIn};
 use parley_types::list::{Page, PageRequest};
 use sqlx::types::Json;
 
@@ -24,9 +25,10 @@ pub async fn insert(
             channel, template_channel, status, is_draft, send_now, scheduled_at,
             sender_email_address_id, subject_override, template_variables, email_variables,
             contact_ids, message_length, has_emojis, has_images, has_links, queued_at,
-            created_at, updated_at, segment_id, priority)
+            created_at, updated_at, segment_id, priority, send_in, local_time, past_time_policy,
+            quiet_hours)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-            $19, $20, $21, $22, $23, $24, $25)",
+            $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
         b.id,
         b.organization_id,
         &b.broadcast_name,
@@ -52,6 +54,10 @@ pub async fn insert(
         b.updated_at,
         b.segment_id,
         b.priority.as_str(),
+        b.send_in.as_str(),
+        b.local_time,
+        b.past_time_policy.as_str(),
+        &b.quiet_hours as _,
     )
     .execute(db)
     .await
@@ -71,7 +77,8 @@ pub async fn update(
             template_variables = $11, email_variables = $12,
             contact_ids = CASE WHEN $20::uuid IS NOT NULL THEN '{}' ELSE coalesce($13, contact_ids) END,
             message_length = $14, has_emojis = $15,
-            has_images = $16, has_links = $17, queued_at = $18, updated_at = $19, segment_id = $20
+            has_images = $16, has_links = $17, queued_at = $18, updated_at = $19, segment_id = $20,
+            send_in = $21, local_time = $22, past_time_policy = $23, quiet_hours = $24
          WHERE organization_id = $1 AND id = $2",
         b.organization_id,
         b.id,
@@ -93,6 +100,10 @@ pub async fn update(
         b.queued_at,
         b.updated_at,
         b.segment_id,
+        b.send_in.as_str(),
+        b.local_time,
+        b.past_time_policy.as_str(),
+        &b.quiet_hours as _,
     )
     .execute(db)
     .await
@@ -138,7 +149,10 @@ pub async fn get_many(
             b.broadcast_name AS "broadcast_name!", b.description, b.template_id AS "template_id!",
             b.channel AS "channel!", b.template_channel AS "template_channel!",
             b.status AS "status!", b.is_draft AS "is_draft!", b.send_now AS "send_now!",
-            b.priority AS "priority!: SendPriority", b.scheduled_at, b.sender_email_address_id, b.subject_override, b.template_variables,
+            b.priority AS "priority!: SendPriority", b.scheduled_at,
+            b.send_in AS "send_in!: SendIn", b.local_time,
+            b.past_time_policy AS "past_time_policy!: PastTimePolicy",
+            b.quiet_hours AS "quiet_hours: Json<QuietHours>", b.sender_email_address_id, b.subject_override, b.template_variables,
             b.email_variables, b.error_message,
             CASE WHEN b.segment_id IS NULL THEN b.contact_count
                  ELSE coalesce(k.total, 0) END AS "audience_size!",
@@ -151,6 +165,7 @@ pub async fn get_many(
             coalesce(k.failed, 0) AS "failed_count!",
             coalesce(k.skipped, 0) AS "skipped_count!",
             coalesce(k.pending, 0) AS "pending_count!",
+            coalesce(k.held, 0) AS "held_count!",
             b.message_length AS "message_length!", b.has_emojis AS "has_emojis!",
             b.has_images AS "has_images!", b.has_links AS "has_links!", b.queued_at, b.started_at,
             b.paused_at, b.completed_at, b.cancelled_at, b.recipients_purged_at,
@@ -329,7 +344,8 @@ pub async fn messages_of_contact(
     let total = super::count_up_to_bound(pool, "FROM broadcast_recipients r", &filter).await?;
     let mut qb = QueryBuilder::new(
         "SELECT r.id, r.broadcast_id, b.broadcast_name, b.channel, r.status,
-            r.external_message_id, r.error_code, r.error_message, r.sent_at, r.delivered_at,
+            r.external_message_id, r.error_code, r.error_message, r.hold_until, r.sent_at,
+            r.delivered_at,
             r.read_at, r.replied_at, r.failed_at, r.created_at, r.updated_at
          FROM broadcast_recipients r
          JOIN broadcasts b ON b.organization_id = r.organization_id AND b.id = r.broadcast_id",
@@ -381,6 +397,10 @@ struct BroadcastRow {
     send_now: bool,
     priority: SendPriority,
     scheduled_at: Option<Timestamp>,
+    send_in: SendIn,
+    local_time: Option<chrono::NaiveDateTime>,
+    past_time_policy: PastTimePolicy,
+    quiet_hours: Option<Json<QuietHours>>,
     sender_email_address_id: Option<String>,
     subject_override: Option<String>,
     template_variables: Option<Json<TemplateVariables>>,
@@ -397,6 +417,7 @@ struct BroadcastRow {
     failed_count: i32,
     skipped_count: i32,
     pending_count: i32,
+    held_count: i32,
     message_length: i32,
     has_emojis: bool,
     has_images: bool,
@@ -426,6 +447,10 @@ impl From<BroadcastRow> for Broadcast {
             send_now: r.send_now,
             priority: r.priority,
             scheduled_at: r.scheduled_at,
+            send_in: r.send_in,
+            local_time: r.local_time,
+            past_time_policy: r.past_time_policy,
+            quiet_hours: r.quiet_hours,
             sender_email_address_id: r.sender_email_address_id,
             subject_override: r.subject_override,
             template_variables: r.template_variables,
@@ -441,6 +466,7 @@ impl From<BroadcastRow> for Broadcast {
             failed_count: r.failed_count,
             skipped_count: r.skipped_count,
             pending_count: r.pending_count,
+            held_count: r.held_count,
             message_length: r.message_length,
             has_emojis: r.has_emojis,
             has_images: r.has_images,

@@ -14,6 +14,9 @@ use parley_domain::broadcasts::{
     BroadcastStatus, RecipientStatus, SendPriority, TemplateVariables,
 };
 use parley_domain::segments::SegmentFilter;
+use parley_domain::send_rules::{
+    FrequencyCap, FrequencyCaps, LocalSend, PastTimePolicy, QuietHours, SendIn, SendPlan,
+};
 use parley_domain::webhooks::EventName;
 use parley_types::time::Timestamp;
 
@@ -289,6 +292,50 @@ pub struct DeliveryContext {
     pub template_variables: Option<Json<TemplateVariables>>,
     pub email_variables: Option<Json<serde_json::Value>>,
     pub priority: SendPriority,
+    pub send_in: SendIn,
+    pub local_time: Option<chrono::NaiveDateTime>,
+    pub past_time_policy: PastTimePolicy,
+    pub created_at: Timestamp,
+    /// The broadcast's own quiet hours, else the organization's.
+    pub quiet_hours: Option<Json<QuietHours>>,
+    /// The organization's caps.
+    pub frequency_caps: Json<FrequencyCaps>,
+    /// The organization's zone (`workingHours.timezone`).
+    pub default_zone: Option<String>,
+}
+
+impl DeliveryContext {
+    /// The broadcast's timing rules: its local time, and its quiet hours unless it is `high`.
+    pub fn send_plan(&self) -> SendPlan {
+        let high = self.priority == SendPriority::High;
+        SendPlan {
+            default_zone: self
+                .default_zone
+                .as_deref()
+                .and_then(|z| z.parse().ok())
+                .unwrap_or(chrono_tz::UTC),
+            local: match (self.send_in, self.local_time) {
+                (SendIn::ContactTimezone, Some(wall)) => Some(LocalSend {
+                    wall,
+                    requested_at: self.created_at.0,
+                    policy: self.past_time_policy,
+                }),
+                _ => None,
+            },
+            quiet: self
+                .quiet_hours
+                .as_ref()
+                .filter(|_| !high)
+                .and_then(|q| q.window("quietHours").ok().flatten()),
+        }
+    }
+
+    /// The cap on the broadcast's channel, unless it is `high`.
+    pub fn frequency_cap(&self) -> Option<FrequencyCap> {
+        (self.priority != SendPriority::High)
+            .then(|| self.frequency_caps.of(self.channel))
+            .flatten()
+    }
 }
 
 pub async fn delivery_context(
@@ -297,9 +344,16 @@ pub async fn delivery_context(
 ) -> Result<Option<DeliveryContext>, sqlx::Error> {
     sqlx::query_as!(
         DeliveryContext,
-        r#"SELECT id, organization_id, status, channel, template_id, message_body, message_subject,
-                template_variables, email_variables, priority AS "priority: SendPriority"
-         FROM broadcasts WHERE id = $1"#,
+        r#"SELECT b.id, b.organization_id, b.status, b.channel, b.template_id, b.message_body,
+                b.message_subject, b.template_variables, b.email_variables,
+                b.priority AS "priority: SendPriority", b.send_in AS "send_in: SendIn",
+                b.local_time, b.past_time_policy AS "past_time_policy: PastTimePolicy",
+                b.created_at,
+                coalesce(b.quiet_hours, o.quiet_hours) AS "quiet_hours: Json<QuietHours>",
+                o.frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
+                o.working_hours->>'timezone' AS default_zone
+         FROM broadcasts b JOIN organizations o ON o.id = b.organization_id
+         WHERE b.id = $1"#,
         id,
     )
     .fetch_optional(db)
@@ -334,6 +388,8 @@ pub struct Claimed {
     pub company_name: Option<String>,
     pub do_not_contact: Option<bool>,
     pub messaging_a_opted_out: Option<bool>,
+    /// The contact's IANA zone, if it has one.
+    pub timezone: Option<String>,
     /// Which send this is: 0, then N after the Nth `retry-failed`.
     pub send_generation: i32,
 }
@@ -357,7 +413,8 @@ pub async fn pending_for_send(
                 k.country AS "country?", k.language AS "language?", k.position AS "position?",
                 k.external_id AS "external_id?", co.name AS "company_name?",
                 k.do_not_contact AS "do_not_contact?",
-                k.messaging_a_opted_out AS "messaging_a_opted_out?", r.send_generation
+                k.messaging_a_opted_out AS "messaging_a_opted_out?", k.timezone AS "timezone?",
+                r.send_generation
          FROM unnest($2::uuid[]) AS u(id)
          JOIN broadcast_recipients r ON r.id = u.id
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
@@ -384,6 +441,7 @@ pub async fn pending_for_send(
             company_name: r.company_name,
             do_not_contact: r.do_not_contact,
             messaging_a_opted_out: r.messaging_a_opted_out,
+            timezone: r.timezone,
             send_generation: r.send_generation,
         })
         .collect())
@@ -406,6 +464,7 @@ struct ClaimRow {
     company_name: Option<String>,
     do_not_contact: Option<bool>,
     messaging_a_opted_out: Option<bool>,
+    timezone: Option<String>,
     send_generation: i32,
 }
 
@@ -422,6 +481,10 @@ pub enum RecipientOutcome {
     Skipped {
         code: String,
         message: String,
+    },
+    /// Not yet: `held` until then (its local send time, or the end of its quiet hours).
+    Held {
+        until: Timestamp,
     },
     /// Not sent (the broadcast paused or the worker is stopping): back to the pool.
     Released,
@@ -441,7 +504,8 @@ pub async fn record<'a>(
         return Ok(());
     }
     let n = outcomes.len();
-    let (mut ids, mut statuses, mut message_ids, mut codes, mut messages) = (
+    let (mut ids, mut statuses, mut message_ids, mut codes, mut messages, mut holds) = (
+        Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -449,9 +513,14 @@ pub async fn record<'a>(
         Vec::with_capacity(n),
     );
     for (id, outcome) in outcomes {
+        let mut hold = None;
         let (status, message_id, code, message) = match outcome {
             RecipientOutcome::Sent { message_id } => {
                 (RecipientStatus::Sent, message_id.clone(), None, None)
+            }
+            RecipientOutcome::Held { until } => {
+                hold = Some(*until);
+                (RecipientStatus::Held, None, None, None)
             }
             RecipientOutcome::Failed { code, message } => (
                 RecipientStatus::Failed,
@@ -472,6 +541,7 @@ pub async fn record<'a>(
         message_ids.push(message_id);
         codes.push(code);
         messages.push(message);
+        holds.push(hold);
     }
     sqlx::query!(
         "UPDATE broadcast_recipients r SET
@@ -480,9 +550,11 @@ pub async fn record<'a>(
             error_code = u.code,
             error_message = u.message,
             sent_at = CASE WHEN u.status = 'sent' THEN clock_timestamp() ELSE r.sent_at END,
-            failed_at = CASE WHEN u.status = 'failed' THEN clock_timestamp() ELSE r.failed_at END
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
-              AS u(id, status, message_id, code, message)
+            failed_at = CASE WHEN u.status = 'failed' THEN clock_timestamp() ELSE r.failed_at END,
+            hold_until = u.hold_until
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
+                     $7::timestamptz[])
+              AS u(id, status, message_id, code, message, hold_until)
          WHERE r.id = u.id AND r.status = $6",
         &ids,
         &statuses as _,
@@ -494,6 +566,7 @@ pub async fn record<'a>(
         // instead, which looks small in the statistics and holds a whole broadcast while it
         // sends.
         RecipientStatus::Pending.as_str(),
+        &holds as &[Option<Timestamp>],
     )
     .execute(db)
     .await
@@ -517,7 +590,7 @@ pub async fn finish_if_done(
             dispatch_lease_until = NULL, dispatch_lease_token = NULL
          FROM broadcasts x LEFT JOIN broadcast_totals k ON k.broadcast_id = x.id
          WHERE x.id = $1 AND b.id = x.id AND b.status = 'sending' AND b.fanout_done
-           AND coalesce(k.pending, 0) = 0
+           AND coalesce(k.pending, 0) = 0 AND coalesce(k.held, 0) = 0
          RETURNING b.status AS "status: BroadcastStatus", b.organization_id"#,
         id,
     )
@@ -731,6 +804,31 @@ pub async fn lanes(
         .collect())
 }
 
+/// Held recipients whose time has come by `now` (the worker's clock), at most `limit`, made
+/// pending and enqueued now, oldest first: (broadcast, recipient). The caller enqueues them;
+/// should that fail, the reconciler finds them as it finds any lost pending recipient.
+pub async fn release_held(
+    db: impl PgExecutor<'_>,
+    now: Timestamp,
+    limit: i64,
+) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "UPDATE broadcast_recipients SET status = 'pending', hold_until = NULL,
+            enqueued_at = clock_timestamp()
+         WHERE id IN (
+            SELECT id FROM broadcast_recipients
+            WHERE status = 'held' AND hold_until <= $1
+            ORDER BY hold_until LIMIT $2 FOR UPDATE SKIP LOCKED)
+           AND status = 'held'
+         RETURNING broadcast_id, id",
+        now as _,
+        limit,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.broadcast_id, r.id)).collect())
+}
+
 /// Sending broadcasts that are done but not yet ended (an ending check that was missed).
 pub async fn done_but_sending(
     db: impl PgExecutor<'_>,
@@ -739,6 +837,7 @@ pub async fn done_but_sending(
     sqlx::query_scalar!(
         "SELECT b.id FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
          WHERE b.status = 'sending' AND b.fanout_done AND coalesce(k.pending, 0) = 0
+           AND coalesce(k.held, 0) = 0
          LIMIT $1",
         limit,
     )

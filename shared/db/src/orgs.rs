@@ -2,6 +2,8 @@ use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use parley_domain::orgs::Organization;
+use parley_domain::send_rules::{FrequencyCaps, QuietHours};
+use sqlx::types::Json;
 
 /// Creates an organization; its slug is derived from the name, with the id's tail when the
 /// plain one is taken.
@@ -12,8 +14,10 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<Organization,
     for slug in [base.clone(), format!("{base}-{tail}")] {
         let created: Option<Organization> = sqlx::query_as!(
             Organization,
-            "INSERT INTO organizations (id, name, slug) VALUES ($1, $2, $3)
-             ON CONFLICT (slug) DO NOTHING RETURNING *",
+            r#"INSERT INTO organizations (id, name, slug) VALUES ($1, $2, $3)
+             ON CONFLICT (slug) DO NOTHING RETURNING id, name, slug, working_hours, created_at, updated_at,
+                quiet_hours AS "quiet_hours: Json<QuietHours>",
+                frequency_caps AS "frequency_caps: Json<FrequencyCaps>""#,
             id,
             name,
             &slug,
@@ -30,7 +34,10 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<Organization,
 pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organization>, sqlx::Error> {
     sqlx::query_as!(
         Organization,
-        "SELECT * FROM organizations WHERE id = $1",
+        r#"SELECT id, name, slug, working_hours, created_at, updated_at,
+                quiet_hours AS "quiet_hours: Json<QuietHours>",
+                frequency_caps AS "frequency_caps: Json<FrequencyCaps>"
+         FROM organizations WHERE id = $1"#,
         id,
     )
     .fetch_optional(db)
@@ -42,14 +49,18 @@ pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organizatio
 /// `organization_changes`): the API processes that keep organizations in memory drop it.
 pub const CHANGED_PREFIX: &str = "organization:";
 
-/// Writes an organization's name and working hours.
+/// Writes an organization's name, working hours and sending rules.
 pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE organizations SET name = $2, working_hours = $3, updated_at = $4 WHERE id = $1",
+        "UPDATE organizations SET name = $2, working_hours = $3, updated_at = $4,
+            quiet_hours = $5, frequency_caps = $6
+         WHERE id = $1",
         o.id,
         &o.name,
         &o.working_hours as _,
         o.updated_at,
+        &o.quiet_hours as _,
+        &o.frequency_caps as _,
     )
     .execute(db)
     .await
@@ -59,7 +70,10 @@ pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sql
 pub async fn lock(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organization>, sqlx::Error> {
     sqlx::query_as!(
         Organization,
-        "SELECT * FROM organizations WHERE id = $1 FOR UPDATE",
+        r#"SELECT id, name, slug, working_hours, created_at, updated_at,
+                quiet_hours AS "quiet_hours: Json<QuietHours>",
+                frequency_caps AS "frequency_caps: Json<FrequencyCaps>"
+         FROM organizations WHERE id = $1 FOR UPDATE"#,
         id,
     )
     .fetch_optional(db)

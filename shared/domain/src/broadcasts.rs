@@ -7,13 +7,14 @@ use uuid::Uuid;
 
 use crate::Channel;
 use crate::contacts::Contact;
+use crate::send_rules::{PastTimePolicy, QuietHours, SendIn, wall_time_span};
 use crate::templates::{
     MAX_PLACEHOLDERS, Placeholder, Segment, Template, check_rendered_length, max_message_chars,
     parse_body, rendered_bound,
 };
 use parley_types::error::{AppError, FieldError};
 use parley_types::fields::{Name, ShortText, Text, VariableValue, non_null, nullable};
-use parley_types::time::Timestamp;
+use parley_types::time::{ScheduledTime, Timestamp};
 
 /// Most contacts one broadcast may address.
 pub const MAX_AUDIENCE: usize = 1_000_000;
@@ -44,9 +45,12 @@ parley_types::text_enum!(
 
 parley_types::text_enum!(
     /// Where one recipient stands. Statuses only move forward: pending, then sent, delivered,
-    /// read, replied; `failed` from pending or sent; `skipped` from pending.
+    /// read, replied; `failed` from pending or sent; `skipped` from pending. `held` waits for
+    /// the recipient's local send time or the end of its quiet hours (`holdUntil`), then is
+    /// pending again.
     RecipientStatus {
         Pending = "pending",
+        Held = "held",
         Sent = "sent",
         Delivered = "delivered",
         Read = "read",
@@ -76,7 +80,7 @@ impl RecipientStatus {
             Delivered | Read | Replied => {
                 matches!(self, Sent | Delivered | Read | Replied) && next.rank() > self.rank()
             }
-            Pending | Sent | Skipped => false,
+            Pending | Held | Sent | Skipped => false,
         }
     }
 }
@@ -206,7 +210,24 @@ pub struct Broadcast {
     pub is_draft: bool,
     pub send_now: bool,
     pub priority: SendPriority,
+    /// When the broadcast is due; with `sendIn: contact_timezone`, the first instant its
+    /// `localTime` comes in any zone (UTC+14), when it starts sending.
     pub scheduled_at: Option<Timestamp>,
+    pub send_in: SendIn,
+    /// With `sendIn: contact_timezone`: the wall time each contact is sent at in its own zone
+    /// (the contact's `timezone`, else the organization's `workingHours.timezone`).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = Option<String>, example = "2026-11-28T09:00:00")
+    )]
+    pub local_time: Option<chrono::NaiveDateTime>,
+    /// For a local-time broadcast, a contact whose send time had passed when the broadcast
+    /// was created: sent at once (`send_now`) or skipped (`send_time_passed`).
+    pub past_time_policy: PastTimePolicy,
+    /// Replaces the organization's quiet hours for this broadcast (`start` equal to `end`:
+    /// none); `null`: the organization's.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<QuietHours>))]
+    pub quiet_hours: Option<Json<QuietHours>>,
     pub sender_email_address_id: Option<String>,
     pub subject_override: Option<String>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<TemplateVariables>))]
@@ -232,6 +253,8 @@ pub struct Broadcast {
     pub failed_count: i32,
     pub skipped_count: i32,
     pub pending_count: i32,
+    /// Recipients waiting for their local send time or the end of their quiet hours.
+    pub held_count: i32,
     /// Characters of the template body.
     pub message_length: i32,
     pub has_emojis: bool,
@@ -473,6 +496,91 @@ pub fn intended_status(
     })
 }
 
+/// A broadcast's status and due time, from a create's or an update's intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub status: BroadcastStatus,
+    pub scheduled_at: Option<Timestamp>,
+    pub local_time: Option<chrono::NaiveDateTime>,
+}
+
+/// [`intended_status`] for `sendIn: utc` (`at` must carry an offset); a local-time broadcast
+/// (`contact_timezone`) is scheduled (unless a draft) to start when its wall time first comes
+/// anywhere, or now if that has passed, and is refused once the wall time has passed in every
+/// zone. It has no `sendNow`: its time is its point.
+pub fn schedule(
+    is_draft: bool,
+    send_now: bool,
+    at: Option<ScheduledTime>,
+    send_in: SendIn,
+    now: Timestamp,
+) -> Result<Schedule, AppError> {
+    if send_in == SendIn::Utc {
+        let instant = match at {
+            Some(t) => Some(t.instant.ok_or_else(|| {
+                AppError::validation(
+                    "scheduledAt",
+                    "invalid_format",
+                    "needs an offset such as Z, unless sendIn is contact_timezone",
+                )
+            })?),
+            None => None,
+        };
+        let status = intended_status(is_draft, send_now, instant, now)?;
+        return Ok(Schedule {
+            status,
+            scheduled_at: instant,
+            local_time: None,
+        });
+    }
+    if send_now {
+        return Err(AppError::validation(
+            "sendNow",
+            "conflict",
+            "a local-time broadcast goes at its scheduledAt in each zone; drop sendNow",
+        ));
+    }
+    let Some(at) = at else {
+        if is_draft {
+            return Ok(Schedule {
+                status: BroadcastStatus::Draft,
+                scheduled_at: None,
+                local_time: None,
+            });
+        }
+        return Err(AppError::validation(
+            "scheduledAt",
+            "required",
+            "a local-time broadcast needs the wall time to send at",
+        ));
+    };
+    let (first, last) = wall_time_span(at.wall);
+    if last <= now.0 {
+        return Err(AppError::validation(
+            "scheduledAt",
+            "out_of_range",
+            "this local time has passed in every time zone",
+        ));
+    }
+    use chrono::SubsecRound;
+    Ok(Schedule {
+        status: if is_draft {
+            BroadcastStatus::Draft
+        } else {
+            BroadcastStatus::Scheduled
+        },
+        scheduled_at: Some(Timestamp(first.max(now.0).trunc_subsecs(6))),
+        local_time: Some(at.wall),
+    })
+}
+
+fn check_quiet_hours(q: Option<&QuietHours>) -> Result<(), AppError> {
+    match q {
+        Some(q) => q.window("quietHours").map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 fn one_audience() -> AppError {
     AppError::validation(
         "segmentId",
@@ -519,10 +627,26 @@ pub struct CreateBroadcast {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub email_variables: Option<serde_json::Map<String, serde_json::Value>>,
     pub is_draft: Option<bool>,
-    /// A future time to send at.
-    pub scheduled_at: Option<Timestamp>,
+    /// A future time to send at; with `sendIn: contact_timezone`, the wall time (date and time
+    /// of day as written) to send at in each contact's zone.
+    pub scheduled_at: Option<ScheduledTime>,
     pub send_now: Option<bool>,
-    /// `high` for transactional messages, sent ahead of bulk work (`normal`, the default).
+    /// `utc` (the default) or `contact_timezone`: a local-time broadcast.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub send_in: Option<SendIn>,
+    /// For a local-time broadcast: `send_now` (the default) or `skip` for contacts whose time
+    /// has already passed.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub past_time_policy: Option<PastTimePolicy>,
+    /// Replaces the organization's quiet hours for this broadcast (`start` equal to `end`:
+    /// none).
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub quiet_hours: Option<QuietHours>,
+    /// `high` for transactional messages, sent ahead of bulk work (`normal`, the default),
+    /// and exempt from quiet hours and frequency caps.
     #[serde(default, deserialize_with = "non_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub priority: Option<SendPriority>,
@@ -546,7 +670,10 @@ impl CreateBroadcast {
             Some(_) => Vec::new(),
             None => audience(self.contact_ids)?,
         };
-        let status = intended_status(is_draft, send_now, self.scheduled_at, now)?;
+        let send_in = self.send_in.unwrap_or(SendIn::Utc);
+        let plan = schedule(is_draft, send_now, self.scheduled_at, send_in, now)?;
+        let status = plan.status;
+        check_quiet_hours(self.quiet_hours.as_ref())?;
         let vars = self.template_variables.unwrap_or_default();
         check_variables(template, template.channel, &vars)?;
         check_email_variables(self.email_variables.as_ref())?;
@@ -563,7 +690,11 @@ impl CreateBroadcast {
             is_draft: status == BroadcastStatus::Draft,
             send_now: status == BroadcastStatus::Queued,
             priority: self.priority.unwrap_or(SendPriority::Normal),
-            scheduled_at: self.scheduled_at,
+            scheduled_at: plan.scheduled_at,
+            send_in,
+            local_time: plan.local_time,
+            past_time_policy: self.past_time_policy.unwrap_or(PastTimePolicy::SendNow),
+            quiet_hours: self.quiet_hours.map(Json),
             sender_email_address_id: self.sender_email_address_id.map(Into::into),
             subject_override: self.subject_override.map(Into::into),
             template_variables: Some(Json(vars)),
@@ -581,6 +712,7 @@ impl CreateBroadcast {
             failed_count: 0,
             skipped_count: 0,
             pending_count: 0,
+            held_count: 0,
             message_length: traits.length,
             has_emojis: traits.has_emojis,
             has_images: traits.has_images,
@@ -646,9 +778,20 @@ pub struct UpdateBroadcast {
     #[serde(default, deserialize_with = "non_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub is_draft: Option<bool>,
-    /// A future time schedules the broadcast; `null` unschedules it (back to draft).
+    /// A future time schedules the broadcast (with `sendIn: contact_timezone`, a wall time);
+    /// `null` unschedules it (back to draft).
     #[serde(default, deserialize_with = "nullable")]
-    pub scheduled_at: Option<Option<Timestamp>>,
+    pub scheduled_at: Option<Option<ScheduledTime>>,
+    /// Changing it reads `scheduledAt` (given, or the one the broadcast has) anew.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub send_in: Option<SendIn>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub past_time_policy: Option<PastTimePolicy>,
+    /// This broadcast's quiet hours; `null`: the organization's.
+    #[serde(default, deserialize_with = "nullable")]
+    pub quiet_hours: Option<Option<QuietHours>>,
     /// `true` sends the broadcast now.
     #[serde(default, deserialize_with = "non_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
@@ -699,6 +842,13 @@ impl UpdateBroadcast {
         if let Some(v) = self.template_variables {
             b.template_variables = v.map(Json);
         }
+        if let Some(v) = self.quiet_hours {
+            check_quiet_hours(v.as_ref())?;
+            b.quiet_hours = v.map(Json);
+        }
+        if let Some(v) = self.past_time_policy {
+            b.past_time_policy = v;
+        }
         let vars = b
             .template_variables
             .as_ref()
@@ -715,17 +865,32 @@ impl UpdateBroadcast {
 
         let send_now = self.send_now == Some(true);
         let to_draft = self.is_draft == Some(true);
+        // What the broadcast has: the wall time of a local-time one, else the instant.
+        let kept = match b.local_time {
+            Some(wall) => Some(ScheduledTime {
+                instant: None,
+                wall,
+            }),
+            None => b.scheduled_at.map(ScheduledTime::from),
+        };
         let scheduled_at = match self.scheduled_at {
             Some(v) => v,
             None if send_now || to_draft => None,
-            None => b.scheduled_at,
+            None => kept,
         };
+        let send_in = self.send_in.unwrap_or(b.send_in);
         // The patch's own intent decides; without one, the status stays.
-        let intent_given = send_now || to_draft || self.scheduled_at.is_some();
+        let intent_given = send_now
+            || to_draft
+            || self.scheduled_at.is_some()
+            || (self.send_in.is_some() && send_in != b.send_in);
         if intent_given {
-            b.status = intended_status(to_draft, send_now, scheduled_at, now)?;
+            let plan = schedule(to_draft, send_now, scheduled_at, send_in, now)?;
+            b.status = plan.status;
+            b.send_in = send_in;
+            b.scheduled_at = plan.scheduled_at;
+            b.local_time = plan.local_time;
         }
-        b.scheduled_at = scheduled_at;
         b.is_draft = b.status == BroadcastStatus::Draft;
         b.send_now = b.status == BroadcastStatus::Queued;
         if b.status == BroadcastStatus::Queued {
@@ -751,6 +916,9 @@ pub struct BroadcastRecipient {
     pub external_message_id: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// While `held`: when it goes to the queue (its local send time, or the end of its quiet
+    /// hours).
+    pub hold_until: Option<Timestamp>,
     pub sent_at: Option<Timestamp>,
     pub delivered_at: Option<Timestamp>,
     pub read_at: Option<Timestamp>,
@@ -776,6 +944,9 @@ pub struct ContactMessage {
     pub external_message_id: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    /// While `held`: when it goes to the queue (its local send time, or the end of its quiet
+    /// hours).
+    pub hold_until: Option<Timestamp>,
     pub sent_at: Option<Timestamp>,
     pub delivered_at: Option<Timestamp>,
     pub read_at: Option<Timestamp>,

@@ -19,6 +19,7 @@ pub mod leads;
 pub mod message_attributes;
 pub mod orgs;
 pub mod segments;
+pub mod send_rules;
 pub mod signature;
 pub mod sla;
 pub mod tags;

@@ -4,6 +4,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 use uuid::Uuid;
 
+use crate::send_rules::{FrequencyCaps, QuietHours};
+use parley_types::fields::nullable;
 use parley_types::time::Timestamp;
 
 #[derive(Debug, Clone, Serialize)]
@@ -17,6 +19,13 @@ pub struct Organization {
     /// `{timezone, days, holidays}`: the business hours SLA targets count in.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub working_hours: Json<serde_json::Value>,
+    /// Bulk sends wait outside this daily window of each contact's local time (the contact's
+    /// `timezone`, else `workingHours.timezone`); `null`: none.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<QuietHours>))]
+    pub quiet_hours: Option<Json<QuietHours>>,
+    /// At most this many bulk messages per contact per rolling day and week, per channel.
+    #[cfg_attr(feature = "openapi", schema(value_type = FrequencyCaps))]
+    pub frequency_caps: Json<FrequencyCaps>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -35,6 +44,13 @@ pub struct UpdateOrganization {
     /// Business hours for SLA policies with `businessHoursOnly`. Changing them changes the
     /// deadlines of conversations and tickets started afterwards.
     pub working_hours: Option<crate::business_hours::WorkingHours>,
+    /// A daily window of quiet time in each contact's local time; `null` removes it.
+    #[serde(default, deserialize_with = "nullable")]
+    pub quiet_hours: Option<Option<QuietHours>>,
+    /// Replaces the caps; `{}` removes them all.
+    #[serde(default, deserialize_with = "parley_types::fields::non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub frequency_caps: Option<FrequencyCaps>,
 }
 
 impl UpdateOrganization {
@@ -45,6 +61,16 @@ impl UpdateOrganization {
         if let Some(hours) = self.working_hours {
             hours.calendar("workingHours")?;
             o.working_hours = Json(serde_json::to_value(&hours).unwrap_or_default());
+        }
+        if let Some(quiet) = self.quiet_hours {
+            if let Some(q) = &quiet {
+                q.window("quietHours")?;
+            }
+            o.quiet_hours = quiet.map(Json);
+        }
+        if let Some(caps) = self.frequency_caps {
+            caps.check("frequencyCaps")?;
+            o.frequency_caps = Json(caps);
         }
         o.updated_at = Timestamp::now();
         Ok(())

@@ -67,6 +67,13 @@ pub const ATTEMPTS_EXHAUSTED: &str = "parley_attempts_exhausted_total";
 /// The worker process's runtime threads (`PARLEY_WORKER_THREADS`, or one per core it may use):
 /// `sum()` is a fleet's threads, to weigh against the cores they share (worker).
 pub const RUNTIME_THREADS: &str = "parley_worker_runtime_threads";
+/// Recipients held at sending time, by channel and reason (`local_time`: their local send time
+/// has not come; `quiet_hours`: it is quiet time where they are) (worker). A recipient held
+/// twice counts twice.
+pub const RECIPIENTS_HELD: &str = "parley_recipients_held_total";
+/// Recipients skipped because they reached their organization's frequency cap on the channel,
+/// by channel (worker); also in `parley_broadcast_recipients_total{status="skipped"}`.
+pub const RECIPIENTS_CAPPED: &str = "parley_recipients_capped_total";
 /// Requests or work held back because an organization reached one of its own limits, by
 /// limit (`segment_counts` in the API; in the worker `delivery_jobs` and `webhook_jobs`, each
 /// time the lanes pass an organization over, and `channel_rate`, each message its rate holds

@@ -107,6 +107,76 @@ impl PartialSchema for Timestamp {
 #[cfg(feature = "openapi")]
 impl ToSchema for Timestamp {}
 
+/// A `scheduledAt` as written: the instant it names, if it has an offset, and its date and time
+/// of day as written, which a local-time broadcast sends at in each contact's zone
+/// (`2026-11-28T09:00:00Z`, `2026-11-28T09:00:00+05:00` and `2026-11-28T09:00:00` all read
+/// 09:00 there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduledTime {
+    pub instant: Option<Timestamp>,
+    pub wall: chrono::NaiveDateTime,
+}
+
+impl ScheduledTime {
+    pub fn parse(s: &str) -> Option<Self> {
+        if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+            let instant = Timestamp::parse(s)?;
+            return Some(ScheduledTime {
+                instant: Some(instant),
+                wall: t.naive_local(),
+            });
+        }
+        let wall = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+            .or_else(|_| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M"))
+            .ok()?;
+        (1..=9998).contains(&wall.year()).then_some(ScheduledTime {
+            instant: None,
+            wall,
+        })
+    }
+}
+
+impl From<Timestamp> for ScheduledTime {
+    fn from(t: Timestamp) -> Self {
+        ScheduledTime {
+            instant: Some(t),
+            wall: t.0.naive_utc(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ScheduledTime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ScheduledTime::parse(&s).ok_or_else(|| {
+            crate::fields::invalid::<D::Error>(
+                "invalid_format",
+                "must be an RFC 3339 date-time such as 2026-11-22T14:27:27Z in the years 0001 to 9998; \
+                 with sendIn contact_timezone the offset may be left out",
+            )
+        })
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl PartialSchema for ScheduledTime {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some(
+                "RFC 3339. With `sendIn: contact_timezone` only the date and time of day as \
+                 written count (the wall time each contact is sent at in its own zone; the offset \
+                 is disregarded and may be left out).",
+            ))
+            .examples(["2026-11-28T09:00:00Z"])
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl ToSchema for ScheduledTime {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +185,20 @@ mod tests {
     fn formats_with_milliseconds_and_z() {
         let t = Timestamp::parse("2026-11-22T15:27:27.123456+01:00").unwrap();
         assert_eq!(t.to_string(), "2026-11-22T14:27:27.123Z");
+    }
+
+    #[test]
+    fn a_scheduled_time_keeps_its_wall_time_as_written() {
+        let t = ScheduledTime::parse("2026-11-28T09:00:00+05:00").unwrap();
+        assert_eq!(t.wall.to_string(), "2026-11-28 09:00:00");
+        assert_eq!(t.instant.unwrap().to_string(), "2026-11-28T04:00:00.000Z");
+        let local = ScheduledTime::parse("2026-11-28T09:30").unwrap();
+        assert_eq!(
+            (local.instant, local.wall.to_string().as_str()),
+            (None, "2026-11-28 09:30:00")
+        );
+        assert!(ScheduledTime::parse("2026-11-28").is_none());
+        assert!(ScheduledTime::parse("9999-12-31T23:00:00").is_none());
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod pooler;
 mod resources;
 mod scopes;
 mod segments;
+mod send_rules;
 mod sla;
 mod tenancy;
 mod tickets;

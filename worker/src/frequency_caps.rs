@@ -1,0 +1,107 @@
+//! Frequency caps (issue 29): at most N bulk messages per contact per rolling day and week on a
+//! channel, shared by every worker through Redis. Each contact has a sorted set of its sends on
+//! the channel (member: the recipient id, score: when), trimmed to the week; a job reserves
+//! places for all its recipients in one script call, which counts and adds atomically, so
+//! workers sending to one contact at once cannot both pass the cap. A recipient reserved twice
+//! (a resend after a lost job) keeps its one place; one that ends unsent gives it back.
+//!
+//! Cost per recipient: a few sorted-set operations in the one call per job, whatever the
+//! contact's history (a set holds at most the week's cap). Keys share their organization's
+//! hash tag, so one call works on a Redis Cluster; they expire a week after their last send.
+//! Redis is the only record: an emptied Redis forgets the week's sends (docs/jobs.md).
+
+use parley_domain::Channel;
+use parley_domain::send_rules::FrequencyCap;
+use parley_jobs::redis_conn::Redis;
+use parley_types::time::Timestamp;
+use uuid::Uuid;
+
+/// KEYS: one per recipient (its contact's set); ARGV: now (ms), the day's cap, the week's cap
+/// (0: none), then the recipients' ids. Returns 1 (reserved) or 0 (capped) per recipient.
+const RESERVE: &str = r"
+local now = tonumber(ARGV[1])
+local per_day, per_week = tonumber(ARGV[2]), tonumber(ARGV[3])
+local day, week = now - 86400000, now - 604800000
+local out = {}
+for i, key in ipairs(KEYS) do
+  local member = ARGV[3 + i]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', week)
+  local ok = 1
+  if not redis.call('ZSCORE', key, member) then
+    if per_day > 0 and redis.call('ZCOUNT', key, '(' .. day, '+inf') >= per_day then ok = 0 end
+    if ok == 1 and per_week > 0 and redis.call('ZCARD', key) >= per_week then ok = 0 end
+    if ok == 1 then
+      redis.call('ZADD', key, now, member)
+      redis.call('PEXPIRE', key, 604800000 + 3600000)
+    end
+  end
+  out[i] = ok
+end
+return out
+";
+
+/// KEYS: sets; ARGV: the members to remove, one per key.
+const GIVE_BACK: &str = r"
+for i, key in ipairs(KEYS) do redis.call('ZREM', key, ARGV[i]) end
+return 0
+";
+
+fn key(redis: &Redis, org: Uuid, channel: Channel, contact: Uuid) -> String {
+    redis.tagged(
+        &format!("fcap:{org}"),
+        &format!("{}:{contact}", channel.as_str()),
+    )
+}
+
+/// Reserves a place under `cap` for each (recipient, contact) at `now`; returns the recipients
+/// refused (over the cap).
+pub async fn reserve(
+    redis: &Redis,
+    org: Uuid,
+    channel: Channel,
+    cap: FrequencyCap,
+    recipients: &[(Uuid, Uuid)],
+    now: Timestamp,
+) -> Result<Vec<Uuid>, redis::RedisError> {
+    if recipients.is_empty() {
+        return Ok(Vec::new());
+    }
+    let reserve = redis::Script::new(RESERVE);
+    let mut script = reserve.prepare_invoke();
+    for (_, contact) in recipients {
+        script.key(key(redis, org, channel, *contact));
+    }
+    script
+        .arg(now.0.timestamp_millis())
+        .arg(cap.per_day.unwrap_or(0))
+        .arg(cap.per_week.unwrap_or(0));
+    for (recipient, _) in recipients {
+        script.arg(recipient.to_string());
+    }
+    let mut conn = redis.conn.clone();
+    let answers: Vec<i64> = script.invoke_async(&mut conn).await?;
+    Ok(recipients
+        .iter()
+        .zip(answers)
+        .filter(|(_, ok)| *ok == 0)
+        .map(|((recipient, _), _)| *recipient)
+        .collect())
+}
+
+/// Gives back the places of recipients that were reserved and not sent (best effort: a place
+/// not given back counts until it leaves the window).
+pub async fn give_back(redis: &Redis, org: Uuid, channel: Channel, recipients: &[(Uuid, Uuid)]) {
+    if recipients.is_empty() {
+        return;
+    }
+    let give_back = redis::Script::new(GIVE_BACK);
+    let mut script = give_back.prepare_invoke();
+    for (recipient, contact) in recipients {
+        script.key(key(redis, org, channel, *contact));
+        script.arg(recipient.to_string());
+    }
+    let mut conn = redis.conn.clone();
+    if let Err(err) = script.invoke_async::<i64>(&mut conn).await {
+        tracing::warn!(%err, places = recipients.len(), "frequency-cap places not given back");
+    }
+}
