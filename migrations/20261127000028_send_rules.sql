@@ -25,7 +25,10 @@ ALTER TABLE broadcast_recipients ADD COLUMN hold_until timestamptz,
     DROP CONSTRAINT broadcast_recipients_status_check,
     ADD CONSTRAINT broadcast_recipients_status_check CHECK (status IN (
         'pending', 'held', 'sent', 'delivered', 'read', 'replied', 'failed', 'skipped')) NOT VALID;
-CREATE INDEX broadcast_recipients_held ON broadcast_recipients (hold_until) WHERE status = 'held';
+-- IF NOT EXISTS: an operator of a large deployment builds it CONCURRENTLY beforehand
+-- (docs/operations.md, Upgrading); built here, it reads the table under this migration's locks.
+CREATE INDEX IF NOT EXISTS broadcast_recipients_held ON broadcast_recipients (hold_until)
+    WHERE status = 'held';
 
 ALTER TABLE broadcast_counters ADD COLUMN held integer NOT NULL DEFAULT 0;
 

@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use parley_db as db;
-use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome};
+use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome, VariantContent};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
+use parley_domain::broadcasts::TemplateVariables;
 use parley_domain::templates::{max_message_chars, render};
 use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, QueueName};
 use uuid::Uuid;
@@ -111,6 +112,13 @@ async fn send_all(
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
+    let message = if broadcast.ab_test {
+        let contents =
+            retry_transient(|| db::delivery::variant_contents(&ctx.pool, job.broadcast_id)).await?;
+        Messages::new(broadcast, &contents)
+    } else {
+        Messages::new(broadcast, &[])
+    };
     // Held, skipped and capped recipients are decided before any is sent; their outcomes
     // are the first to be written.
     let Decided {
@@ -124,7 +132,7 @@ async fn send_all(
         broadcast.status,
         ctx.stopping.clone(),
     );
-    let message = Prepared::new(broadcast);
+
     let saw_failure = AtomicBool::new(false);
     // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
     let mut unanswered = claimed.len();
@@ -158,8 +166,10 @@ async fn send_all(
                 };
                 unanswered = unanswered.saturating_sub(1);
                 sending = unanswered > 0;
+                // Not when another job took the recipient over: its place is that job's.
                 if let Some(contact) = reserved.get(&id)
                     && !matches!(outcome, RecipientOutcome::Sent { .. })
+                    && !hold.is_lost(id)
                 {
                     give_back.push((id, *contact));
                 }
@@ -305,20 +315,64 @@ async fn decide(ctx: &Ctx, b: &DeliveryContext, claimed: Vec<Claimed>) -> anyhow
     Ok(decided)
 }
 
-/// The parts of the message shared by every recipient of the broadcast.
+/// The messages of a broadcast: its own, and an A/B broadcast's variants B to D.
+struct Messages {
+    own: Prepared,
+    variants: HashMap<i16, Prepared>,
+}
+
+impl Messages {
+    fn new(b: &DeliveryContext, variants: &[VariantContent]) -> Self {
+        let own = Prepared::new(
+            b,
+            b.template_id,
+            b.message_body.as_deref(),
+            b.message_subject.as_deref(),
+            b.template_variables.as_ref(),
+        );
+        let variants = variants
+            .iter()
+            .map(|v| {
+                let prepared = Prepared::new(
+                    b,
+                    v.template_id,
+                    v.message_body.as_deref(),
+                    v.message_subject.as_deref(),
+                    v.template_variables.as_ref(),
+                );
+                (v.variant_no, prepared)
+            })
+            .collect();
+        Messages { own, variants }
+    }
+
+    /// The message of a recipient's variant (variant A, and every recipient of other
+    /// broadcasts: the broadcast's own).
+    fn of(&self, variant: Option<i16>) -> &Prepared {
+        variant
+            .and_then(|v| self.variants.get(&v))
+            .unwrap_or(&self.own)
+    }
+}
+
+/// The parts of one message shared by every recipient sent it.
 struct Prepared {
+    template_id: Uuid,
     body: String,
+    subject: Option<String>,
     values: Vec<String>,
     variables: serde_json::Value,
 }
 
 impl Prepared {
-    fn new(b: &DeliveryContext) -> Self {
-        let vars = b
-            .template_variables
-            .as_ref()
-            .map(|v| v.0.clone())
-            .unwrap_or_default();
+    fn new(
+        b: &DeliveryContext,
+        template_id: Uuid,
+        body: Option<&str>,
+        subject: Option<&str>,
+        vars: Option<&sqlx::types::Json<TemplateVariables>>,
+    ) -> Self {
+        let vars = vars.map(|v| v.0.clone()).unwrap_or_default();
         let values = vars
             .body
             .iter()
@@ -329,7 +383,9 @@ impl Prepared {
             obj.insert("email".to_owned(), email.0.clone());
         }
         Prepared {
-            body: b.message_body.clone().unwrap_or_default(),
+            template_id,
+            body: body.unwrap_or_default().to_owned(),
+            subject: subject.map(str::to_owned),
             values,
             variables,
         }
@@ -356,7 +412,7 @@ fn address(channel: Channel, r: &Claimed) -> Option<&str> {
 async fn send_one(
     ctx: &Ctx,
     b: &DeliveryContext,
-    prepared: &Prepared,
+    messages: &Messages,
     r: Claimed,
     watch: &StatusWatch,
     hold: &HeldClaims,
@@ -370,6 +426,7 @@ async fn send_one(
     if !take_turn(ctx, b, watch).await || hold.is_lost(id) {
         return (id, RecipientOutcome::Released);
     }
+    let prepared = messages.of(r.variant_no);
     let content = match compose(b, prepared, &r) {
         Ok(content) => content,
         Err(outcome) => return (id, outcome),
@@ -380,10 +437,10 @@ async fn send_one(
         channel: b.channel,
         to,
         content: &content,
-        template_id: b.template_id,
+        template_id: prepared.template_id,
         variables: &prepared.variables,
         subject: if b.channel == Channel::Email {
-            b.message_subject.as_deref()
+            prepared.subject.as_deref()
         } else {
             None
         },

@@ -47,6 +47,9 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
     else {
         return Ok(());
     };
+    if state.ab_test {
+        db::delivery::capture_variants(&ctx.pool, id).await?;
+    }
     let lane = Lane {
         organization_id: state.organization_id,
         id,

@@ -6,7 +6,7 @@
 //! (a resend after a lost job) keeps its one place; one that ends unsent gives it back.
 //!
 //! Cost per recipient: a few sorted-set operations in the one call per job, whatever the
-//! contact's history (a set holds at most the week's cap). Keys share their organization's
+//! contact's history (a set holds at most the week's cap, or the day's when only that is set). Keys share their organization's
 //! hash tag, so one call works on a Redis Cluster; they expire a week after their last send.
 //! Redis is the only record: an emptied Redis forgets the week's sends (docs/jobs.md).
 
@@ -17,22 +17,25 @@ use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 /// KEYS: one per recipient (its contact's set); ARGV: now (ms), the day's cap, the week's cap
-/// (0: none), then the recipients' ids. Returns 1 (reserved) or 0 (capped) per recipient.
+/// (0: none), then the recipients' ids. Returns 1 (reserved) or 0 (capped) per recipient. A set
+/// keeps the longest window capped: a week, or a day with only a daily cap.
 const RESERVE: &str = r"
 local now = tonumber(ARGV[1])
 local per_day, per_week = tonumber(ARGV[2]), tonumber(ARGV[3])
 local day, week = now - 86400000, now - 604800000
+local keep, ttl = day, 86400000 + 3600000
+if per_week > 0 then keep, ttl = week, 604800000 + 3600000 end
 local out = {}
 for i, key in ipairs(KEYS) do
   local member = ARGV[3 + i]
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', week)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', keep)
   local ok = 1
   if not redis.call('ZSCORE', key, member) then
     if per_day > 0 and redis.call('ZCOUNT', key, '(' .. day, '+inf') >= per_day then ok = 0 end
     if ok == 1 and per_week > 0 and redis.call('ZCARD', key) >= per_week then ok = 0 end
     if ok == 1 then
       redis.call('ZADD', key, now, member)
-      redis.call('PEXPIRE', key, 604800000 + 3600000)
+      redis.call('PEXPIRE', key, ttl)
     end
   end
   out[i] = ok

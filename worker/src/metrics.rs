@@ -2,6 +2,7 @@
 //! dashboards and alerts see every series from the start, and work given up.
 
 use parley_domain::Channel;
+use parley_domain::ab_tests::PickedBy;
 use parley_domain::send_rules::HoldReason;
 use parley_domain::sla::SlaTarget;
 use parley_jobs::QueueName;
@@ -9,8 +10,8 @@ use parley_types::metric_names::{
     ATTEMPTS_EXHAUSTED, JOB_DURATION, JOBS, OUTBOX_BACKLOG, OUTCOME_STATEMENTS,
     OUTCOME_WRITE_FAILURES, PROVIDER_CALLS, PROVIDER_DURATION, QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS,
     RECIPIENTS_CAPPED, RECIPIENTS_HELD, RECONCILED, RETENTION_DELETED, RUNTIME_THREADS,
-    SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, WEBHOOK_ATTEMPTS,
-    WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
+    SLA_BACKLOG, SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS, VARIANT_PICKS,
+    WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
@@ -60,6 +61,9 @@ pub fn register(queues: &[QueueName]) {
                 .absolute(0);
         }
         metrics::counter!(RECIPIENTS_CAPPED, "channel" => c).absolute(0);
+    }
+    for by in [PickedBy::Auto, PickedBy::Api] {
+        metrics::counter!(VARIANT_PICKS, "by" => by.as_str()).absolute(0);
     }
     for kind in ["dispatch", "recipient", "sla_check"] {
         metrics::counter!(RECONCILED, "kind" => kind).absolute(0);

@@ -5,6 +5,7 @@
 //! All timers live in Postgres; work moves into Redis in bounded batches.
 
 use parley_db as db;
+use parley_domain::ab_tests::PickedBy;
 use parley_jobs::QueueName;
 use parley_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
@@ -92,6 +93,23 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
     for id in db::delivery::queue_due(&ctx.pool, BATCH).await? {
         tracing::info!(broadcast_id = %id, "scheduled broadcast queued");
         ctx.jobs.dispatch(id, false).await?;
+    }
+    // A/B tests whose wait ended: the winner goes to the rest.
+    let usecases = parley_usecases::Ctx {
+        pool: &ctx.pool,
+        jobs: &ctx.jobs,
+        clock: &ctx.clock,
+    };
+    for (org, id) in db::delivery::due_picks(&ctx.pool, ctx.clock.now(), BATCH).await? {
+        match parley_usecases::broadcasts::pick_variant(usecases, org, id, None, PickedBy::Auto)
+            .await
+        {
+            Ok(b) => {
+                tracing::info!(broadcast_id = %id, winner = ?b.variant_name, "A/B winner picked")
+            }
+            // Picked meanwhile by the caller or another worker, or paused: nothing to do.
+            Err(err) => tracing::debug!(broadcast_id = %id, %err, "A/B winner not picked"),
+        }
     }
     // Held recipients whose time came (by the worker's clock, which tests move forward).
     let due = db::delivery::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;

@@ -28,17 +28,28 @@ const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[
         "patch",
         "/api/v1/organization",
         "working intervals of a day must be in order without overlap, at least one day must \
-         have working hours, and a holiday must not end before it starts",
+         have working hours, and a holiday must not end before it starts; a frequency cap gives \
+         `perDay`, `perWeek` or both",
     ),
     (
         "post",
         "/api/v1/broadcasts",
-        "the audience is `contactIds` (at least one) or `segmentId`, exactly one of them",
+        "the audience is `contactIds` (at least one) or `segmentId`, exactly one of them; \
+         `sendIn: contact_timezone` needs a `scheduledAt` not yet past in every zone and excludes \
+         `sendNow` and `abTest`; a `scheduledAt` without an offset needs it; `abTest` variants \
+         are templates on the broadcast's channel, named apart",
     ),
     (
         "patch",
         "/api/v1/broadcasts/{id}",
-        "`contactIds` and `segmentId` are not both given",
+        "`contactIds` and `segmentId` are not both given; `sendIn: contact_timezone` needs a \
+         `scheduledAt` not yet past in every zone and excludes `sendNow`; a `scheduledAt` without \
+         an offset needs it",
+    ),
+    (
+        "post",
+        "/api/v1/broadcasts/{id}/pick-variant",
+        "`variant` names a variant of the broadcast",
     ),
     (
         "post",

@@ -5,6 +5,7 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
 use parley_db as db;
+use parley_domain::ab_tests::{PickVariant, PickedBy};
 use parley_domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, CreateBroadcast, RecipientFilter,
     RetryFailed, UpdateBroadcast,
@@ -33,6 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resume))
         .routes(routes!(cancel))
         .routes(routes!(retry_failed))
+        .routes(routes!(pick_variant))
 }
 
 async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
@@ -212,5 +214,32 @@ async fn retry_failed(
     let codes = req.codes()?;
     Ok(Reply::ok(
         broadcasts::retry_failed(state.use_cases(), &tenant.caller(), id, codes.as_deref()).await?,
+    ))
+}
+
+/// Pick the winner of an A/B broadcast now, instead of waiting for its test to end: the rest
+/// of the audience is sent this variant, and `broadcast.variant_picked` is emitted.
+#[utoipa::path(post, path = "/api/v1/broadcasts/{id}/pick-variant", tag = "broadcasts",
+    params(("id" = Uuid, Path, description = "Broadcast id")),
+    request_body = PickVariant,
+    responses(
+        (status = 200, description = "The broadcast, sending the winner to the rest", body = Envelope<Broadcast>),
+        (status = 409, description = "Not an A/B broadcast, its winner is picked already, or its test share is not written yet (`invalid_state`)", body = ErrorEnvelope),
+    ))]
+async fn pick_variant(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<Uuid>,
+    Json(req): Json<PickVariant>,
+) -> AppResult<Reply<Broadcast>> {
+    Ok(Reply::ok(
+        broadcasts::pick_variant(
+            state.use_cases(),
+            tenant.org_id,
+            id,
+            Some(req.variant.as_str()),
+            PickedBy::Api,
+        )
+        .await?,
     ))
 }

@@ -4,8 +4,9 @@ use uuid::Uuid;
 use parley_domain::Channel;
 use parley_domain::analytics::{DailyFigures, TemplateAnalytics, Totals};
 
-/// Analytics of a template: sums of its broadcasts' counters and its daily figures; both read
-/// precomputed rows, so the cost does not grow with recipients.
+/// Analytics of a template: sums of its broadcasts' counters (for an A/B broadcast, those of
+/// the variants sent with this template) and its daily figures; both read precomputed rows, so
+/// the cost does not grow with recipients.
 pub async fn template(
     pool: &PgPool,
     org: Uuid,
@@ -15,17 +16,31 @@ pub async fn template(
     let channel_text = channel.map(|c| c.as_str());
     let totals: Totals = sqlx::query_as!(
         Totals,
-        r#"SELECT count(*) FILTER (WHERE b.started_at IS NOT NULL) AS "broadcast_count!",
-                coalesce(sum(k.total), 0)::int8 AS "total_recipients!",
-                coalesce(sum(k.sent), 0)::int8 AS "sent_count!",
-                coalesce(sum(k.delivered), 0)::int8 AS "delivered_count!",
-                coalesce(sum(k.read), 0)::int8 AS "read_count!",
-                coalesce(sum(k.replied), 0)::int8 AS "replied_count!",
-                coalesce(sum(k.failed), 0)::int8 AS "failed_count!",
-                max(b.started_at) FILTER (WHERE k.sent > 0) AS last_sent_at
-         FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
-         WHERE b.organization_id = $1 AND b.template_id = $2
-           AND ($3::text IS NULL OR b.channel = $3)"#,
+        r#"WITH figures AS (
+            SELECT b.id AS broadcast_id, b.started_at, k.total, k.sent, k.delivered, k.read,
+                k.replied, k.failed
+            FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
+            WHERE b.organization_id = $1 AND b.template_id = $2 AND b.ab_test IS NULL
+              AND ($3::text IS NULL OR b.channel = $3)
+            UNION ALL
+            SELECT b.id, b.started_at, k.total, k.sent, k.delivered, k.read, k.replied, k.failed
+            FROM broadcast_variants v JOIN broadcasts b ON b.id = v.broadcast_id
+            LEFT JOIN LATERAL (
+                SELECT sum(c.total) AS total, sum(c.sent) AS sent, sum(c.delivered) AS delivered,
+                    sum(c.read) AS read, sum(c.replied) AS replied, sum(c.failed) AS failed
+                FROM broadcast_variant_counters c
+                WHERE c.broadcast_id = v.broadcast_id AND c.variant_no = v.variant_no) k ON true
+            WHERE v.organization_id = $1 AND v.template_id = $2
+              AND ($3::text IS NULL OR b.channel = $3))
+         SELECT count(DISTINCT broadcast_id) FILTER (WHERE started_at IS NOT NULL) AS "broadcast_count!",
+                coalesce(sum(total), 0)::int8 AS "total_recipients!",
+                coalesce(sum(sent), 0)::int8 AS "sent_count!",
+                coalesce(sum(delivered), 0)::int8 AS "delivered_count!",
+                coalesce(sum(read), 0)::int8 AS "read_count!",
+                coalesce(sum(replied), 0)::int8 AS "replied_count!",
+                coalesce(sum(failed), 0)::int8 AS "failed_count!",
+                max(started_at) FILTER (WHERE sent > 0) AS last_sent_at
+         FROM figures"#,
         org,
         template,
         channel_text,

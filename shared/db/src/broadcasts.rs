@@ -7,6 +7,7 @@ use uuid::Uuid;
 use parley_types::time::Timestamp;
 
 use parley_domain::Channel;
+use parley_domain::ab_tests::{AbSettings, AbTest, PickedBy, Variant, VariantRow};
 use parley_domain::broadcasts::{
     Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, ContactMessage,
     RecipientFilter, SendPriority, TemplateVariables,
@@ -62,6 +63,50 @@ pub async fn insert(
     .execute(db)
     .await
     .map(|_| ())
+}
+
+/// Makes the new broadcast `id` an A/B broadcast: its settings and variants.
+pub async fn insert_ab_test(
+    conn: &mut PgConnection,
+    org: Uuid,
+    id: Uuid,
+    settings: &AbSettings,
+    variants: &[VariantRow],
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE broadcasts SET ab_test = $3 WHERE organization_id = $1 AND id = $2",
+        org,
+        id,
+        Json(settings) as _,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let numbers: Vec<i16> = variants.iter().map(|v| v.variant_no).collect();
+    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+    let templates: Vec<Uuid> = variants.iter().map(|v| v.template_id).collect();
+    let vars: Vec<Option<serde_json::Value>> = variants
+        .iter()
+        .map(|v| {
+            v.template_variables
+                .as_ref()
+                .map(|j| serde_json::to_value(&j.0).unwrap_or_default())
+        })
+        .collect();
+    sqlx::query!(
+        "INSERT INTO broadcast_variants (organization_id, broadcast_id, variant_no, name,
+            template_id, template_variables)
+         SELECT $1, $2, u.no, u.name, u.template_id, u.vars
+         FROM unnest($3::int2[], $4::text[], $5::uuid[], $6::jsonb[]) AS u(no, name, template_id, vars)",
+        org,
+        id,
+        &numbers,
+        &names as _,
+        &templates,
+        &vars as _,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Writes the fields an update may change; `contacts` replaces the audience when given (and
@@ -152,7 +197,23 @@ pub async fn get_many(
             b.priority AS "priority!: SendPriority", b.scheduled_at,
             b.send_in AS "send_in!: SendIn", b.local_time,
             b.past_time_policy AS "past_time_policy!: PastTimePolicy",
-            b.quiet_hours AS "quiet_hours: Json<QuietHours>", b.sender_email_address_id, b.subject_override, b.template_variables,
+            b.quiet_hours AS "quiet_hours: Json<QuietHours>",
+            b.ab_test AS "ab_test: Json<AbSettings>", b.ab_test_ends_at, b.winning_variant,
+            b.variant_picked_at, b.variant_picked_by AS "variant_picked_by: PickedBy",
+            (SELECT json_agg(json_build_object('variantNo', v.variant_no, 'name', v.name,
+                    'templateId', v.template_id, 'templateVariables', v.template_variables,
+                    'total', coalesce(k.total, 0), 'sent', coalesce(k.sent, 0),
+                    'delivered', coalesce(k.delivered, 0), 'read', coalesce(k.read, 0),
+                    'failed', coalesce(k.failed, 0), 'skipped', coalesce(k.skipped, 0))
+                    ORDER BY v.variant_no)
+             FROM broadcast_variants v
+             LEFT JOIN LATERAL (
+                SELECT sum(c.total) AS total, sum(c.sent) AS sent, sum(c.delivered) AS delivered,
+                    sum(c.read) AS read, sum(c.failed) AS failed, sum(c.skipped) AS skipped
+                FROM broadcast_variant_counters c
+                WHERE c.broadcast_id = v.broadcast_id AND c.variant_no = v.variant_no) k ON true
+             WHERE v.broadcast_id = b.id) AS "variants: Json<Vec<VariantFigures>>",
+            b.sender_email_address_id, b.subject_override, b.template_variables,
             b.email_variables, b.error_message,
             CASE WHEN b.segment_id IS NULL THEN b.contact_count
                  ELSE coalesce(k.total, 0) END AS "audience_size!",
@@ -179,7 +240,23 @@ pub async fn get_many(
     )
     .fetch_all(db)
     .await?;
-    Ok(rows.into_iter().map(Broadcast::from).collect())
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// A variant with its counters, as [`get_many`] reads it (one JSON array per broadcast).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VariantFigures {
+    variant_no: i16,
+    name: String,
+    template_id: Uuid,
+    template_variables: Option<TemplateVariables>,
+    total: i32,
+    sent: i32,
+    delivered: i32,
+    read: i32,
+    failed: i32,
+    skipped: i32,
 }
 
 fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &BroadcastFilter) {
@@ -304,7 +381,11 @@ pub async fn recipients(
         push_recipient_filter(qb, broadcast, f)
     })
     .await?;
-    let mut qb = QueryBuilder::new("SELECT r.* FROM broadcast_recipients r");
+    let mut qb = QueryBuilder::new(
+        "SELECT r.*, v.name AS variant FROM broadcast_recipients r
+         LEFT JOIN broadcast_variants v
+            ON v.broadcast_id = r.broadcast_id AND v.variant_no = r.variant_no",
+    );
     push_recipient_filter(&mut qb, broadcast, f);
     super::push_window(page, &mut qb, "r");
     let rows: Vec<BroadcastRecipient> = qb.build_query_as().fetch_all(pool).await?;
@@ -346,9 +427,11 @@ pub async fn messages_of_contact(
         "SELECT r.id, r.broadcast_id, b.broadcast_name, b.channel, r.status,
             r.external_message_id, r.error_code, r.error_message, r.hold_until, r.sent_at,
             r.delivered_at,
-            r.read_at, r.replied_at, r.failed_at, r.created_at, r.updated_at
+            r.read_at, r.replied_at, r.failed_at, r.created_at, r.updated_at, v.name AS variant
          FROM broadcast_recipients r
-         JOIN broadcasts b ON b.organization_id = r.organization_id AND b.id = r.broadcast_id",
+         JOIN broadcasts b ON b.organization_id = r.organization_id AND b.id = r.broadcast_id
+         LEFT JOIN broadcast_variants v
+            ON v.broadcast_id = r.broadcast_id AND v.variant_no = r.variant_no",
     );
     filter(&mut qb);
     super::push_window(page, &mut qb, "r");
@@ -368,10 +451,18 @@ pub async fn rendering_from(
     org: Uuid,
     template: Uuid,
 ) -> Result<Vec<(Uuid, Channel, Option<Json<TemplateVariables>>)>, sqlx::Error> {
+    // An A/B broadcast's variants B to D render their own templates with their own variables.
     let rows = sqlx::query!(
-        "SELECT id, channel, template_variables FROM broadcasts
+        r#"SELECT id AS "id!", channel AS "channel!: Channel",
+                template_variables AS "template_variables: Json<TemplateVariables>"
+         FROM broadcasts
          WHERE organization_id = $1 AND template_id = $2 AND message_body IS NULL
-           AND status NOT IN ('completed', 'failed', 'cancelled')",
+           AND status NOT IN ('completed', 'failed', 'cancelled')
+         UNION ALL
+         SELECT b.id, b.channel, v.template_variables
+         FROM broadcast_variants v JOIN broadcasts b ON b.id = v.broadcast_id
+         WHERE v.organization_id = $1 AND v.template_id = $2 AND v.variant_no > 1
+           AND v.message_body IS NULL AND b.status NOT IN ('completed', 'failed', 'cancelled')"#,
         org,
         template,
     )
@@ -401,6 +492,12 @@ struct BroadcastRow {
     local_time: Option<chrono::NaiveDateTime>,
     past_time_policy: PastTimePolicy,
     quiet_hours: Option<Json<QuietHours>>,
+    ab_test: Option<Json<AbSettings>>,
+    ab_test_ends_at: Option<Timestamp>,
+    winning_variant: Option<i16>,
+    variant_picked_at: Option<Timestamp>,
+    variant_picked_by: Option<PickedBy>,
+    variants: Option<Json<Vec<VariantFigures>>>,
     sender_email_address_id: Option<String>,
     subject_override: Option<String>,
     template_variables: Option<Json<TemplateVariables>>,
@@ -432,75 +529,118 @@ struct BroadcastRow {
     updated_at: Timestamp,
 }
 
-impl From<BroadcastRow> for Broadcast {
-    fn from(r: BroadcastRow) -> Self {
-        let mut b = Self {
-            id: r.id,
-            organization_id: r.organization_id,
-            broadcast_name: r.broadcast_name,
-            description: r.description,
-            template_id: r.template_id,
-            channel: r.channel,
-            template_channel: r.template_channel,
-            status: r.status,
-            is_draft: r.is_draft,
-            send_now: r.send_now,
-            priority: r.priority,
-            scheduled_at: r.scheduled_at,
-            send_in: r.send_in,
-            local_time: r.local_time,
-            past_time_policy: r.past_time_policy,
-            quiet_hours: r.quiet_hours,
-            sender_email_address_id: r.sender_email_address_id,
-            subject_override: r.subject_override,
-            template_variables: r.template_variables,
-            email_variables: r.email_variables,
-            error_message: r.error_message,
-            audience_size: r.audience_size,
-            segment_id: r.segment_id,
-            total_recipients: r.total_recipients,
-            sent_count: r.sent_count,
-            delivered_count: r.delivered_count,
-            read_count: r.read_count,
-            replied_count: r.replied_count,
-            failed_count: r.failed_count,
-            skipped_count: r.skipped_count,
-            pending_count: r.pending_count,
-            held_count: r.held_count,
-            message_length: r.message_length,
-            has_emojis: r.has_emojis,
-            has_images: r.has_images,
-            has_links: r.has_links,
-            open_rate: Default::default(),
-            bounce_rate: Default::default(),
-            is_ab_test: Default::default(),
-            audience_segment: r.audience_segment,
-            target_demographic: Default::default(),
-            variant_name: Default::default(),
-            winning_variant: Default::default(),
-            performance_trend: Default::default(),
-            peak_engagement_hour: Default::default(),
-            avg_response_time: Default::default(),
-            click_rate: Default::default(),
-            conversion_rate: Default::default(),
-            unsubscribe_rate: Default::default(),
-            cost: Default::default(),
-            revenue: Default::default(),
-            roi: Default::default(),
-            trend_percentage: Default::default(),
-            age_group_breakdown: Default::default(),
-            device_breakdown: Default::default(),
-            location_breakdown: Default::default(),
-            queued_at: r.queued_at,
-            started_at: r.started_at,
-            paused_at: r.paused_at,
-            completed_at: r.completed_at,
-            cancelled_at: r.cancelled_at,
-            recipients_purged_at: r.recipients_purged_at,
-            created_at: r.created_at,
-            updated_at: r.updated_at,
-        };
-        b.fill_rates();
-        b
-    }
+/// The broadcast of a row, with an A/B broadcast's variants (variant A's variables are the
+/// broadcast's own).
+fn from_row(r: BroadcastRow) -> Broadcast {
+    let figures = r.variants.map(|Json(v)| v).unwrap_or_default();
+    let winner = r.winning_variant.and_then(|w| {
+        figures
+            .iter()
+            .find(|v| v.variant_no == w)
+            .map(|v| v.name.clone())
+    });
+    let ab_test = r.ab_test.map(|Json(s)| AbTest {
+        test_percent: s.test_percent,
+        winner_metric: s.winner_metric,
+        wait_minutes: s.wait_minutes,
+        test_ends_at: r.ab_test_ends_at,
+        winner: winner.clone(),
+        picked_at: r.variant_picked_at,
+        picked_by: r.variant_picked_by,
+    });
+    let variants = figures
+        .into_iter()
+        .map(|f| {
+            let mut v = Variant {
+                name: f.name,
+                template_id: f.template_id,
+                template_variables: if f.variant_no == 1 {
+                    r.template_variables.clone()
+                } else {
+                    f.template_variables.map(Json)
+                },
+                total_recipients: f.total,
+                sent_count: f.sent,
+                delivered_count: f.delivered,
+                read_count: f.read,
+                failed_count: f.failed,
+                skipped_count: f.skipped,
+                delivered_rate: 0.0,
+                read_rate: 0.0,
+                failed_rate: 0.0,
+            };
+            v.fill_rates();
+            v
+        })
+        .collect();
+    let mut b = Broadcast {
+        id: r.id,
+        organization_id: r.organization_id,
+        broadcast_name: r.broadcast_name,
+        description: r.description,
+        template_id: r.template_id,
+        channel: r.channel,
+        template_channel: r.template_channel,
+        status: r.status,
+        is_draft: r.is_draft,
+        send_now: r.send_now,
+        priority: r.priority,
+        scheduled_at: r.scheduled_at,
+        send_in: r.send_in,
+        local_time: r.local_time,
+        past_time_policy: r.past_time_policy,
+        quiet_hours: r.quiet_hours,
+        sender_email_address_id: r.sender_email_address_id,
+        subject_override: r.subject_override,
+        template_variables: r.template_variables,
+        email_variables: r.email_variables,
+        error_message: r.error_message,
+        audience_size: r.audience_size,
+        segment_id: r.segment_id,
+        total_recipients: r.total_recipients,
+        sent_count: r.sent_count,
+        delivered_count: r.delivered_count,
+        read_count: r.read_count,
+        replied_count: r.replied_count,
+        failed_count: r.failed_count,
+        skipped_count: r.skipped_count,
+        pending_count: r.pending_count,
+        held_count: r.held_count,
+        message_length: r.message_length,
+        has_emojis: r.has_emojis,
+        has_images: r.has_images,
+        has_links: r.has_links,
+        open_rate: Default::default(),
+        bounce_rate: Default::default(),
+        is_ab_test: ab_test.is_some(),
+        winning_variant: ab_test.as_ref().map(|t| t.winner.is_some()),
+        variant_name: winner,
+        ab_test,
+        variants,
+        audience_segment: r.audience_segment,
+        target_demographic: Default::default(),
+        performance_trend: Default::default(),
+        peak_engagement_hour: Default::default(),
+        avg_response_time: Default::default(),
+        click_rate: Default::default(),
+        conversion_rate: Default::default(),
+        unsubscribe_rate: Default::default(),
+        cost: Default::default(),
+        revenue: Default::default(),
+        roi: Default::default(),
+        trend_percentage: Default::default(),
+        age_group_breakdown: Default::default(),
+        device_breakdown: Default::default(),
+        location_breakdown: Default::default(),
+        queued_at: r.queued_at,
+        started_at: r.started_at,
+        paused_at: r.paused_at,
+        completed_at: r.completed_at,
+        cancelled_at: r.cancelled_at,
+        recipients_purged_at: r.recipients_purged_at,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    };
+    b.fill_rates();
+    b
 }

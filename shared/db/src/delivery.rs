@@ -10,6 +10,7 @@ use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use parley_domain::Channel;
+use parley_domain::ab_tests::{AbSettings, PickedBy, draw};
 use parley_domain::broadcasts::{
     BroadcastStatus, RecipientStatus, SendPriority, TemplateVariables,
 };
@@ -34,12 +35,15 @@ pub struct DispatchState {
     pub priority: SendPriority,
     /// Some recipients are written already (an earlier job's turn).
     pub fanout_started: bool,
+    /// An A/B broadcast: its variants' content is captured too ([`capture_variants`]).
+    pub ab_test: bool,
 }
 
 /// Takes the broadcast's dispatch lease if it is queued or sending and nobody holds it; a
 /// queued broadcast starts sending, with its template's content captured, unless
 /// `per_org` broadcasts of its organization (or the number its operator set,
-/// [`crate::org_limits`]) are sending already (it stays queued until one
+/// [`crate::org_limits`]) are sending already with work to do (one whose recipients are all
+/// written and none pending, only `held` or waiting for an A/B winner, does not count) (it stays queued until one
 /// ends: [`next_queued`]). `None` when the broadcast is not there, not sendable, waiting for
 /// its organization's turn, or held by another dispatcher. Two broadcasts starting in the same
 /// instant may both pass the count.
@@ -64,12 +68,15 @@ pub async fn begin_dispatch(
            AND (b.dispatch_lease_until IS NULL OR b.dispatch_lease_until < clock_timestamp())
            AND (b.status = 'sending'
                 OR (SELECT count(*) FROM broadcasts o
-                    WHERE o.organization_id = b.organization_id AND o.status = 'sending')
+                    LEFT JOIN broadcast_totals k ON k.broadcast_id = o.id
+                    WHERE o.organization_id = b.organization_id AND o.status = 'sending'
+                      AND NOT (o.fanout_done AND coalesce(k.pending, 0) = 0))
                    < coalesce((SELECT l.broadcasts FROM organization_limits l
                                WHERE l.organization_id = b.organization_id), $4::bigint))
          RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id,
             b.priority AS "priority: SendPriority",
-            (b.fanout_offset > 0 OR b.fanout_after IS NOT NULL) AS "fanout_started!""#,
+            (b.fanout_offset > 0 OR b.fanout_after IS NOT NULL) AS "fanout_started!",
+            b.ab_test IS NOT NULL AS "ab_test!""#,
         id,
         secs(lease),
         token,
@@ -77,6 +84,88 @@ pub async fn begin_dispatch(
     )
     .fetch_optional(db)
     .await
+}
+
+/// Captures the content of an A/B broadcast's variants B to D from their templates, as
+/// [`begin_dispatch`] does the broadcast's own (variant A): once, when sending starts.
+pub async fn capture_variants(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE broadcast_variants v SET
+            message_body = coalesce(v.message_body, t.body),
+            message_subject = coalesce(v.message_subject, b.subject_override, t.subject)
+         FROM templates t, broadcasts b
+         WHERE v.broadcast_id = $1 AND v.variant_no > 1 AND b.id = v.broadcast_id
+           AND t.id = v.template_id AND v.message_body IS NULL",
+        id,
+    )
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// An A/B broadcast's fan-out: the test share (its variant drawn per contact) until the
+/// winner is picked, then the rest with the winner.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    broadcast: Uuid,
+    settings: AbSettings,
+    winner: Option<i16>,
+}
+
+impl Split {
+    fn of(
+        broadcast: Uuid,
+        settings: Option<Json<AbSettings>>,
+        winner: Option<i16>,
+    ) -> Option<Self> {
+        settings.map(|Json(settings)| Split {
+            broadcast,
+            settings,
+            winner,
+        })
+    }
+
+    /// The contacts of this pass among `contacts`, with their variants.
+    fn take(self, contacts: Vec<Uuid>) -> (Vec<Uuid>, Vec<Option<i16>>) {
+        let mut taken = Vec::with_capacity(contacts.len());
+        let mut variants = Vec::with_capacity(contacts.len());
+        for c in contacts {
+            let drawn = draw(
+                self.broadcast,
+                c,
+                self.settings.test_percent,
+                self.settings.variants as usize,
+            );
+            let variant = match (self.winner, drawn) {
+                (None, Some(v)) => v,
+                (Some(w), None) => w,
+                _ => continue,
+            };
+            taken.push(c);
+            variants.push(Some(variant));
+        }
+        (taken, variants)
+    }
+
+    /// The test share's pass: its end starts the wait.
+    fn testing(this: Option<Self>) -> bool {
+        this.is_some_and(|s| s.winner.is_none())
+    }
+
+    fn wait_minutes(this: Option<Self>) -> i32 {
+        this.map_or(0, |s| s.settings.wait_minutes as i32)
+    }
+}
+
+/// `contacts` of a slice and their variants (none outside A/B broadcasts).
+fn split(ab: Option<Split>, contacts: Vec<Uuid>) -> (Vec<Uuid>, Vec<Option<i16>>) {
+    match ab {
+        Some(ab) => ab.take(contacts),
+        None => {
+            let none = vec![None; contacts.len()];
+            (contacts, none)
+        }
+    }
 }
 
 /// The organization's broadcast queued longest that no dispatcher holds, its queue time
@@ -143,7 +232,8 @@ pub async fn fan_out(
     let audience = sqlx::query!(
         r#"SELECT fanout_offset,
                 contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!",
-                dispatch_lease_token IS NOT DISTINCT FROM $3 AS "holds_lease!"
+                dispatch_lease_token IS NOT DISTINCT FROM $3 AS "holds_lease!",
+                ab_test AS "ab_test: Json<AbSettings>", winning_variant
          FROM broadcasts WHERE id = $1 FOR NO KEY UPDATE"#,
         id,
         slice,
@@ -155,18 +245,24 @@ pub async fn fan_out(
         return Ok(None);
     }
     let (offset, contacts) = (audience.fanout_offset, audience.slice);
-    let ids = insert_recipients(tx, org, id, &contacts).await?;
     let next = offset + contacts.len() as i32;
     // A short slice is the audience's end (an exact fit ends with the next, empty one).
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
+    let ab = Split::of(id, audience.ab_test, audience.winning_variant);
+    let (contacts, variants) = split(ab, contacts);
+    let ids = insert_recipients(tx, org, id, &contacts, &variants).await?;
     sqlx::query!(
         "UPDATE broadcasts SET fanout_offset = $2, fanout_done = $3,
-            dispatch_lease_until = clock_timestamp() + make_interval(secs => $4)
+            dispatch_lease_until = clock_timestamp() + make_interval(secs => $4),
+            ab_test_ends_at = CASE WHEN $3 AND $5 THEN clock_timestamp() + make_interval(mins => $6)
+                                   ELSE ab_test_ends_at END
          WHERE id = $1",
         id,
         next,
         done,
         secs(lease),
+        Split::testing(ab),
+        Split::wait_minutes(ab),
     )
     .execute(&mut *tx)
     .await?;
@@ -181,20 +277,24 @@ async fn insert_recipients(
     org: Uuid,
     broadcast: Uuid,
     contacts: &[Uuid],
+    variants: &[Option<i16>],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     let ids: Vec<Uuid> = contacts
         .iter()
         .map(|_| parley_types::ids::new_id())
         .collect();
     sqlx::query!(
-        "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id, enqueued_at)
-         SELECT u.id, $1, $2, u.contact_id, clock_timestamp()
-         FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS u(id, contact_id, n)
+        "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id,
+            enqueued_at, variant_no)
+         SELECT u.id, $1, $2, u.contact_id, clock_timestamp(), u.variant_no
+         FROM unnest($3::uuid[], $4::uuid[], $5::int2[]) WITH ORDINALITY
+            AS u(id, contact_id, variant_no, n)
          ORDER BY u.n",
         org,
         broadcast,
         &ids,
         contacts,
+        variants as &[Option<i16>],
     )
     .execute(&mut *tx)
     .await?;
@@ -218,7 +318,8 @@ pub async fn fan_out_segment(
         r#"SELECT b.fanout_after,
                 coalesce(b.audience_filter, s.filter) AS "filter: Json<SegmentFilter>",
                 b.audience_filter IS NULL AS "first!",
-                b.dispatch_lease_token IS NOT DISTINCT FROM $2 AS "holds_lease!"
+                b.dispatch_lease_token IS NOT DISTINCT FROM $2 AS "holds_lease!",
+                b.ab_test AS "ab_test: Json<AbSettings>", b.winning_variant
          FROM broadcasts b LEFT JOIN segments s ON s.id = b.segment_id
          WHERE b.id = $1 FOR NO KEY UPDATE OF b"#,
         id,
@@ -238,19 +339,26 @@ pub async fn fan_out_segment(
     };
     let contacts =
         crate::segments::contacts_after(tx, org, &filter, b.fanout_after, i64::from(slice)).await?;
-    let ids = insert_recipients(tx, org, id, &contacts).await?;
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
+    let last = contacts.last().copied();
+    let ab = Split::of(id, b.ab_test, b.winning_variant);
+    let (contacts, variants) = split(ab, contacts);
+    let ids = insert_recipients(tx, org, id, &contacts, &variants).await?;
     sqlx::query!(
         "UPDATE broadcasts SET fanout_after = coalesce($2, fanout_after), fanout_done = $3,
             audience_filter = CASE WHEN $5 THEN $6 ELSE audience_filter END,
-            dispatch_lease_until = clock_timestamp() + make_interval(secs => $4)
+            dispatch_lease_until = clock_timestamp() + make_interval(secs => $4),
+            ab_test_ends_at = CASE WHEN $3 AND $7 THEN clock_timestamp() + make_interval(mins => $8)
+                                   ELSE ab_test_ends_at END
          WHERE id = $1",
         id,
-        contacts.last().copied(),
+        last,
         done,
         secs(lease),
         b.first,
         Json(&filter) as _,
+        Split::testing(ab),
+        Split::wait_minutes(ab),
     )
     .execute(&mut *tx)
     .await?;
@@ -295,13 +403,16 @@ pub struct DeliveryContext {
     pub send_in: SendIn,
     pub local_time: Option<chrono::NaiveDateTime>,
     pub past_time_policy: PastTimePolicy,
-    pub created_at: Timestamp,
+    /// When the broadcast was due: a local send time before it had passed.
+    pub scheduled_at: Timestamp,
     /// The broadcast's own quiet hours, else the organization's.
     pub quiet_hours: Option<Json<QuietHours>>,
     /// The organization's caps.
     pub frequency_caps: Json<FrequencyCaps>,
     /// The organization's zone (`workingHours.timezone`).
     pub default_zone: Option<String>,
+    /// An A/B broadcast: its recipients have variants ([`variant_contents`]).
+    pub ab_test: bool,
 }
 
 impl DeliveryContext {
@@ -317,7 +428,7 @@ impl DeliveryContext {
             local: match (self.send_in, self.local_time) {
                 (SendIn::ContactTimezone, Some(wall)) => Some(LocalSend {
                     wall,
-                    requested_at: self.created_at.0,
+                    requested_at: self.scheduled_at.0,
                     policy: self.past_time_policy,
                 }),
                 _ => None,
@@ -348,16 +459,90 @@ pub async fn delivery_context(
                 b.message_subject, b.template_variables, b.email_variables,
                 b.priority AS "priority: SendPriority", b.send_in AS "send_in: SendIn",
                 b.local_time, b.past_time_policy AS "past_time_policy: PastTimePolicy",
-                b.created_at,
+                coalesce(b.scheduled_at, b.created_at) AS "scheduled_at!",
                 coalesce(b.quiet_hours, o.quiet_hours) AS "quiet_hours: Json<QuietHours>",
                 o.frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
-                o.working_hours->>'timezone' AS default_zone
+                o.working_hours->>'timezone' AS default_zone,
+                b.ab_test IS NOT NULL AS "ab_test!"
          FROM broadcasts b JOIN organizations o ON o.id = b.organization_id
          WHERE b.id = $1"#,
         id,
     )
     .fetch_optional(db)
     .await
+}
+
+/// A variant's message, captured when sending started (B to D; A's is the broadcast's).
+#[derive(Debug, Clone)]
+pub struct VariantContent {
+    pub variant_no: i16,
+    pub template_id: Uuid,
+    pub message_body: Option<String>,
+    pub message_subject: Option<String>,
+    pub template_variables: Option<Json<TemplateVariables>>,
+}
+
+pub async fn variant_contents(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Vec<VariantContent>, sqlx::Error> {
+    sqlx::query_as!(
+        VariantContent,
+        r#"SELECT variant_no, template_id, message_body, message_subject,
+                template_variables AS "template_variables: Json<TemplateVariables>"
+         FROM broadcast_variants WHERE broadcast_id = $1 AND variant_no > 1
+         ORDER BY variant_no"#,
+        id,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Picks variant `variant_no` as the winner of A/B broadcast `id`, if it is sending or
+/// paused, its test share is written and no winner is picked yet: the fan-out starts again
+/// for the rest of the audience (the caller enqueues its dispatch). Whether it was picked.
+pub async fn pick_variant(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    variant_no: i16,
+    by: PickedBy,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE broadcasts SET winning_variant = $2, variant_picked_at = clock_timestamp(),
+            variant_picked_by = $3, fanout_done = false, fanout_offset = 0, fanout_after = NULL,
+            queued_at = clock_timestamp()
+         WHERE id = $1 AND ab_test IS NOT NULL AND winning_variant IS NULL
+           AND ab_test_ends_at IS NOT NULL AND status IN ('sending', 'paused')",
+        id,
+        variant_no,
+        by.as_str(),
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A/B broadcasts sending whose wait ended by `now` (the worker's clock) with no winner:
+/// (organization, broadcast), at most `limit`.
+pub async fn due_picks(
+    db: impl PgExecutor<'_>,
+    now: Timestamp,
+    limit: i64,
+) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT organization_id, id FROM broadcasts
+         WHERE ab_test_ends_at <= $1 AND winning_variant IS NULL AND ab_test_ends_at IS NOT NULL
+           AND status = 'sending'
+         ORDER BY ab_test_ends_at LIMIT $2",
+        now as _,
+        limit,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.organization_id, r.id))
+        .collect())
 }
 
 pub async fn status(
@@ -392,6 +577,8 @@ pub struct Claimed {
     pub timezone: Option<String>,
     /// Which send this is: 0, then N after the Nth `retry-failed`.
     pub send_generation: i32,
+    /// The variant to send, in an A/B broadcast.
+    pub variant_no: Option<i16>,
 }
 
 /// The recipients among `ids` that are still pending, with what their message needs of the
@@ -414,7 +601,7 @@ pub async fn pending_for_send(
                 k.external_id AS "external_id?", co.name AS "company_name?",
                 k.do_not_contact AS "do_not_contact?",
                 k.messaging_a_opted_out AS "messaging_a_opted_out?", k.timezone AS "timezone?",
-                r.send_generation
+                r.send_generation, r.variant_no
          FROM unnest($2::uuid[]) AS u(id)
          JOIN broadcast_recipients r ON r.id = u.id
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
@@ -443,6 +630,7 @@ pub async fn pending_for_send(
             messaging_a_opted_out: r.messaging_a_opted_out,
             timezone: r.timezone,
             send_generation: r.send_generation,
+            variant_no: r.variant_no,
         })
         .collect())
 }
@@ -466,6 +654,7 @@ struct ClaimRow {
     messaging_a_opted_out: Option<bool>,
     timezone: Option<String>,
     send_generation: i32,
+    variant_no: Option<i16>,
 }
 
 /// How one claimed recipient ended.
@@ -591,6 +780,7 @@ pub async fn finish_if_done(
          FROM broadcasts x LEFT JOIN broadcast_totals k ON k.broadcast_id = x.id
          WHERE x.id = $1 AND b.id = x.id AND b.status = 'sending' AND b.fanout_done
            AND coalesce(k.pending, 0) = 0 AND coalesce(k.held, 0) = 0
+           AND (b.ab_test IS NULL OR b.winning_variant IS NOT NULL)
          RETURNING b.status AS "status: BroadcastStatus", b.organization_id"#,
         id,
     )
@@ -837,7 +1027,7 @@ pub async fn done_but_sending(
     sqlx::query_scalar!(
         "SELECT b.id FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
          WHERE b.status = 'sending' AND b.fanout_done AND coalesce(k.pending, 0) = 0
-           AND coalesce(k.held, 0) = 0
+           AND coalesce(k.held, 0) = 0 AND (b.ab_test IS NULL OR b.winning_variant IS NOT NULL)
          LIMIT $1",
         limit,
     )

@@ -32,6 +32,10 @@ const IN_USE: &[(&str, &str)] = &[
         "the template is used by broadcasts",
     ),
     (
+        "broadcast_variants_template_fkey",
+        "the template is used by broadcasts",
+    ),
+    (
         "broadcasts_segment_fkey",
         "the segment is the audience of broadcasts",
     ),

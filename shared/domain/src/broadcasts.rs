@@ -6,6 +6,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::Channel;
+use crate::ab_tests::{AbSettings, AbTest, AbTestRequest, Variant, VariantRow};
 use crate::contacts::Contact;
 use crate::send_rules::{PastTimePolicy, QuietHours, SendIn, wall_time_span};
 use crate::templates::{
@@ -264,18 +265,23 @@ pub struct Broadcast {
     pub open_rate: f64,
     /// `failedCount / (sentCount + failedCount)` (0 when nothing was attempted).
     pub bounce_rate: f64,
-    /// Always false: A/B tests are not offered.
+    /// Whether this is an A/B broadcast (`abTest`).
     #[serde(rename = "isABTest")]
     pub is_ab_test: bool,
+    /// An A/B broadcast's test: its settings, when it ends, and the winner once picked.
+    pub ab_test: Option<AbTest>,
+    /// An A/B broadcast's variants (A, the broadcast's own template, first) with their
+    /// counters; empty for others.
+    pub variants: Vec<Variant>,
     /// The name of the segment that is the audience (`segmentId`), if one is.
     pub audience_segment: Option<String>,
     /// Campaign figures the service does not measure are `null`.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub target_demographic: Option<()>,
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
-    pub variant_name: Option<()>,
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<bool>))]
-    pub winning_variant: Option<()>,
+    /// An A/B broadcast's winning variant's name, once picked.
+    pub variant_name: Option<String>,
+    /// An A/B broadcast: whether its winner has been picked; `null` for others.
+    pub winning_variant: Option<bool>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub performance_trend: Option<()>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
@@ -653,16 +659,55 @@ pub struct CreateBroadcast {
     pub sender_email_address_id: Option<ShortText>,
     pub subject_override: Option<ShortText>,
     pub template_variables: Option<TemplateVariables>,
+    /// Makes this an A/B broadcast: `templateId` and `templateVariables` are variant A, and
+    /// `abTest.variants` the others.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub ab_test: Option<AbTestRequest>,
+}
+
+/// A new broadcast, with what is written beside it.
+#[derive(Debug)]
+pub struct NewBroadcast {
+    pub broadcast: Broadcast,
+    /// Its contacts, repeats removed (none for a segment).
+    pub audience: Vec<Uuid>,
+    /// An A/B broadcast's settings and variants.
+    pub ab: Option<(AbSettings, Vec<VariantRow>)>,
+}
+
+/// Checks an A/B broadcast's variants against their templates (`variant_templates`, in the
+/// order of `abTest.variants`): on the broadcast's channel, with the variables they need.
+fn check_variants(
+    ab: &AbTestRequest,
+    channel: crate::Channel,
+    variant_templates: &[Template],
+) -> Result<(), AppError> {
+    for (i, (v, t)) in ab.variants.iter().zip(variant_templates).enumerate() {
+        let field = format!("abTest.variants[{i}]");
+        if t.channel != channel {
+            return Err(AppError::validation(
+                format!("{field}.templateId"),
+                "invalid_value",
+                format!("must be a template on the broadcast's channel ({channel})"),
+            ));
+        }
+        let vars = v.template_variables.clone().unwrap_or_default();
+        check_variables(t, channel, &vars).map_err(|e| e.under(&format!("{field}.")))?;
+    }
+    Ok(())
 }
 
 impl CreateBroadcast {
-    /// The new broadcast and its audience (repeats removed), for `template`.
+    /// The new broadcast and its audience (repeats removed), for `template` (and an A/B
+    /// broadcast's `variant_templates`, in the order of `abTest.variants`).
     pub fn into_broadcast(
         self,
         organization_id: Uuid,
         template: &Template,
+        variant_templates: &[Template],
         now: Timestamp,
-    ) -> Result<(Broadcast, Vec<Uuid>), AppError> {
+    ) -> Result<NewBroadcast, AppError> {
         let is_draft = self.is_draft.unwrap_or(false);
         let send_now = self.send_now.unwrap_or(false);
         let audience = match self.segment_id {
@@ -674,6 +719,22 @@ impl CreateBroadcast {
         let plan = schedule(is_draft, send_now, self.scheduled_at, send_in, now)?;
         let status = plan.status;
         check_quiet_hours(self.quiet_hours.as_ref())?;
+        let ab = match &self.ab_test {
+            Some(_) if send_in == SendIn::ContactTimezone => {
+                return Err(AppError::validation(
+                    "abTest",
+                    "conflict",
+                    "an A/B broadcast is sent in UTC time; drop sendIn contact_timezone",
+                ));
+            }
+            Some(ab) => {
+                let rows = ab.rows(template.id)?;
+                check_variants(ab, template.channel, variant_templates)?;
+                Some(rows)
+            }
+            None => None,
+        };
+        let ab_settings = ab.as_ref().map(|(s, _)| *s);
         let vars = self.template_variables.unwrap_or_default();
         check_variables(template, template.channel, &vars)?;
         check_email_variables(self.email_variables.as_ref())?;
@@ -719,11 +780,21 @@ impl CreateBroadcast {
             has_links: traits.has_links,
             open_rate: 0.0,
             bounce_rate: 0.0,
-            is_ab_test: false,
+            is_ab_test: ab.is_some(),
+            ab_test: ab_settings.map(|settings| AbTest {
+                test_percent: settings.test_percent,
+                winner_metric: settings.winner_metric,
+                wait_minutes: settings.wait_minutes,
+                test_ends_at: None,
+                winner: None,
+                picked_at: None,
+                picked_by: None,
+            }),
+            variants: Vec::new(),
             audience_segment: None,
             target_demographic: None,
             variant_name: None,
-            winning_variant: None,
+            winning_variant: ab.as_ref().map(|_| false),
             performance_trend: None,
             peak_engagement_hour: None,
             avg_response_time: None,
@@ -746,7 +817,11 @@ impl CreateBroadcast {
             created_at: now,
             updated_at: now,
         };
-        Ok((b, audience))
+        Ok(NewBroadcast {
+            broadcast: b,
+            audience,
+            ab,
+        })
     }
 }
 
@@ -879,6 +954,13 @@ impl UpdateBroadcast {
             None => kept,
         };
         let send_in = self.send_in.unwrap_or(b.send_in);
+        if b.is_ab_test && send_in == SendIn::ContactTimezone {
+            return Err(AppError::validation(
+                "sendIn",
+                "conflict",
+                "an A/B broadcast is sent in UTC time",
+            ));
+        }
         // The patch's own intent decides; without one, the status stays.
         let intent_given = send_now
             || to_draft
@@ -913,6 +995,8 @@ pub struct BroadcastRecipient {
     #[sqlx(skip)]
     pub contact: Option<Contact>,
     pub status: RecipientStatus,
+    /// The variant sent, in an A/B broadcast.
+    pub variant: Option<String>,
     pub external_message_id: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
@@ -941,6 +1025,8 @@ pub struct ContactMessage {
     pub broadcast_name: String,
     pub channel: Channel,
     pub status: RecipientStatus,
+    /// The variant sent, in an A/B broadcast.
+    pub variant: Option<String>,
     pub external_message_id: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,

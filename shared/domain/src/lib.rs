@@ -4,6 +4,7 @@
 //! and signatures. With the `openapi` feature the types also describe themselves for the API's
 //! OpenAPI document.
 
+pub mod ab_tests;
 pub mod analytics;
 pub mod api_keys;
 pub mod auth;

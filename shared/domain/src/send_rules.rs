@@ -199,7 +199,7 @@ pub enum Decision {
         until: DateTime<Utc>,
         reason: HoldReason,
     },
-    /// Its local send time had passed when the broadcast was made, and the broadcast skips.
+    /// Its local send time had passed when the broadcast was scheduled, and it skips.
     SkipPast,
 }
 
@@ -207,7 +207,8 @@ pub enum Decision {
 #[derive(Debug, Clone, Copy)]
 pub struct LocalSend {
     pub wall: NaiveDateTime,
-    /// When the broadcast was created: a send time before it had passed.
+    /// When the broadcast was due (`scheduledAt`: when the wall time first came anywhere, or
+    /// when it was scheduled, if later): a send time before it had passed.
     pub requested_at: DateTime<Utc>,
     pub policy: PastTimePolicy,
 }

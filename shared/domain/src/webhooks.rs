@@ -25,6 +25,7 @@ parley_types::text_enum!(
         TicketClosed = "ticket.closed",
         BroadcastSent = "broadcast.sent",
         BroadcastFailed = "broadcast.failed",
+        BroadcastVariantPicked = "broadcast.variant_picked",
         UserCreated = "user.created",
         LeadCreated = "lead.created",
         SlaWarning = "sla.warning",
@@ -55,6 +56,10 @@ impl EventName {
         (
             EventName::BroadcastFailed,
             "a broadcast ends with nothing sent",
+        ),
+        (
+            EventName::BroadcastVariantPicked,
+            "an A/B broadcast's winning variant is picked (its wait ended, or the caller picked it)",
         ),
         (EventName::UserCreated, "a workspace user is created"),
         (EventName::LeadCreated, "a lead is captured"),
@@ -507,8 +512,8 @@ mod tests {
         );
         assert_eq!(
             EventName::SUBSCRIBABLE.len(),
-            15,
-            "the specification's 12, the two SLA events and webhook.disabled"
+            16,
+            "the specification's 12, the two SLA events, webhook.disabled and broadcast.variant_picked"
         );
     }
 

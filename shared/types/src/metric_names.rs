@@ -74,6 +74,8 @@ pub const RECIPIENTS_HELD: &str = "parley_recipients_held_total";
 /// Recipients skipped because they reached their organization's frequency cap on the channel,
 /// by channel (worker); also in `parley_broadcast_recipients_total{status="skipped"}`.
 pub const RECIPIENTS_CAPPED: &str = "parley_recipients_capped_total";
+/// A/B broadcasts' winners picked, by who picked (`auto`: the wait ended; `api`: the caller).
+pub const VARIANT_PICKS: &str = "parley_broadcast_variant_picks_total";
 /// Requests or work held back because an organization reached one of its own limits, by
 /// limit (`segment_counts` in the API; in the worker `delivery_jobs` and `webhook_jobs`, each
 /// time the lanes pass an organization over, and `channel_rate`, each message its rate holds

@@ -3,10 +3,13 @@
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
+use parley_domain::ab_tests::{PickedBy, winner};
 use parley_domain::broadcasts::{
-    Action, Broadcast, BroadcastStatus, CreateBroadcast, MAX_AUDIENCE, UpdateBroadcast,
+    Action, Broadcast, BroadcastStatus, CreateBroadcast, MAX_AUDIENCE, NewBroadcast,
+    UpdateBroadcast,
 };
 use parley_domain::templates::Template;
+use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -44,7 +47,23 @@ async fn template(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Templa
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Result<Broadcast> {
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
+    if let Some(ab) = &req.ab_test {
+        ab.check_count()?;
+    }
     let template = template(&mut tx, org, req.template_id).await?;
+    let mut variant_templates = Vec::new();
+    for (i, v) in req.ab_test.iter().flat_map(|ab| &ab.variants).enumerate() {
+        let t = db::templates::share(&mut *tx, org, v.template_id)
+            .await?
+            .ok_or_else(|| {
+                AppError::validation(
+                    format!("abTest.variants[{i}].templateId"),
+                    "not_found",
+                    format!("{} is not a template of this organization", v.template_id),
+                )
+            })?;
+        variant_templates.push(t);
+    }
     refs::check_ids(
         &mut tx,
         RefTable::Contacts,
@@ -62,8 +81,15 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
         req.segment_id,
     )
     .await?;
-    let (broadcast, audience) = req.into_broadcast(org, &template, Timestamp::now())?;
+    let NewBroadcast {
+        broadcast,
+        audience,
+        ab,
+    } = req.into_broadcast(org, &template, &variant_templates, Timestamp::now())?;
     db::broadcasts::insert(&mut *tx, &broadcast, &audience).await?;
+    if let Some((settings, variants)) = &ab {
+        db::broadcasts::insert_ab_test(&mut tx, org, broadcast.id, settings, variants).await?;
+    }
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
         dispatch(ctx, broadcast.id, false).await;
@@ -188,4 +214,69 @@ pub async fn retry_failed(
     tracing::info!(retried, "failed recipients sent again");
     dispatch(ctx, id, true).await;
     read(ctx, caller.org_id, id).await
+}
+
+/// Picks the winner of an A/B broadcast whose test share is written and whose winner is not
+/// picked yet (409 `invalid_state` otherwise): the variant named `name`, or (`None`, when the
+/// wait ended) the best by the test's winner metric, the first on a tie. The rest of the
+/// audience is then sent the winner, and `broadcast.variant_picked` is emitted in the same
+/// transaction.
+#[tracing::instrument(skip_all, fields(organization_id = %org, broadcast_id = %id, ?by))]
+pub async fn pick_variant(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    name: Option<&str>,
+    by: PickedBy,
+) -> Result<Broadcast> {
+    let mut tx = ctx.pool.begin().await?;
+    let broadcast = db::broadcasts::lock(&mut tx, org, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    let Some(test) = &broadcast.ab_test else {
+        return Err(AppError::invalid_state("this broadcast is not an A/B broadcast").into());
+    };
+    if test.winner.is_some() {
+        return Err(AppError::invalid_state("this broadcast's winner is picked already").into());
+    }
+    if !matches!(
+        broadcast.status,
+        BroadcastStatus::Sending | BroadcastStatus::Paused
+    ) || test.test_ends_at.is_none()
+    {
+        return Err(AppError::invalid_state(format!(
+            "a winner is picked once the test share is written, while the broadcast is sending or paused; it is {}",
+            broadcast.status
+        ))
+        .into());
+    }
+    let index = match name {
+        Some(name) => broadcast
+            .variants
+            .iter()
+            .position(|v| v.name == name)
+            .ok_or_else(|| {
+                AppError::validation(
+                    "variant",
+                    "not_found",
+                    format!("{name:?} is not a variant of this broadcast"),
+                )
+            })?,
+        None => winner(&broadcast.variants, test.winner_metric),
+    };
+    let picked = db::delivery::pick_variant(&mut *tx, id, index as i16 + 1, by).await?;
+    if !picked {
+        return Err(AppError::invalid_state("this broadcast's winner is picked already").into());
+    }
+    let broadcast = db::broadcasts::get(&mut *tx, org, id)
+        .await?
+        .ok_or(AppError::NotFound)?;
+    db::outbox::emit(&mut tx, org, EventName::BroadcastVariantPicked, &broadcast).await?;
+    tx.commit().await?;
+    tracing::info!(winner = ?broadcast.variant_name, "A/B winner picked");
+    metrics::counter!(parley_types::metric_names::VARIANT_PICKS, "by" => by.as_str()).increment(1);
+    if broadcast.status == BroadcastStatus::Sending {
+        dispatch(ctx, id, false).await;
+    }
+    Ok(broadcast)
 }

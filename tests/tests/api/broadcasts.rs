@@ -53,7 +53,7 @@ fn ended(b: &Value) -> bool {
 }
 
 /// Every recipient of `broadcast`, walking the list by cursor.
-async fn recipients(app: &TestApp, broadcast: &str) -> Vec<Value> {
+pub(crate) async fn recipients(app: &TestApp, broadcast: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor = String::new();
     let mut pages = 0;

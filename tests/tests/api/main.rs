@@ -1,6 +1,7 @@
 //! Integration tests over HTTP against the real Postgres and Redis. Each test makes its own
 //! organization (and Redis prefix), so they run in parallel.
 
+mod ab_tests;
 mod auth;
 mod broadcasts;
 mod claims;

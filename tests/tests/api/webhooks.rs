@@ -407,8 +407,9 @@ async fn subscriptions_are_checked() {
         .collect();
     assert_eq!(
         names.len(),
-        15,
-        "the specification's 12 events and sla.warning, sla.breached, webhook.disabled"
+        16,
+        "the specification's 12 events and sla.warning, sla.breached, webhook.disabled, \
+         broadcast.variant_picked"
     );
     for name in [
         "conversation.started",
