@@ -132,7 +132,6 @@ async fn send_all(
         broadcast.status,
         ctx.stopping.clone(),
     );
-
     let saw_failure = AtomicBool::new(false);
     // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
     let mut unanswered = claimed.len();

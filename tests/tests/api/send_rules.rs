@@ -264,6 +264,48 @@ async fn the_frequency_cap_skips_the_message_over_it_and_not_a_high_priority_one
 }
 
 #[tokio::test]
+async fn the_cap_holds_for_two_broadcasts_sent_at_once_by_two_workers() {
+    let app = TestApp::builder().own_database().start().await;
+    let _one = app.spawn_worker(&[]).await;
+    let _two = app.spawn_worker(&[]).await;
+    app.patch(
+        "/api/v1/organization",
+        json!({"frequencyCaps": {"email": {"perDay": 1}}}),
+    )
+    .await
+    .expect(200);
+    let contacts = parley_tests::seed::contacts(&app, 300).await;
+    let t = template(&app, "email", "Sale").await;
+    let body =
+        json!({"broadcastName": "Sale", "templateId": t, "contactIds": contacts, "sendNow": true});
+    let (first, second) = tokio::join!(broadcast(&app, body.clone()), broadcast(&app, body));
+    let done = |b: &Value| matches!(b["status"].as_str(), Some("completed" | "failed"));
+    let a = wait_figures(&app, &first, done).await;
+    let b = wait_figures(&app, &second, done).await;
+    // Every contact got exactly one of the two, whichever worker sent it.
+    assert_eq!(sent(&a) + sent(&b), 300, "{a} {b}");
+    assert_eq!(
+        a["skippedCount"].as_i64().unwrap() + b["skippedCount"].as_i64().unwrap(),
+        300
+    );
+    for c in contacts.iter().take(20) {
+        let history = app.get(&format!("/api/v1/contacts/{c}/messages")).await;
+        let statuses: Vec<&str> = history
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            statuses.iter().filter(|s| **s == "sent").count(),
+            1,
+            "{statuses:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn bad_send_rules_are_refused_and_change_nothing() {
     let app = TestApp::builder().start().await;
     let t = template(&app, "email", "Hi").await;
