@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::broadcasts::TemplateVariables;
+use crate::template_variables::TemplateVariables;
 use parley_types::error::AppError;
 use parley_types::fields::ShortText;
 use parley_types::time::Timestamp;

@@ -9,12 +9,13 @@ use crate::Channel;
 use crate::ab_tests::{AbSettings, AbTest, AbTestRequest, Variant, VariantRow};
 use crate::contacts::Contact;
 use crate::send_rules::{PastTimePolicy, QuietHours, SendIn, wall_time_span};
+pub use crate::template_variables::{TemplateVariables, TypedValue};
 use crate::templates::{
     MAX_PLACEHOLDERS, Placeholder, Segment, Template, check_rendered_length, max_message_chars,
     parse_body, rendered_bound,
 };
 use parley_types::error::{AppError, FieldError};
-use parley_types::fields::{Name, ShortText, Text, VariableValue, non_null, nullable};
+use parley_types::fields::{Name, ShortText, Text, non_null, nullable};
 use parley_types::time::{ScheduledTime, Timestamp};
 
 /// Most contacts one broadcast may address.
@@ -166,33 +167,6 @@ impl RetryFailed {
         }
         Ok(Some(codes.into_iter().map(Into::into).collect()))
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct TypedValue {
-    #[serde(rename = "type")]
-    pub kind: ShortText,
-    pub value: VariableValue,
-}
-
-/// Values for the template's placeholders: `body[n-1]` fills `{{n}}`. At most
-/// [`MAX_PLACEHOLDERS`] body values and [`MAX_HEADER_VALUES`] header values, each at most
-/// 1,000 characters; the message they render must fit the channel.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct TemplateVariables {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "openapi", schema(max_items = 100))]
-    pub body: Vec<TypedValue>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "openapi", schema(max_items = 10))]
-    pub header: Vec<TypedValue>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header_media: Option<ShortText>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<TypedValue>,
 }
 
 #[derive(Debug, Clone, Serialize)]

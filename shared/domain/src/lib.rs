@@ -25,6 +25,7 @@ pub mod signature;
 pub mod sla;
 pub mod tags;
 pub mod teams;
+pub mod template_variables;
 pub mod templates;
 pub mod tickets;
 pub mod users;
