@@ -101,8 +101,9 @@ BEGIN
 END
 $$;
 
--- apply_recipient_changes of migration 20261127000028, with the variants' counters, and a
--- variant's milestones counted in its own template's daily figures.
+-- apply_recipient_changes of migration 20261127000023, counting `held` (migration
+-- 20261127000028) beside the others, with the variants' counters, and a variant's milestones
+-- counted in its own template's daily figures.
 CREATE OR REPLACE FUNCTION apply_recipient_changes(changes recipient_change[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

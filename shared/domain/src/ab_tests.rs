@@ -41,7 +41,7 @@ parley_types::text_enum!(
 /// A variant besides the broadcast's own.
 #[derive(Debug, Clone, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewVariant {
     /// Unique within the broadcast; B, C, D by default.
     pub name: Option<ShortText>,
@@ -53,7 +53,7 @@ pub struct NewVariant {
 /// `abTest` of a create request.
 #[derive(Debug, Clone, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", schema(example = json!({
     "variants": [{"name": "B", "templateId": "0193a1f2-7c4e-7d2a-9b1c-2f3e4d5c6b7c"}],
     "testPercent": 20, "winnerMetric": "read", "waitMinutes": 240
@@ -72,6 +72,8 @@ pub struct AbTestRequest {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10080))]
     pub wait_minutes: u32,
 }
+
+parley_types::objects_only!(NewVariant, AbTestRequest);
 
 /// `POST /broadcasts/{id}/pick-variant`.
 #[derive(Debug, Deserialize)]

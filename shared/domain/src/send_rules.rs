@@ -62,7 +62,7 @@ pub fn instant_in(tz: Tz, wall: NaiveDateTime) -> DateTime<Utc> {
 /// across midnight when `end` is earlier; `start` equal to `end` is no quiet time at all).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", schema(example = json!({"start": "21:00", "end": "08:00"})))]
 pub struct QuietHours {
     #[cfg_attr(
@@ -106,7 +106,7 @@ impl QuietHours {
 /// Caps on one channel's bulk messages to one contact, over a rolling day and a rolling week.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]
 pub struct FrequencyCap {
     /// At most this many in any 24 hours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,7 +124,7 @@ pub const MAX_CAP: u32 = 1_000;
 /// Frequency caps per channel (keyed by the channel's name); a channel left out has none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", schema(example = json!({"email": {"perDay": 1, "perWeek": 3}})))]
 pub struct FrequencyCaps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,6 +136,8 @@ pub struct FrequencyCaps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub social_b: Option<FrequencyCap>,
 }
+
+parley_types::objects_only!(serialize: QuietHours, FrequencyCap, FrequencyCaps);
 
 impl FrequencyCaps {
     pub fn of(&self, channel: Channel) -> Option<FrequencyCap> {
@@ -411,6 +413,15 @@ mod tests {
         assert!(caps.check("frequencyCaps").is_err());
         let caps: FrequencyCaps =
             serde_json::from_value(serde_json::json!({"email": {"perWeek": 3}})).unwrap();
+        // Objects only: serde's structs would read an array by position.
+        assert!(serde_json::from_value::<FrequencyCaps>(serde_json::json!([null, null])).is_err());
+        assert!(
+            serde_json::from_value::<QuietHours>(serde_json::json!(["21:00", "08:00"])).is_err()
+        );
+        assert_eq!(
+            serde_json::to_value(&caps).unwrap(),
+            serde_json::json!({"email": {"perWeek": 3}})
+        );
         caps.check("frequencyCaps").unwrap();
         assert_eq!(caps.of(Channel::Email).unwrap().per_week, Some(3));
         assert!(caps.of(Channel::SocialA).is_none());

@@ -328,6 +328,9 @@ async fn bad_send_rules_are_refused_and_change_nothing() {
             json!({"frequencyCaps": {"fax": {"perDay": 1}}}),
             "frequencyCaps",
         ),
+        // Objects only, not arrays read by position.
+        (json!({"frequencyCaps": [null, null]}), "frequencyCaps"),
+        (json!({"quietHours": ["21:00", "08:00"]}), "quietHours"),
     ] {
         let r = app.patch("/api/v1/organization", body.clone()).await;
         r.expect(422);

@@ -20,12 +20,23 @@ pub fn invalid<E: serde::de::Error>(code: &str, message: &str) -> E {
 }
 
 /// Turns a serde error message into a rule code and a client-facing message.
-/// Returns the name of a missing field too, since serde reports that at the parent's path.
+/// Returns the name of a missing field too, since serde reports that at the parent's path, and
+/// the path within a value read apart ([`nested_error`]): both go after the reported path.
 pub fn classify_serde_message(raw: &str) -> (&'static str, String, Option<String>) {
     let msg = match raw.rfind(" at line ") {
         Some(i) => &raw[..i],
         None => raw,
     };
+    if let Some(rest) = msg.strip_prefix(PATH_MARK)
+        && let Some((path, inner)) = rest.split_once(PATH_MARK)
+    {
+        let (code, message, missing) = classify_serde_message(inner);
+        let field = match missing {
+            Some(name) => format!("{path}.{name}"),
+            None => path.to_owned(),
+        };
+        return (code, message, Some(field));
+    }
     if let Some(rest) = msg.strip_prefix(RULE_MARK)
         && let Some((code, text)) = rest.split_once(RULE_MARK)
     {
@@ -153,6 +164,59 @@ fn fold_accent(c: char) -> char {
         'ý' | 'ÿ' => 'y',
         other => other,
     }
+}
+
+/// Marks a serde error message as coming from inside a value read apart
+/// ([`objects_only!`](crate::objects_only)), carrying the path within it first.
+pub(crate) const PATH_MARK: char = '\u{2}';
+
+pub use serde_path_to_error;
+
+/// The error of a value read apart ([`objects_only!`](crate::objects_only)), with the path
+/// within it, so the field is still named in full (`abTest.variants[0].templateId`).
+pub fn nested_error<E: serde::de::Error>(
+    path: &serde_path_to_error::Path,
+    err: impl std::fmt::Display,
+) -> E {
+    let path = path.to_string();
+    if path.is_empty() || path == "." {
+        E::custom(err)
+    } else {
+        E::custom(format!("{PATH_MARK}{path}{PATH_MARK}{err}"))
+    }
+}
+
+/// `Deserialize` (and with `serialize:`, `Serialize`) for structs declared with
+/// `#[serde(remote = "Self")]`: read from a JSON object only. serde's derived structs also read
+/// a JSON array, by position, which the document does not allow (`[null, null]` would be a
+/// `FrequencyCaps`); the object is read first, then the struct from it, its errors keeping
+/// their paths ([`nested_error`]).
+#[macro_export]
+macro_rules! objects_only {
+    (serialize: $($t:ty),+ $(,)?) => {
+        $(
+            $crate::objects_only!($t);
+            impl serde::Serialize for $t {
+                fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    <$t>::serialize(self, s)
+                }
+            }
+        )+
+    };
+    ($($t:ty),+ $(,)?) => {
+        $(
+            impl<'de> serde::Deserialize<'de> for $t {
+                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                    use $crate::fields::serde_path_to_error as tracked;
+                    let map = <serde_json::Map<String, serde_json::Value> as serde::Deserialize>::deserialize(d)?;
+                    let mut track = tracked::Track::new();
+                    let value = serde_json::Value::Object(map);
+                    <$t>::deserialize(tracked::Deserializer::new(value, &mut track))
+                        .map_err(|e| $crate::fields::nested_error::<D::Error>(&track.path(), e))
+                }
+            }
+        )+
+    };
 }
 
 #[cfg(test)]
