@@ -33,7 +33,7 @@ return 0
 /// What a worker reports: a family of gauges of shared state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
-    /// `parley_queue_depth` and `parley_queue_oldest_job_age_seconds` (every worker's ticker).
+    /// `parley_queue_depth` and `parley_queue_oldest_ready_seconds` (every worker's ticker).
     Queues,
     /// `parley_webhook_outbox_backlog` (workers of the webhook-delivery queue).
     Outbox,
