@@ -197,7 +197,7 @@ pub struct Broadcast {
     )]
     pub local_time: Option<chrono::NaiveDateTime>,
     /// For a local-time broadcast, a contact whose send time had passed when the broadcast
-    /// was created: sent at once (`send_now`) or skipped (`send_time_passed`).
+    /// was due (`scheduledAt`): sent at once (`send_now`) or skipped (`send_time_passed`).
     pub past_time_policy: PastTimePolicy,
     /// Replaces the organization's quiet hours for this broadcast (`start` equal to `end`:
     /// none); `null`: the organization's.
