@@ -17,6 +17,8 @@ use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED}
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
 const BATCH: i64 = 1_000;
+/// Batches of held recipients released per tick, at most: 40,000 a second at the default tick.
+const RELEASE_BATCHES: usize = 10;
 /// Reconciliation runs every this many ticks.
 const RECONCILE_EVERY: u64 = 4;
 
@@ -111,11 +113,20 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
             Err(err) => tracing::debug!(broadcast_id = %id, %err, "A/B winner not picked"),
         }
     }
-    // Held recipients whose time came (by the worker's clock, which tests move forward).
-    let due = db::delivery::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;
-    if !due.is_empty() {
-        tracing::debug!(recipients = due.len(), "held recipients released");
-        enqueue_recipients(ctx, due).await?;
+    // Held recipients whose time came (by the worker's clock, which tests move forward): up
+    // to RELEASE_BATCHES batches a tick, so that one organization's zone coming due at once
+    // (a million recipients at 09:00) is released faster than workers send, and another's
+    // recipients due at the same time wait seconds behind it, not minutes.
+    for _ in 0..RELEASE_BATCHES {
+        let due = db::delivery::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;
+        let full = due.len() as i64 == BATCH;
+        if !due.is_empty() {
+            tracing::debug!(recipients = due.len(), "held recipients released");
+            enqueue_recipients(ctx, due).await?;
+        }
+        if !full {
+            break;
+        }
     }
     Ok(())
 }

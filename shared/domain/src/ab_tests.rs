@@ -61,6 +61,7 @@ pub struct NewVariant {
 pub struct AbTestRequest {
     /// 1 to 3 variants besides the broadcast's own `templateId` and `templateVariables`
     /// (variant A; `variantAName` renames it).
+    #[serde(deserialize_with = "parley_types::fields::at_most::<_, _, 3>")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 3))]
     pub variants: Vec<NewVariant>,
     pub variant_a_name: Option<ShortText>,

@@ -20,23 +20,13 @@ pub fn invalid<E: serde::de::Error>(code: &str, message: &str) -> E {
 }
 
 /// Turns a serde error message into a rule code and a client-facing message.
-/// Returns the name of a missing field too, since serde reports that at the parent's path, and
-/// the path within a value read apart ([`nested_error`]): both go after the reported path.
+/// Returns the name of a missing field too, since serde reports that at the parent's path.
 pub fn classify_serde_message(raw: &str) -> (&'static str, String, Option<String>) {
     let msg = match raw.rfind(" at line ") {
         Some(i) => &raw[..i],
         None => raw,
     };
-    if let Some(rest) = msg.strip_prefix(PATH_MARK)
-        && let Some((path, inner)) = rest.split_once(PATH_MARK)
-    {
-        let (code, message, missing) = classify_serde_message(inner);
-        let field = match missing {
-            Some(name) => format!("{path}.{name}"),
-            None => path.to_owned(),
-        };
-        return (code, message, Some(field));
-    }
+
     if let Some(rest) = msg.strip_prefix(RULE_MARK)
         && let Some((code, text)) = rest.split_once(RULE_MARK)
     {
@@ -166,31 +156,37 @@ fn fold_accent(c: char) -> char {
     }
 }
 
-/// Marks a serde error message as coming from inside a value read apart
-/// ([`objects_only!`](crate::objects_only)), carrying the path within it first.
-pub(crate) const PATH_MARK: char = '\u{2}';
+/// A deserializer that reads a struct from a JSON object only: serde's derived structs also
+/// read a JSON array, by position, which the document does not allow (`[null, null]` would be
+/// a `FrequencyCaps`). It streams (nothing is read into a tree first), so the paths of errors
+/// stay whole. Used by [`objects_only!`](crate::objects_only).
+pub struct ObjectOnly<D>(pub D);
 
-pub use serde_path_to_error;
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectOnly<D> {
+    type Error = D::Error;
 
-/// The error of a value read apart ([`objects_only!`](crate::objects_only)), with the path
-/// within it, so the field is still named in full (`abTest.variants[0].templateId`).
-pub fn nested_error<E: serde::de::Error>(
-    path: &serde_path_to_error::Path,
-    err: impl std::fmt::Display,
-) -> E {
-    let path = path.to_string();
-    if path.is_empty() || path == "." {
-        E::custom(err)
-    } else {
-        E::custom(format!("{PATH_MARK}{path}{PATH_MARK}{err}"))
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(v)
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
     }
 }
 
 /// `Deserialize` (and with `serialize:`, `Serialize`) for structs declared with
-/// `#[serde(remote = "Self")]`: read from a JSON object only. serde's derived structs also read
-/// a JSON array, by position, which the document does not allow (`[null, null]` would be a
-/// `FrequencyCaps`); the object is read first, then the struct from it, its errors keeping
-/// their paths ([`nested_error`]).
+/// `#[serde(remote = "Self")]`: read from a JSON object only ([`ObjectOnly`]).
 #[macro_export]
 macro_rules! objects_only {
     (serialize: $($t:ty),+ $(,)?) => {
@@ -207,16 +203,41 @@ macro_rules! objects_only {
         $(
             impl<'de> serde::Deserialize<'de> for $t {
                 fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                    use $crate::fields::serde_path_to_error as tracked;
-                    let map = <serde_json::Map<String, serde_json::Value> as serde::Deserialize>::deserialize(d)?;
-                    let mut track = tracked::Track::new();
-                    let value = serde_json::Value::Object(map);
-                    <$t>::deserialize(tracked::Deserializer::new(value, &mut track))
-                        .map_err(|e| $crate::fields::nested_error::<D::Error>(&track.path(), e))
+                    <$t>::deserialize($crate::fields::ObjectOnly(d))
                 }
             }
         )+
     };
+}
+
+/// An array of at most `N` elements, refused as soon as it holds one more (before the rest is
+/// read): for arrays whose bound is small and whose elements are costly.
+pub fn at_most<'de, D, T, const N: usize>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T, const N: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>, const N: usize> serde::de::Visitor<'de> for Bounded<T, N> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "an array of at most {N} elements")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                if out.len() == N {
+                    return Err(invalid(
+                        "out_of_range",
+                        &format!("must hold at most {N} items"),
+                    ));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded::<T, N>(std::marker::PhantomData))
 }
 
 #[cfg(test)]
