@@ -1,9 +1,11 @@
 //! `parley-api [serve]`, `migrate`, `org create`, `org limits`, `key create`, `bucket create`, `openapi`,
-//! `probe`.
+//! `probe`, `admin ...` (`crate::admin_cli`).
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use parley_db::org_limits::Setting;
+use parley_domain::operator::DeadQueue;
 use parley_types::enums::Channel;
+use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 #[derive(Debug, Parser)]
@@ -33,6 +35,15 @@ pub enum Command {
     Bucket {
         #[command(subcommand)]
         command: BucketCommand,
+    },
+    /// Operator control: queues, dead work, retries, pauses, the audit log
+    /// (docs/operations.md, "Operator control"). Prints tables; `--json` for scripts.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+        /// Print JSON instead of tables.
+        #[arg(long, global = true)]
+        json: bool,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -83,6 +94,20 @@ pub enum OrgCommand {
     },
 }
 
+/// A refusal of the rules, as a command prints it: each field and why.
+pub fn describe(err: parley_types::error::AppError) -> anyhow::Error {
+    match err {
+        parley_types::error::AppError::Validation(v) => anyhow::anyhow!(
+            "{}",
+            v.iter()
+                .map(|f| format!("{}: {}", f.field, f.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        other => anyhow::anyhow!("{other}"),
+    }
+}
+
 /// A limit from 1 to `max`, or `default`.
 fn setting(max: i32) -> impl Fn(&str) -> Result<Setting, String> + Clone + Send + Sync + 'static {
     move |s| {
@@ -129,6 +154,113 @@ pub enum KeyCommand {
         #[arg(long, default_value = "cli")]
         name: String,
     },
+}
+
+/// `parley-api admin ...` (run by `crate::admin_cli`).
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Every queue's depth, activity and pause, and the largest backlogs.
+    Queues,
+    /// A page of dead work, newest first.
+    Dead {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Items per page (1 to 100).
+        #[arg(long, default_value_t = 50)]
+        page_size: u32,
+        /// The next page: the cursor the previous page printed.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Retry the dead work a filter selects (run by the workers); prints the action.
+    Retry(ActArgs),
+    /// Discard the dead work a filter selects (out of the dead list, records kept).
+    Discard(ActArgs),
+    /// Follow one action.
+    Action { id: Uuid },
+    /// Pause an organization's sending (its recipients are held).
+    PauseOrg { org: Uuid },
+    /// Resume an organization's sending (its held recipients are released, each sent once).
+    ResumeOrg { org: Uuid },
+    /// Pause a queue (its workers stop taking its jobs).
+    PauseQueue { queue: String },
+    /// Resume a queue.
+    ResumeQueue { queue: String },
+    /// What is paused.
+    Pauses,
+    /// The audit log, newest first.
+    Audit {
+        #[arg(long, default_value_t = 50)]
+        page_size: u32,
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Operator keys for the operator API.
+    Key {
+        #[command(subcommand)]
+        command: OperatorKeyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OperatorKeyCommand {
+    /// Make a key; prints {"name","operatorKey"} (shown once).
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+    /// Revoke a key by name.
+    Revoke {
+        #[arg(long)]
+        name: String,
+    },
+}
+
+/// Which dead work.
+#[derive(Debug, Args)]
+pub struct FilterArgs {
+    /// recipient-delivery, webhook-delivery, contact-import or sla-check.
+    #[arg(long, value_parser = dead_queue)]
+    pub queue: DeadQueue,
+    #[arg(long)]
+    pub org: Option<Uuid>,
+    #[arg(long)]
+    pub broadcast: Option<Uuid>,
+    #[arg(long)]
+    pub webhook: Option<Uuid>,
+    #[arg(long)]
+    pub error_code: Option<String>,
+    /// Given up at or after (RFC 3339).
+    #[arg(long, value_parser = instant)]
+    pub from: Option<Timestamp>,
+    /// Given up before (RFC 3339).
+    #[arg(long, value_parser = instant)]
+    pub to: Option<Timestamp>,
+}
+
+#[derive(Debug, Args)]
+pub struct ActArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Only these items (may be repeated).
+    #[arg(long = "id")]
+    pub ids: Vec<Uuid>,
+    /// Items acted on at most (default 100,000).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Wait until the workers have done it.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+fn dead_queue(s: &str) -> Result<DeadQueue, String> {
+    s.parse()
+}
+
+fn instant(s: &str) -> Result<Timestamp, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| Timestamp(t.with_timezone(&chrono::Utc)))
+        .map_err(|e| format!("an RFC 3339 time: {e}"))
 }
 
 #[cfg(test)]

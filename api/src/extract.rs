@@ -227,7 +227,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     }
 }
 
-fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, AppError> {
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, AppError> {
     // No column can store NUL; refused in any parameter, before a filter could meet it.
     if let Some((name, _)) =
         form_urlencoded(query).find(|(k, v)| k.contains('\0') || v.contains('\0'))
@@ -306,6 +306,22 @@ impl<S: Send + Sync> FromRequestParts<S> for Tenant {
         parts
             .extensions
             .get::<Tenant>()
+            .cloned()
+            .ok_or(ApiError(AppError::Unauthorized))
+    }
+}
+
+/// The operator calling `/admin/v1`, by name (set by `middleware::operator_auth`).
+#[derive(Debug, Clone)]
+pub struct Operator(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Operator>()
             .cloned()
             .ok_or(ApiError(AppError::Unauthorized))
     }

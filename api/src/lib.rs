@@ -1,5 +1,7 @@
 //! The Parley HTTP API: validates requests, writes to Postgres, enqueues jobs.
 
+pub mod admin_cli;
+pub mod admin_page;
 pub mod auth_failures;
 pub mod body_spool;
 pub mod cli;

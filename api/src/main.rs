@@ -106,16 +106,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             db::orgs::get(&pool, org)
                 .await?
                 .with_context(|| format!("no organization {org}"))?;
-            let new = NewApiKey::parse(name, scopes, limit).map_err(|e| match e {
-                parley_types::error::AppError::Validation(v) => anyhow::anyhow!(
-                    "{}",
-                    v.iter()
-                        .map(|f| format!("{}: {}", f.field, f.message))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-                other => anyhow::anyhow!("{other}"),
-            })?;
+            let new = NewApiKey::parse(name, scopes, limit).map_err(parley_api::cli::describe)?;
             let key = db::api_keys::create(&pool, org, new)
                 .await?
                 .with_context(|| {
@@ -138,6 +129,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             eprintln!("bucket {} is ready", settings.bucket);
             Ok(())
         }
+        Command::Admin { command, json } => parley_api::admin_cli::run(command, json, config).await,
         Command::Openapi | Command::Probe { .. } => Ok(()),
     }
 }

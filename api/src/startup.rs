@@ -215,8 +215,13 @@ pub fn router(state: AppState) -> Router {
         crate::routes::api(state.config.max_broadcast_body_bytes).split_for_parts();
     let (signed, signed_doc) = crate::routes::signed().split_for_parts();
     let signed = guard::guard(signed, crate::routes::receipts::LIMITS);
+    let (admin, admin_doc) = crate::routes::admin::router().split_for_parts();
+    let admin = admin.route_layer(from_fn_with_state(
+        state.clone(),
+        crate::middleware::operator_auth::authenticate,
+    ));
     let openapi = crate::openapi::document(
-        openapi.merge_from(signed_doc),
+        openapi.merge_from(signed_doc).merge_from(admin_doc),
         &Deployment::of(&state.config),
     );
     // Authentication runs first (the outer layer): a key belongs to an organization.
@@ -248,6 +253,8 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(api)
         .merge(signed)
+        .merge(admin)
+        .merge(crate::admin_page::router())
         .route(OPENAPI_PATH, axum::routing::get(serve_document))
         .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH])))
         .with_state(state);

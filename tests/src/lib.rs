@@ -651,9 +651,20 @@ impl TestApp {
 
     /// Polls `GET path` until `until` holds for its body, for at most `secs` seconds.
     pub async fn wait_for(&self, path: &str, secs: u64, until: impl Fn(&Value) -> bool) -> Value {
+        self.wait_for_with(path, Some(&self.key), secs, until).await
+    }
+
+    /// [`TestApp::wait_for`] with another bearer token (or none).
+    pub async fn wait_for_with(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        secs: u64,
+        until: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
         loop {
-            let resp = self.get(path).await;
+            let resp = self.send(Method::GET, path, token, None).await;
             if until(&resp.body) {
                 return resp.body;
             }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::job::Job;
+use crate::paused_queues::runs;
 
 /// A worker name unique to this process and attempt: two processes sharing a name would take
 /// each other's in-flight jobs (docs/jobs.md).
@@ -42,10 +43,23 @@ where
     tokio::spawn(job)
 }
 
-/// Runs the consumer of `J`'s queue until `shutdown`, starting it again if it dies.
+/// Runs the consumer of `J`'s queue until `shutdown`, starting it again if it dies. While an
+/// operator has the queue paused, no consumer runs (the one running stops taking jobs and
+/// lets its jobs finish): the queue's jobs wait in Redis.
 async fn consume<J: Job>(ctx: Ctx, shutdown: CancellationToken) {
     let queue = J::QUEUE;
+    let mut paused = ctx.paused.subscribe();
     loop {
+        if paused.borrow().as_ref().is_some_and(|p| p.contains(&queue)) {
+            tracing::info!(
+                queue = queue.as_str(),
+                "queue paused: no jobs taken until resumed"
+            );
+        }
+        tokio::select! {
+            _ = paused.wait_for(|p| runs(p, queue)) => {}
+            () = shutdown.cancelled() => return,
+        }
         let settings = ctx.settings().clone();
         let backend = ctx
             .jobs
@@ -64,17 +78,24 @@ async fn consume<J: Job>(ctx: Ctx, shutdown: CancellationToken) {
             .data(ctx.clone())
             .build(crate::job::handle::<J>);
         let stop = shutdown.clone();
+        let mut pausing = ctx.paused.subscribe();
         // Boxed as a `Send` future: the compiler cannot prove the worker's future `Send` for
         // every lifetime of a generic job type otherwise.
         let running: Pin<Box<dyn Future<Output = Result<(), WorkerError>> + Send>> =
             Box::pin(worker.run_until(async move {
-                stop.cancelled().await;
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    _ = pausing.wait_for(|p| !runs(p, queue)) => {}
+                }
                 Ok::<(), std::io::Error>(())
             }));
         let result = running.await;
         if shutdown.is_cancelled() {
             tracing::info!(queue = queue.as_str(), "consumer drained");
             return;
+        }
+        if !runs(&paused.borrow(), queue) {
+            continue;
         }
         tracing::warn!(
             queue = queue.as_str(),

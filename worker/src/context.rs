@@ -39,6 +39,8 @@ pub struct Ctx {
     /// Cancelled when the worker starts shutting down: jobs stop sending, write what they
     /// sent and hand the rest back to the queue.
     pub stopping: CancellationToken,
+    /// The queues an operator paused (`crate::paused_queues`).
+    pub paused: crate::paused_queues::PausedQueues,
 }
 
 impl Ctx {

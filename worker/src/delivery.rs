@@ -31,7 +31,7 @@ use crate::job::{Job, JobResult};
 use crate::provider::{Message, SendResult};
 use crate::status_watch::StatusWatch;
 use chrono::SubsecRound;
-use parley_domain::send_rules::Decision;
+use parley_domain::send_rules::{Decision, HoldReason};
 use parley_types::metric_names::{RECIPIENTS, RECIPIENTS_CAPPED, RECIPIENTS_HELD};
 use parley_types::time::Timestamp;
 
@@ -48,6 +48,10 @@ impl Job for DeliverRecipients {
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id, recipients = self.recipient_ids.len())
+    }
+
+    fn items(&self) -> u64 {
+        self.recipient_ids.len() as u64
     }
 
     /// Runs holding its organization's slot ([`crate::fair`]).
@@ -249,12 +253,22 @@ async fn decide(ctx: &Ctx, b: &DeliveryContext, claimed: Vec<Claimed>) -> anyhow
         ready: Vec::new(),
         reserved: HashMap::new(),
     };
+    let channel = b.channel.as_str();
+    // An operator paused the organization: every recipient waits, `high` ones too.
+    if b.paused {
+        metrics::counter!(RECIPIENTS_HELD, "channel" => channel, "reason" => HoldReason::Paused.as_str())
+            .increment(claimed.len() as u64);
+        decided.ready = claimed
+            .into_iter()
+            .map(|r| (r.id, RecipientOutcome::Held { until: None }))
+            .collect();
+        return Ok(decided);
+    }
     if plan.is_free() && cap.is_none() {
         decided.to_send = claimed;
         return Ok(decided);
     }
     let now = ctx.clock.now();
-    let channel = b.channel.as_str();
     for r in claimed {
         if r.contact_id.is_none() {
             decided.to_send.push(r);
@@ -266,7 +280,9 @@ async fn decide(ctx: &Ctx, b: &DeliveryContext, claimed: Vec<Claimed>) -> anyhow
                 metrics::counter!(RECIPIENTS_HELD, "channel" => channel, "reason" => reason.as_str())
                     .increment(1);
                 let until = Timestamp(until.trunc_subsecs(6));
-                decided.ready.push((r.id, RecipientOutcome::Held { until }));
+                decided
+                    .ready
+                    .push((r.id, RecipientOutcome::Held { until: Some(until) }));
             }
             Decision::SkipPast => decided.ready.push((
                 r.id,

@@ -46,6 +46,11 @@ pub trait Job: Payload {
     /// The span its log lines carry (the ids that matter: broadcast, import, webhook, ...).
     fn span(&self) -> tracing::Span;
 
+    /// Items of work it carries (recipients, deliveries, checks), for the operator's rates.
+    fn items(&self) -> u64 {
+        1
+    }
+
     fn run(self, ctx: &Ctx) -> impl Future<Output = JobResult> + Send;
 }
 
@@ -56,6 +61,7 @@ pub async fn handle<J: Job>(job: J, ctx: Data<Ctx>, task: TaskId) -> Result<(), 
         tracing::info_span!(parent: &outer, "job", queue = J::QUEUE.as_str(), job_id = %task);
     async move {
         let started = Instant::now();
+        let items = job.items();
         let result = if job.version() == PAYLOAD_VERSION {
             job.run(&ctx).await
         } else {
@@ -72,6 +78,13 @@ pub async fn handle<J: Job>(job: J, ctx: Data<Ctx>, task: TaskId) -> Result<(), 
         metrics::counter!(JOBS, "queue" => J::QUEUE.as_str(), "outcome" => outcome).increment(1);
         metrics::histogram!(JOB_DURATION, "queue" => J::QUEUE.as_str(), "outcome" => outcome)
             .record(started.elapsed().as_secs_f64());
+        // The operator API's rates: not worth failing or delaying a job for.
+        let jobs = ctx.jobs.clone();
+        tokio::spawn(async move {
+            if let Err(err) = jobs.record_done(J::QUEUE, items).await {
+                tracing::debug!(%err, "job not counted in the queue's rates");
+            }
+        });
         match result {
             Ok(()) => {}
             Err(Failure::Retry(err)) => tracing::warn!(

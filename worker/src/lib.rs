@@ -16,8 +16,10 @@ pub mod job;
 pub mod maintenance;
 pub mod metrics;
 pub mod net;
+pub mod operator;
 pub mod org_limits;
 pub mod outcomes;
+pub mod paused_queues;
 pub mod periodic;
 pub mod process;
 pub mod provider;
@@ -119,6 +121,7 @@ impl Worker {
             config: Arc::new(config),
             clock,
             stopping: CancellationToken::new(),
+            paused: Default::default(),
         };
         let metrics = metrics_handle();
         crate::metrics::register(&ctx.settings().queues);
@@ -150,6 +153,7 @@ impl Worker {
         tasks.spawn(ticker::run(self.ctx.clone(), shutdown.clone()));
         tasks.spawn(maintenance::run(self.ctx.clone(), shutdown.clone()));
         tasks.spawn(org_limits::run(self.ctx.clone(), shutdown.clone()));
+        tasks.spawn(operator::run(self.ctx.clone(), shutdown.clone()));
         if self
             .ctx
             .settings()

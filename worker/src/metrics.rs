@@ -56,7 +56,11 @@ pub fn register(queues: &[QueueName]) {
         for status in ["sent", "failed"] {
             metrics::counter!(RECIPIENTS, "channel" => c, "status" => status).absolute(0);
         }
-        for reason in [HoldReason::LocalTime, HoldReason::QuietHours] {
+        for reason in [
+            HoldReason::LocalTime,
+            HoldReason::QuietHours,
+            HoldReason::Paused,
+        ] {
             metrics::counter!(RECIPIENTS_HELD, "channel" => c, "reason" => reason.as_str())
                 .absolute(0);
         }

@@ -18,6 +18,10 @@ impl Job for CheckSla {
         tracing::info_span!("sla_checks", checks = self.check_ids.len())
     }
 
+    fn items(&self) -> u64 {
+        self.check_ids.len() as u64
+    }
+
     async fn run(self, ctx: &Ctx) -> JobResult {
         Ok(run(ctx, &self.check_ids).await?)
     }

@@ -132,7 +132,7 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 }
 
 /// Enqueues pending recipients, (broadcast, recipient), in their broadcasts' lanes.
-async fn enqueue_recipients(
+pub(crate) async fn enqueue_recipients(
     ctx: &Ctx,
     recipients: Vec<(uuid::Uuid, uuid::Uuid)>,
 ) -> anyhow::Result<()> {

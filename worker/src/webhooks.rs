@@ -81,6 +81,10 @@ impl Job for DeliverWebhooks {
         tracing::info_span!("webhooks", organization_id = ?self.organization_id, deliveries = self.delivery_ids.len())
     }
 
+    fn items(&self) -> u64 {
+        self.delivery_ids.len() as u64
+    }
+
     /// Runs holding its organization's slot ([`crate::fair`]).
     async fn run(self, ctx: &Ctx) -> JobResult {
         Ok(crate::fair::holding_slot(ctx, &self, run(ctx, &self)).await?)

@@ -5,4 +5,5 @@ pub mod auth;
 pub mod guard;
 pub mod http_metrics;
 pub mod idempotency;
+pub mod operator_auth;
 pub mod request_context;

@@ -53,6 +53,7 @@ pub fn document(routes: OpenApi, deployment: &Deployment) -> serde_json::Value {
 const BEARER: &str = "bearer";
 const SIGNATURE: &str = "channelSignature";
 const TICKET_TOKEN: &str = "ticketAccessToken";
+const OPERATOR: &str = "operatorToken";
 
 fn error(description: &str) -> RefOr<utoipa::openapi::Response> {
     ResponseBuilder::new()
@@ -93,6 +94,8 @@ pub fn finish(mut api: OpenApi) -> OpenApi {
             qualify_operation_id(op);
             if path.starts_with(SIGNED_PREFIX) {
                 secure_by_signature(op);
+            } else if path.starts_with(crate::routes::admin::PREFIX) {
+                secure_by_operator(op);
             } else {
                 secure_by_key(op, path, &method);
                 if method == HttpMethod::Post {
@@ -128,6 +131,18 @@ fn add_security_schemes(components: &mut utoipa::openapi::Components) {
                 .bearer_format("prl_<32 base62 characters>")
                 .description(Some(
                     "An API key; see `/api/v1/api-keys` and `parley-api key create`.",
+                ))
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        OPERATOR,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "The operator API's credential: `PARLEY_ADMIN_TOKEN`, or an operator key \
+                     made by `parley-api admin key create`. Never a tenant's API key.",
                 ))
                 .build(),
         ),
@@ -177,6 +192,25 @@ fn secure_by_signature(op: &mut Operation) {
         "Missing or wrong signature, or no secret configured (`unauthorized`)",
     );
     add(op, "404", "No such channel (`not_found`)");
+}
+
+/// The operator API (`/admin/v1`): the operator's credential.
+fn secure_by_operator(op: &mut Operation) {
+    op.security = Some(vec![SecurityRequirement::new(
+        OPERATOR,
+        Vec::<String>::new(),
+    )]);
+    add(
+        op,
+        "401",
+        "No or unknown operator credential; a tenant's API key is not one (`unauthorized`)",
+    );
+    add(
+        op,
+        "429",
+        "The client's address made too many failed authentications this minute \
+         (`rate_limited`, with `Retry-After`)",
+    );
 }
 
 /// Every other route: an API key with the scope the route requires.

@@ -71,7 +71,14 @@ const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[
         "/api/v1/segments/{id}",
         "`filter.createdAfter` must be before `filter.createdBefore`",
     ),
+    ("get", "/admin/v1/dead", DEAD_FILTER_RULE),
+    ("post", "/admin/v1/dead/retry", DEAD_FILTER_RULE),
+    ("post", "/admin/v1/dead/discard", DEAD_FILTER_RULE),
 ];
+
+/// What a dead-work filter may not combine (`parley_domain::operator::DeadFilter::checked`).
+const DEAD_FILTER_RULE: &str = "`to` must be after `from`; `broadcastId` is for the \
+    recipient-delivery queue only, `webhookId` for the webhook-delivery queue only";
 
 fn free_json_schema() -> Value {
     json!({

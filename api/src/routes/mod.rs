@@ -1,5 +1,6 @@
 //! One module per resource; each gives an [`OpenApiRouter`] of its routes.
 
+pub mod admin;
 pub mod api_keys;
 pub mod broadcasts;
 pub mod categories;

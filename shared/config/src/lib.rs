@@ -94,6 +94,8 @@ pub struct HttpSettings {
     /// make per minute before it gets 429 without a lookup (`PARLEY_AUTH_FAILURES_PER_MINUTE`;
     /// 0: no limit).
     pub auth_failures_per_minute: u32,
+    /// `PARLEY_ADMIN_TOKEN`: never in `Debug` or in logs.
+    pub admin_token: Option<SecretString>,
 }
 
 /// The S3-compatible store (`S3_*` and the AWS credential variables).
@@ -289,6 +291,7 @@ impl From<Vars> for Config {
                 header_read_timeout: secs(v.PARLEY_HEADER_READ_TIMEOUT_SECS),
                 max_connections: v.PARLEY_MAX_CONNECTIONS,
                 auth_failures_per_minute: v.PARLEY_AUTH_FAILURES_PER_MINUTE,
+                admin_token: v.PARLEY_ADMIN_TOKEN.map(SecretString::from),
             },
             worker: WorkerSettings {
                 queues: v

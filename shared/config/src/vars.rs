@@ -78,6 +78,10 @@ pub(crate) struct Vars {
     pub PARLEY_MAX_CONNECTIONS: usize,
     #[arg(long, default_value_t = 30, value_parser = RangedU64ValueParser::<u32>::new().range(0..=1_000_000))]
     pub PARLEY_AUTH_FAILURES_PER_MINUTE: u32,
+    /// The operator API's bearer token (`/admin/v1`), beside the operator keys in Postgres;
+    /// at least 32 characters. Unset: only operator keys are accepted.
+    #[arg(long, value_parser = admin_token)]
+    pub PARLEY_ADMIN_TOKEN: Option<String>,
 
     /// Comma-separated; all queues when unset.
     #[arg(long, value_parser = queues)]
@@ -340,4 +344,13 @@ fn content_types(raw: &str) -> Result<ContentTypes, String> {
         return Err(format!("{bad:?} is not a type/subtype or type/*"));
     }
     Ok(ContentTypes(types))
+}
+
+/// An operator token: 32 to 256 visible ASCII characters.
+fn admin_token(s: &str) -> Result<String, String> {
+    if (32..=256).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(s.to_owned())
+    } else {
+        Err("32 to 256 visible ASCII characters (no spaces)".to_owned())
+    }
 }

@@ -322,17 +322,22 @@ pub async fn set_status(
 pub async fn retry_failed(
     conn: &mut PgConnection,
     id: Uuid,
-    codes: Option<&[String]>,
+    which: &RetryWhich<'_>,
 ) -> Result<u64, sqlx::Error> {
     let retried = sqlx::query!(
         "UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
             error_message = NULL, failed_at = NULL, external_message_id = NULL, sent_at = NULL,
             delivered_at = NULL, read_at = NULL, replied_at = NULL, requeues = 0,
-            enqueued_at = clock_timestamp(), send_generation = send_generation + 1
+            enqueued_at = clock_timestamp(), send_generation = send_generation + 1,
+            discarded_at = NULL
          WHERE broadcast_id = $1 AND status = 'failed'
-           AND ($2::text[] IS NULL OR error_code = ANY ($2))",
+           AND ($2::text[] IS NULL OR error_code = ANY ($2))
+           AND ($3::uuid[] IS NULL OR id = ANY ($3))
+           AND coalesce(error_code, '') <> ALL ($4)",
         id,
-        codes,
+        which.codes,
+        which.ids,
+        which.except,
     )
     .execute(&mut *conn)
     .await?
@@ -347,6 +352,15 @@ pub async fn retry_failed(
         .await?;
     }
     Ok(retried)
+}
+
+/// Which failed recipients [`retry_failed`] sends again: those with one of `codes` (all when
+/// `None`), among `ids` (all when `None`), except those with one of `except`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RetryWhich<'a> {
+    pub codes: Option<&'a [String]>,
+    pub ids: Option<&'a [Uuid]>,
+    pub except: &'a [String],
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {

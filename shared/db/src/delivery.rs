@@ -413,6 +413,8 @@ pub struct DeliveryContext {
     pub default_zone: Option<String>,
     /// An A/B broadcast: its recipients have variants ([`variant_contents`]).
     pub ab_test: bool,
+    /// An operator paused the organization's sending: its recipients are held.
+    pub paused: bool,
 }
 
 impl DeliveryContext {
@@ -463,7 +465,8 @@ pub async fn delivery_context(
                 coalesce(b.quiet_hours, o.quiet_hours) AS "quiet_hours: Json<QuietHours>",
                 o.frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
                 o.working_hours->>'timezone' AS default_zone,
-                b.ab_test IS NOT NULL AS "ab_test!"
+                b.ab_test IS NOT NULL AS "ab_test!",
+                o.sending_paused_at IS NOT NULL AS "paused!"
          FROM broadcasts b JOIN organizations o ON o.id = b.organization_id
          WHERE b.id = $1"#,
         id,
@@ -671,9 +674,10 @@ pub enum RecipientOutcome {
         code: String,
         message: String,
     },
-    /// Not yet: `held` until then (its local send time, or the end of its quiet hours).
+    /// Not yet: `held` until then (its local send time, or the end of its quiet hours), or
+    /// with no time (`None`) while its organization's sending is paused.
     Held {
-        until: Timestamp,
+        until: Option<Timestamp>,
     },
     /// Not sent (the broadcast paused or the worker is stopping): back to the pool.
     Released,
@@ -708,7 +712,7 @@ pub async fn record<'a>(
                 (RecipientStatus::Sent, message_id.clone(), None, None)
             }
             RecipientOutcome::Held { until } => {
-                hold = Some(*until);
+                hold = *until;
                 (RecipientStatus::Held, None, None, None)
             }
             RecipientOutcome::Failed { code, message } => (

@@ -228,7 +228,7 @@ pub async fn redeliver(
     sqlx::query_as!(
         Delivery,
         "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), enqueued_at = now(),
-            requeues = 0
+            requeues = 0, discarded_at = NULL
          WHERE webhook_id = $1 AND id = $2
          RETURNING id AS delivery_id, webhook_id, event, status, attempts, next_attempt_at,
             delivered_at, created_at",
@@ -659,7 +659,8 @@ pub async fn advance_recoveries(tx: &mut PgConnection, batch: i64) -> Result<u64
             ORDER BY created_at, id LIMIT $6),
          u AS (
             UPDATE webhook_deliveries d SET status = 'pending',
-                next_attempt_at = clock_timestamp(), enqueued_at = NULL, requeues = 0
+                next_attempt_at = clock_timestamp(), enqueued_at = NULL, requeues = 0,
+                discarded_at = NULL
             FROM f WHERE d.id = f.id AND d.status = 'failed'
             RETURNING d.id)
          SELECT (SELECT count(*) FROM f) AS "candidates!", (SELECT count(*) FROM u) AS "taken!",

@@ -18,6 +18,7 @@ pub mod files;
 pub mod imports;
 pub mod leads;
 pub mod message_attributes;
+pub mod operator;
 pub mod orgs;
 pub mod segments;
 pub mod send_rules;

@@ -182,6 +182,8 @@ impl FrequencyCaps {
 pub enum HoldReason {
     LocalTime,
     QuietHours,
+    /// An operator paused the organization's sending.
+    Paused,
 }
 
 impl HoldReason {
@@ -189,6 +191,7 @@ impl HoldReason {
         match self {
             HoldReason::LocalTime => "local_time",
             HoldReason::QuietHours => "quiet_hours",
+            HoldReason::Paused => "paused",
         }
     }
 }

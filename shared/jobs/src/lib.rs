@@ -13,6 +13,7 @@ use apalis_redis::{Config, RedisStorage};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub mod activity;
 mod lanes;
 pub mod redis_conn;
 

@@ -204,7 +204,11 @@ pub async fn retry_failed(
     {
         return Err(Action::RetryFailed.refused(broadcast.status).into());
     }
-    let retried = db::broadcasts::retry_failed(&mut tx, id, codes).await?;
+    let which = db::broadcasts::RetryWhich {
+        codes,
+        ..Default::default()
+    };
+    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?;
     if retried == 0 {
         return Err(
             AppError::invalid_state("no failed recipient of this broadcast matches").into(),
@@ -215,6 +219,46 @@ pub async fn retry_failed(
     dispatch(ctx, id, true).await;
     read(ctx, caller.org_id, id).await
 }
+
+/// Sends again the failed recipients `ids` of a broadcast (an operator's retry of dead work):
+/// as [`retry_failed`] does, for those only, under the broadcast's lock and only from the
+/// states that allow a retry (0 otherwise: a broadcast still sending is retried once it
+/// ends). Recipients whose outcome is uncertain (`attempts_exhausted`, `timeout`: the provider
+/// may have taken the message) are sent again only when `uncertain_too`.
+pub async fn retry_recipients(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    ids: &[Uuid],
+    uncertain_too: bool,
+) -> Result<u64> {
+    let mut tx = ctx.pool.begin().await?;
+    let Some(broadcast) = db::broadcasts::lock(&mut tx, org, id).await? else {
+        return Ok(0);
+    };
+    if !Action::RetryFailed
+        .allowed_from()
+        .contains(&broadcast.status)
+    {
+        return Ok(0);
+    }
+    let uncertain = UNCERTAIN_CODES.map(str::to_owned);
+    let which = db::broadcasts::RetryWhich {
+        codes: None,
+        ids: Some(ids),
+        except: if uncertain_too { &[] } else { &uncertain },
+    };
+    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?;
+    tx.commit().await?;
+    if retried > 0 {
+        tracing::info!(broadcast_id = %id, retried, "failed recipients sent again by an operator");
+        dispatch(ctx, id, true).await;
+    }
+    Ok(retried)
+}
+
+/// Error codes after which a recipient may have been sent although it failed.
+pub const UNCERTAIN_CODES: [&str; 2] = ["attempts_exhausted", "timeout"];
 
 /// Picks the winner of an A/B broadcast whose test share is written and whose winner is not
 /// picked yet (409 `invalid_state` otherwise): the variant named `name`, or (`None`, when the

@@ -15,6 +15,7 @@ pub mod files;
 pub mod imports;
 pub mod leads;
 pub mod message_attributes;
+pub mod operator;
 pub mod org_limits;
 pub mod orgs;
 pub mod receipts;

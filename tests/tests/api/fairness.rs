@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// `n` contacts of `org`, written straight to Postgres.
-async fn contacts_of(app: &TestApp, org: Uuid, n: usize) -> Vec<Uuid> {
+pub(crate) async fn contacts_of(app: &TestApp, org: Uuid, n: usize) -> Vec<Uuid> {
     let ids: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
     sqlx::query(
         "INSERT INTO contacts (id, organization_id, name, email, source)
@@ -31,14 +31,19 @@ async fn contacts_of(app: &TestApp, org: Uuid, n: usize) -> Vec<Uuid> {
 }
 
 /// A new organization with `n` contacts: its id, its key and the contacts.
-async fn org(app: &TestApp, name: &str, n: usize) -> (Uuid, String, Vec<Uuid>) {
+pub(crate) async fn org(app: &TestApp, name: &str, n: usize) -> (Uuid, String, Vec<Uuid>) {
     let (org, key) = app.new_org(name).await;
     let contacts = contacts_of(app, org, n).await;
     (org, key, contacts)
 }
 
 /// An organization's email broadcast to `contacts`, sent now with `priority`; its id.
-async fn send_now(app: &TestApp, key: &str, contacts: &[Uuid], priority: &str) -> String {
+pub(crate) async fn send_now(
+    app: &TestApp,
+    key: &str,
+    contacts: &[Uuid],
+    priority: &str,
+) -> String {
     let template = app
         .send(
             reqwest::Method::POST,
@@ -62,7 +67,7 @@ async fn send_now(app: &TestApp, key: &str, contacts: &[Uuid], priority: &str) -
     created.id()
 }
 
-async fn broadcast(app: &TestApp, key: &str, id: &str) -> Value {
+pub(crate) async fn broadcast(app: &TestApp, key: &str, id: &str) -> Value {
     app.send(
         reqwest::Method::GET,
         &format!("/api/v1/broadcasts/{id}"),

@@ -20,6 +20,7 @@ mod leads;
 mod lists;
 mod observability;
 mod openapi;
+mod operator;
 mod outcome_writes;
 mod pooler;
 mod resources;

@@ -1,0 +1,167 @@
+//! Operator control in the worker (docs/operations.md, "Operator control"): the queues an
+//! operator paused, read every few ticks (a paused queue's consumer stops taking jobs:
+//! `crate::consumers`), and the running retries, discards and resumes, advanced a batch a
+//! tick by whichever worker takes the action's lease.
+
+use parley_db as db;
+use parley_db::operator::DeadScope;
+use std::collections::HashMap;
+
+use parley_domain::operator::{ActionKind, DeadFilter, DeadItem, DeadQueue};
+use parley_jobs::QueueName;
+use parley_types::list::Cursor;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::context::Ctx;
+use crate::periodic::{self, Periodic};
+
+/// Items a batch of an action takes.
+const BATCH: i64 = 1_000;
+/// How long a worker holds an action while it runs a batch of it.
+const LEASE_SECS: f64 = 30.0;
+/// Ticks between two reads of the paused queues.
+const PAUSES_EVERY: u64 = 4;
+/// Ticks between two sweeps of recently resumed organizations' held recipients.
+const SWEEP_EVERY: u64 = 40;
+/// How long after a resume its organization is swept.
+const SWEEP_FOR_SECS: f64 = 3600.0;
+
+pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+    periodic::run(ctx.settings().tick_interval, shutdown, Operator(ctx)).await
+}
+
+struct Operator(Ctx);
+
+impl Periodic for Operator {
+    async fn pass(&mut self, n: u64) {
+        let ctx = &self.0;
+        if n.is_multiple_of(PAUSES_EVERY) {
+            match db::operator::paused_queues(&ctx.pool).await {
+                Ok(rows) => ctx.paused.set(
+                    rows.iter()
+                        .filter_map(|p| QueueName::parse(&p.queue))
+                        .collect(),
+                ),
+                Err(err) => tracing::warn!(%err, "paused queues not read this tick"),
+            }
+        }
+        if let Err(err) = advance(ctx).await {
+            tracing::warn!(error = %format!("{err:#}"), "operator action not advanced this tick");
+        }
+        if n.is_multiple_of(SWEEP_EVERY)
+            && let Err(err) = sweep_resumed(ctx).await
+        {
+            tracing::warn!(error = %format!("{err:#}"), "resumed organizations not swept this tick");
+        }
+    }
+}
+
+/// A job that read an organization's pause just before its resume writes its recipients held
+/// just after, and a resume's batches skip rows locked at that moment: for an hour after a
+/// resume, its organization's held-by-pause recipients are released again (one batch each).
+async fn sweep_resumed(ctx: &Ctx) -> anyhow::Result<()> {
+    for org in db::operator::recent_resumes(&ctx.pool, SWEEP_FOR_SECS).await? {
+        let n = db::operator::release_paused(&ctx.pool, org, ctx.clock.now(), BATCH).await?;
+        if n > 0 {
+            tracing::info!(organization_id = %org, released = n, "held recipients of a resumed organization released");
+        }
+    }
+    Ok(())
+}
+
+/// Retries failed recipients as a tenant's `retry-failed` does, broadcast by broadcast (under
+/// its lock, from the states that allow it; then its dispatch enqueues them). Those whose
+/// outcome is uncertain (`attempts_exhausted`, `timeout`) only when the filter names the code.
+async fn retry_recipients(
+    ctx: &Ctx,
+    filter: &DeadFilter,
+    items: &[DeadItem],
+) -> anyhow::Result<usize> {
+    let uncertain_too = filter
+        .error_code
+        .as_deref()
+        .is_some_and(|c| parley_usecases::broadcasts::UNCERTAIN_CODES.contains(&c));
+    let mut by_broadcast: HashMap<(Uuid, Uuid), Vec<Uuid>> = HashMap::new();
+    for item in items {
+        if let Some(broadcast) = item.broadcast_id {
+            by_broadcast
+                .entry((item.organization_id, broadcast))
+                .or_default()
+                .push(item.id);
+        }
+    }
+    let usecases = parley_usecases::Ctx {
+        pool: &ctx.pool,
+        jobs: &ctx.jobs,
+        clock: &ctx.clock,
+    };
+    let mut done = 0;
+    for ((org, broadcast), ids) in by_broadcast {
+        done += parley_usecases::broadcasts::retry_recipients(
+            usecases,
+            org,
+            broadcast,
+            &ids,
+            uncertain_too,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    }
+    Ok(done as usize)
+}
+
+/// Runs one batch of the oldest running action whose lease is free.
+async fn advance(ctx: &Ctx) -> anyhow::Result<()> {
+    let Some(a) = db::operator::take_running(&ctx.pool, LEASE_SECS).await? else {
+        return Ok(());
+    };
+    let limit = BATCH.min(i64::from(a.left.max(0)));
+    let (done, cursor, finished) = match (a.action, &a.filter, a.organization_id) {
+        (ActionKind::Retry | ActionKind::Discard, Some(filter), _) if limit > 0 => {
+            let queue = filter.queue;
+            let scope = DeadScope {
+                after: a
+                    .cursor_at
+                    .zip(a.cursor_id)
+                    .map(|(created_at, id)| Cursor { created_at, id }),
+                ids: &a.ids,
+                until: Some(a.created_at),
+            };
+            let items = db::operator::dead(&ctx.pool, queue, filter, &scope, limit).await?;
+            let ids: Vec<uuid::Uuid> = items.iter().map(|i| i.id).collect();
+            let done = match (a.action, queue) {
+                (ActionKind::Retry, DeadQueue::RecipientDelivery) => {
+                    retry_recipients(ctx, filter, &items).await?
+                }
+                (ActionKind::Retry, _) => {
+                    let mut tx = ctx.pool.begin().await?;
+                    let retried = db::operator::retry(&mut tx, queue, &ids).await?;
+                    tx.commit().await?;
+                    // Enqueued after the commit: one lost meanwhile is found by the reconciler.
+                    for import in retried.imports {
+                        ctx.jobs.import_contacts(import).await?;
+                    }
+                    retried.count
+                }
+                _ => db::operator::discard(&ctx.pool, queue, &ids).await?,
+            };
+            let cursor = items.last().map(|i| Cursor {
+                created_at: i.failed_at,
+                id: i.id,
+            });
+            let finished = (items.len() as i64) < limit || i64::from(a.left) <= items.len() as i64;
+            (done as i32, cursor, finished)
+        }
+        (ActionKind::ResumeOrganization, _, Some(org)) => {
+            let n = db::operator::release_paused(&ctx.pool, org, ctx.clock.now(), BATCH).await?;
+            (n as i32, None, n < BATCH)
+        }
+        _ => (0, None, true),
+    };
+    db::operator::advance(&ctx.pool, a.id, done, cursor.as_ref(), finished).await?;
+    if finished {
+        tracing::info!(action_id = %a.id, action = a.action.as_str(), "operator action completed");
+    }
+    Ok(())
+}
