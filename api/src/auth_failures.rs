@@ -80,6 +80,22 @@ impl AuthFailures {
         (failures >= self.per_minute).then(|| (WINDOW - elapsed).as_secs().max(1))
     }
 
+    /// 429 `rate_limited` when `peer` (if known) failed as often as it may this minute.
+    pub fn admit(
+        &self,
+        peer: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<(), parley_types::error::AppError> {
+        match peer.and_then(|ip| self.blocked(ip, now)) {
+            Some(retry_after) => Err(parley_types::error::AppError::RateLimited {
+                message: "too many failed authentications from this address; try again later"
+                    .to_owned(),
+                retry_after,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Counts a key-shaped token of `peer` that named no key.
     pub fn failed(&self, peer: IpAddr, now: Instant) {
         if self.per_minute == 0 {

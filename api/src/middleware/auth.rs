@@ -74,14 +74,7 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
     // refused before it.
     let peer = req.extensions().get::<Peer>().map(|p| p.0);
     let now = std::time::Instant::now();
-    if let Some(retry_after) = peer.and_then(|ip| state.auth_failures.blocked(ip, now)) {
-        return Err(AppError::RateLimited {
-            message: "too many failed authentications from this address; try again later"
-                .to_owned(),
-            retry_after,
-        }
-        .into());
-    }
+    state.auth_failures.admit(peer, now)?;
     let Some(key) = identify(state, secret, now).await? else {
         if let Some(ip) = peer {
             state.auth_failures.failed(ip, now);

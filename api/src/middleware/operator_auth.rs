@@ -51,14 +51,7 @@ async fn identify(
     let token = token.ok_or(AppError::Unauthorized)?;
     let token = token.as_str();
     let now = std::time::Instant::now();
-    if let Some(retry_after) = peer.and_then(|ip| state.auth_failures.blocked(ip, now)) {
-        return Err(AppError::RateLimited {
-            message: "too many failed authentications from this address; try again later"
-                .to_owned(),
-            retry_after,
-        }
-        .into());
-    }
+    state.auth_failures.admit(peer, now)?;
     if let Some(admin) = &state.config.http.admin_token
         && auth::same_secret(admin.expose_secret(), token)
     {

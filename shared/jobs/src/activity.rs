@@ -27,8 +27,8 @@ impl Jobs {
         format!("{}:rate:{what}:{bucket}", queue_name(&self.prefix, queue))
     }
 
-    /// Counts a job of `queue` finished, and the items it did (recipients sent, deliveries
-    /// attempted; 1 for a job whose work is one item). One round trip.
+    /// Counts a job of `queue` finished, and the items it carried (recipients, deliveries,
+    /// checks; 1 for a job whose work is one item). One round trip.
     pub async fn record_done(&self, queue: QueueName, items: u64) -> Result<(), redis::RedisError> {
         let bucket = chrono::Utc::now().timestamp() / BUCKET_SECS;
         let ttl = (BUCKET_SECS * (BUCKETS + 2)) as u64;

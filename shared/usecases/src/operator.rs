@@ -1,6 +1,6 @@
 //! Operator control (issue 30), for the operator API and the CLI alike: the queues and the
-//! largest backlogs, dead work, retries and discards (run by the workers' ticker in batches,
-//! with progress), pauses, and the audit log every action is written to.
+//! largest backlogs, dead work, retries and discards (run by the workers' operator loop in
+//! batches, with progress), pauses, and the audit log every action is written to.
 
 use parley_db as db;
 use parley_db::operator::{DeadScope, NewAction};
@@ -81,7 +81,7 @@ pub async fn dead(
 }
 
 /// Starts a retry or a discard of what `req` selects: logged at once with what it matches
-/// now (counted up to 10,000), then run by the workers' ticker a batch at a time; its progress
+/// now (counted up to 10,000), then run by the workers' operator loop a batch at a time; its progress
 /// is the action's `done`.
 pub async fn act(
     ctx: Ctx<'_>,
@@ -127,7 +127,7 @@ pub async fn act(
 
 /// Pauses or resumes one organization's sending. Paused, its recipients are held as their
 /// jobs come (`held`, no `holdUntil`), `high` ones too; resumed, the held ones are released
-/// by the workers' ticker (the action runs until all are). 404 for an unknown organization,
+/// by the workers (the action runs until all are). 404 for an unknown organization,
 /// 409 when it is already so.
 pub async fn set_org_paused(
     ctx: Ctx<'_>,
