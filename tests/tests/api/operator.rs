@@ -513,3 +513,75 @@ async fn the_cli_does_what_the_api_does_and_its_keys_open_the_api() {
         .await
         .expect_error(401, "unauthorized");
 }
+
+#[tokio::test]
+async fn a_recipient_that_may_have_been_sent_is_retried_only_when_its_code_is_named() {
+    let provider = FakeProvider::start().await;
+    let env = [("PARLEY_CHANNEL_SOCIAL_A_URL", provider.url.as_str())];
+    let app = app_with(&env).await;
+    let _worker = app.spawn_worker(&env).await;
+    provider.always(Reply::Status {
+        status: 400,
+        retry_after: None,
+        code: Some("invalid_recipient"),
+    });
+    let contacts = seed::contacts(&app, 2).await;
+    let t = template(&app, "social_a", "Hello").await;
+    let broadcast = send_now(&app, &t, &contacts).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{broadcast}"), 30, |b| {
+        b["data"]["status"] == "failed"
+    })
+    .await;
+    // One of them timed out at the provider, which may have taken the message.
+    let uncertain: Uuid = sqlx::query_scalar(
+        "UPDATE broadcast_recipients SET error_code = 'timeout'
+         WHERE id = (SELECT id FROM broadcast_recipients WHERE broadcast_id = $1 LIMIT 1)
+         RETURNING id",
+    )
+    .bind(Uuid::parse_str(&broadcast).unwrap())
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    provider.always(Reply::Accept);
+    let retry = |filter: Value| {
+        let app = &app;
+        async move {
+            let action = admin(
+                app,
+                Method::POST,
+                "/admin/v1/dead/retry",
+                Some(json!({"filter": filter})),
+            )
+            .await;
+            action.expect(202);
+            finished(app, action.data()).await
+        }
+    };
+    let first = retry(json!({"queue": "recipient-delivery", "broadcastId": broadcast})).await;
+    assert_eq!(first["done"], 1, "the timed-out one is left: {first}");
+    app.wait_for(&format!("/api/v1/broadcasts/{broadcast}"), 30, |b| {
+        b["data"]["status"] == "completed"
+    })
+    .await;
+    let dead = get(
+        &app,
+        &format!("/admin/v1/dead?queue=recipient-delivery&broadcastId={broadcast}"),
+    )
+    .await;
+    assert_eq!(items(&dead).len(), 1);
+    assert_eq!(items(&dead)[0]["id"], uncertain.to_string());
+    let second = retry(
+        json!({"queue": "recipient-delivery", "broadcastId": broadcast,
+                              "errorCode": "timeout"}),
+    )
+    .await;
+    assert_eq!(second["done"], 1);
+    let b = app
+        .wait_for(&format!("/api/v1/broadcasts/{broadcast}"), 30, |b| {
+            b["data"]["status"] == "completed" && b["data"]["sentCount"] == 2
+        })
+        .await;
+    assert_eq!(b["data"]["failedCount"], 0);
+    let accepted = provider.calls().iter().filter(|c| c.status == 200).count();
+    assert_eq!(accepted, 2, "each sent once");
+}
