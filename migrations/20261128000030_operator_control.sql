@@ -48,6 +48,8 @@ CREATE TABLE operator_actions (
     cursor_at       timestamptz,
     cursor_id       uuid,
     lease_until     timestamptz,
+    -- Batches that failed in a row; at MAX_FAILURES (worker/src/operator.rs) it is `failed`.
+    failures        smallint NOT NULL DEFAULT 0,
     error           text,
     created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     finished_at     timestamptz

@@ -30,11 +30,13 @@ impl FilterArgs {
     }
 }
 
+/// `cli:<user>`, the audit log's name of an action made from a shell.
 fn actor() -> String {
-    format!(
-        "cli:{}",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned())
-    )
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    format!("cli:{user}")
 }
 
 fn app_error(err: parley_types::error::AppError) -> anyhow::Error {

@@ -111,11 +111,25 @@ async fn retry_recipients(
     Ok(done as usize)
 }
 
-/// Runs one batch of the oldest running action whose lease is free.
+/// Runs one batch of the oldest running action whose lease is free. A batch that fails is
+/// tried again after the lease; [`MAX_FAILURES`] in a row fail the action (its `error` says
+/// why), so that no action loops for ever.
 async fn advance(ctx: &Ctx) -> anyhow::Result<()> {
     let Some(a) = db::operator::take_running(&ctx.pool, LEASE_SECS).await? else {
         return Ok(());
     };
+    if let Err(err) = run_batch(ctx, &a).await {
+        let error = format!("{err:#}");
+        db::operator::batch_failed(&ctx.pool, a.id, &error, MAX_FAILURES).await?;
+        anyhow::bail!("action {}: {error}", a.id);
+    }
+    Ok(())
+}
+
+/// Batches of an action that may fail in a row before it is `failed`.
+pub const MAX_FAILURES: i16 = 5;
+
+async fn run_batch(ctx: &Ctx, a: &db::operator::RunningAction) -> anyhow::Result<()> {
     let limit = BATCH.min(i64::from(a.left.max(0)));
     let (done, cursor, finished) = match (a.action, &a.filter, a.organization_id) {
         (ActionKind::Retry | ActionKind::Discard, Some(filter), _) if limit > 0 => {

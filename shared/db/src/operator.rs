@@ -412,7 +412,7 @@ pub async fn advance(
 ) -> Result<(), sqlx::Error> {
     let (at, cid) = cursor.map(|c| (c.created_at, c.id)).unzip();
     sqlx::query!(
-        "UPDATE operator_actions SET done = done + $2,
+        "UPDATE operator_actions SET done = done + $2, failures = 0, error = NULL,
             cursor_at = coalesce($3, cursor_at), cursor_id = coalesce($4, cursor_id),
             status = CASE WHEN $5 THEN 'completed' ELSE status END,
             finished_at = CASE WHEN $5 THEN clock_timestamp() END,
@@ -423,6 +423,29 @@ pub async fn advance(
         at as _,
         cid,
         finished,
+    )
+    .execute(db)
+    .await
+    .map(|_| ())
+}
+
+/// Records a batch of a running action that failed: the error, and `failed` at `max_failures`
+/// in a row (a batch that succeeds starts the count again). Its lease stands: the next try
+/// is after it.
+pub async fn batch_failed(
+    db: impl PgExecutor<'_>,
+    id: Uuid,
+    error: &str,
+    max_failures: i16,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE operator_actions SET failures = failures + 1, error = left($2, 1000),
+            status = CASE WHEN failures + 1 >= $3 THEN 'failed' ELSE status END,
+            finished_at = CASE WHEN failures + 1 >= $3 THEN clock_timestamp() END
+         WHERE id = $1 AND status = 'running'",
+        id,
+        error,
+        i32::from(max_failures),
     )
     .execute(db)
     .await

@@ -585,3 +585,33 @@ async fn a_recipient_that_may_have_been_sent_is_retried_only_when_its_code_is_na
     let accepted = provider.calls().iter().filter(|c| c.status == 200).count();
     assert_eq!(accepted, 2, "each sent once");
 }
+
+#[tokio::test]
+async fn an_action_whose_batches_keep_failing_ends_failed_with_its_error() {
+    // No worker: the resume stays running until its batches are recorded by hand.
+    let app = app_with(&[]).await;
+    let org = app.org_id;
+    for verb in ["pause", "resume"] {
+        admin(
+            &app,
+            Method::POST,
+            &format!("/admin/v1/organizations/{org}/{verb}"),
+            None,
+        )
+        .await
+        .expect(200);
+    }
+    let audit = items(&get(&app, "/admin/v1/audit").await);
+    let id: Uuid = audit[0]["id"].as_str().unwrap().parse().unwrap();
+    let path = format!("/admin/v1/actions/{id}");
+    for n in 1..=5 {
+        parley_db::operator::batch_failed(&app.pool, id, &format!("boom {n}"), 5)
+            .await
+            .unwrap();
+        let a = get(&app, &path).await;
+        let expected = if n < 5 { "running" } else { "failed" };
+        assert_eq!(a["status"], expected, "after {n} failures: {a}");
+        assert_eq!(a["error"], format!("boom {n}"));
+    }
+    assert!(get(&app, &path).await["finishedAt"].is_string());
+}
