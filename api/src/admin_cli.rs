@@ -276,7 +276,7 @@ pub async fn run_to(
                 !name.is_empty() && name.len() <= 100 && !name.contains('\0'),
                 "a name of 1 to 100 characters"
             );
-            let key = format!("prlop_{}", auth::random_token(40));
+            let key = auth::generate_operator_key();
             anyhow::ensure!(
                 db::operator::insert_operator_key(&pool, &name, &auth::hash_key(&key)).await?,
                 "an operator key named {name:?} exists"

@@ -1,6 +1,7 @@
 //! The operator API's credential (`/admin/v1`): `PARLEY_ADMIN_TOKEN`, or an operator key made
-//! by `parley-api admin key create`. A tenant's API key is never one: 401. Failures count
-//! toward the client address's limit like a tenant key's. The handler gets the [`Operator`]
+//! by `parley-api admin key create`. A tenant's API key is never one: 401. Only a token of an
+//! operator key's shape is looked up; its failures count toward the client address's limit
+//! like a tenant key's. The handler gets the [`Operator`]
 //! whose name the audit log records.
 
 use axum::extract::{Request, State};
@@ -56,6 +57,11 @@ async fn identify(
         && auth::same_secret(admin.expose_secret(), token)
     {
         return Ok("token".to_owned());
+    }
+    // Only a token of an operator key's shape costs a lookup (and counts when it fails), as a
+    // tenant's key-shaped token does.
+    if !auth::looks_like_operator_key(token) {
+        return Err(AppError::Unauthorized.into());
     }
     if let Some(name) = db::operator::operator_named(&state.pool, &auth::hash_key(token)).await? {
         return Ok(name);

@@ -75,6 +75,26 @@ pub fn looks_like_key(secret: &str) -> bool {
     })
 }
 
+/// An operator key (`parley-api admin key create`): `prlop_` + 40 random base62 characters.
+pub const OPERATOR_KEY_PREFIX: &str = "prlop_";
+const OPERATOR_KEY_RANDOM_CHARS: usize = 40;
+
+/// A new operator key's secret (shown once; its SHA-256 is stored).
+pub fn generate_operator_key() -> String {
+    format!(
+        "{OPERATOR_KEY_PREFIX}{}",
+        random_token(OPERATOR_KEY_RANDOM_CHARS)
+    )
+}
+
+/// Whether `secret` has the shape of an operator key: anything else is refused without a
+/// database read.
+pub fn looks_like_operator_key(secret: &str) -> bool {
+    secret.strip_prefix(OPERATOR_KEY_PREFIX).is_some_and(|r| {
+        r.len() == OPERATOR_KEY_RANDOM_CHARS && r.chars().all(|c| c.is_ascii_alphanumeric())
+    })
+}
+
 pub fn is_valid_scope(scope: &str) -> bool {
     if matches!(scope, ALL | WEBHOOKS_MANAGE | API_KEYS_MANAGE) {
         return true;
@@ -106,6 +126,17 @@ pub fn allows(held: &[String], needed: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_operator_key_has_its_own_shape() {
+        let key = super::generate_operator_key();
+        assert!(super::looks_like_operator_key(&key));
+        assert!(!super::looks_like_key(&key));
+        assert!(!super::looks_like_operator_key(&key[..key.len() - 1]));
+        assert!(!super::looks_like_operator_key(
+            &super::generate_key().secret
+        ));
+    }
+
     use super::*;
 
     #[test]

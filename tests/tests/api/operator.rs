@@ -615,3 +615,29 @@ async fn an_action_whose_batches_keep_failing_ends_failed_with_its_error() {
     }
     assert!(get(&app, &path).await["finishedAt"].is_string());
 }
+
+#[tokio::test]
+async fn only_operator_key_shaped_tokens_cost_a_lookup_and_count_as_failures() {
+    let app = app_with(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "3")]).await;
+    let queues = |token: String| {
+        let app = &app;
+        async move {
+            app.send(Method::GET, "/admin/v1/queues", Some(&token), None)
+                .await
+                .status
+        }
+    };
+    // Malformed tokens are refused without a lookup and never block the address.
+    for n in 0..5 {
+        assert_eq!(queues(format!("guess-{n}")).await, 401);
+    }
+    let shaped = |n: usize| format!("prlop_{:0>40}", n);
+    for n in 0..3 {
+        assert_eq!(queues(shaped(n)).await, 401);
+    }
+    assert_eq!(
+        queues(shaped(3)).await,
+        429,
+        "three failed lookups block the address"
+    );
+}
