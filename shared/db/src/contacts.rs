@@ -28,14 +28,35 @@ macro_rules! contact_rows {
     };
 }
 
-pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "INSERT INTO contacts (id, organization_id, type, name, email, phone, avatar, country,
-            language, position, source, external_id, channel_data, company_id, widget_guest_id,
-            do_not_contact, is_anonymous, is_potential_client, messaging_a_opted_out,
-            messaging_a_opted_out_at, created_at, updated_at, timezone)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-            $19, $20, $21, $22, $23)",
+/// Inserts a new contact and its `created` activity in one statement (atomic without a
+/// transaction) and fills in its company's name and domain: nothing is read back. A company
+/// that is not the organization's is the foreign key's 422.
+pub async fn insert_created(
+    db: impl PgExecutor<'_>,
+    c: &mut Contact,
+    created: &ContactActivity,
+) -> Result<(), sqlx::Error> {
+    let company = sqlx::query!(
+        r#"WITH c AS (
+               INSERT INTO contacts (id, organization_id, type, name, email, phone, avatar,
+                   country, language, position, source, external_id, channel_data, company_id,
+                   widget_guest_id, do_not_contact, is_anonymous, is_potential_client,
+                   messaging_a_opted_out, messaging_a_opted_out_at, created_at, updated_at,
+                   timezone)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                   $17, $18, $19, $20, $21, $22, $23)
+               RETURNING id, organization_id, company_id
+           ), activity AS (
+               INSERT INTO contact_activities (id, organization_id, contact_id, type, actor_id,
+                   actor_name, actor_type, description, metadata, old_value, new_value,
+                   created_at, updated_at)
+               SELECT $24::uuid, organization_id, id, $25::text, $26::text, $27::text, $28::text,
+                   $29::text, $30::text, $31::text, $32::text, $33::timestamptz, $34::timestamptz
+               FROM c
+           )
+           SELECT co.name AS "name?", co.domain
+           FROM c LEFT JOIN companies co
+               ON co.organization_id = c.organization_id AND co.id = c.company_id"#,
         c.id,
         c.organization_id,
         c.kind.as_str(),
@@ -59,10 +80,24 @@ pub async fn insert(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
         c.created_at,
         c.updated_at,
         c.timezone.as_deref(),
+        created.id,
+        created.kind.as_str(),
+        created.actor_id.as_deref(),
+        created.actor_name.as_deref(),
+        &created.actor_type,
+        &created.description,
+        created.metadata.as_deref(),
+        created.old_value.as_deref(),
+        created.new_value.as_deref(),
+        created.created_at,
+        created.updated_at,
     )
-    .execute(db)
-    .await
-    .map(|_| ())
+    .fetch_one(db)
+    .await?;
+    c.company_name = company.name;
+    c.company_domain = company.domain;
+    c.fill_company();
+    Ok(())
 }
 
 pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Error> {

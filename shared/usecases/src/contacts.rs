@@ -3,7 +3,7 @@
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
-use parley_db::tags::{TagLink, set_tags};
+use parley_db::tags::{TagLink, set_tags, tags_of};
 use parley_domain::contacts::{
     ActivityType, Contact, ContactActivity, CreateContact, UpdateContact,
 };
@@ -17,47 +17,48 @@ const MAX_TAGS: usize = 50;
 /// Activities shown with a contact, newest first.
 const ACTIVITIES_SHOWN: i64 = 100;
 
-/// Creates a contact with its tags and its `created` activity.
+/// Creates a contact with its tags and its `created` activity. Without tags this is one
+/// statement and no transaction; the answer is what was written (nothing is read back but the
+/// company's name and the tags).
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result<Contact> {
-    let (contact, tag_ids) = req.into_contact(caller.org_id);
+    let (mut contact, tag_ids) = req.into_contact(caller.org_id);
     let tag_ids = parley_types::ids::dedup(tag_ids);
-    let mut tx = ctx.pool.begin().await?;
-    refs::check_id(
-        &mut tx,
-        RefTable::Companies,
-        caller.org_id,
-        "companyId",
-        contact.company_id,
-    )
-    .await?;
-    refs::check_ids(
-        &mut tx,
-        RefTable::Tags,
-        caller.org_id,
-        "tagIds",
-        &tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
-    db::contacts::insert(&mut *tx, &contact).await?;
-    set_tags(
-        &mut tx,
-        TagLink::Contact,
-        caller.org_id,
-        contact.id,
-        &tag_ids,
-    )
-    .await?;
     let created = ContactActivity::new(
         contact.id,
         ActivityType::Created,
         &caller.actor(),
         "Contact created".to_owned(),
     );
-    db::contacts::add_activities(&mut tx, caller.org_id, &[created]).await?;
-    let contact = read(&mut tx, caller.org_id, contact.id).await?;
-    tx.commit().await?;
+    if tag_ids.is_empty() {
+        db::contacts::insert_created(ctx.pool, &mut contact, &created).await?;
+    } else {
+        let mut tx = ctx.pool.begin().await?;
+        refs::check_ids(
+            &mut tx,
+            RefTable::Tags,
+            caller.org_id,
+            "tagIds",
+            &tag_ids,
+            MAX_TAGS,
+        )
+        .await?;
+        db::contacts::insert_created(&mut *tx, &mut contact, &created).await?;
+        set_tags(
+            &mut tx,
+            TagLink::Contact,
+            caller.org_id,
+            contact.id,
+            &tag_ids,
+        )
+        .await?;
+        contact.tags = tags_of(&mut *tx, TagLink::Contact, &[contact.id])
+            .await?
+            .remove(&contact.id)
+            .unwrap_or_default();
+        tx.commit().await?;
+    }
+    contact.activities = Some(vec![created]);
     Ok(contact)
 }
 

@@ -111,8 +111,14 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
     let contact_id = match existing {
         Some(contact_id) => contact_id,
         None => {
-            let contact = lead.new_contact(now);
-            db::contacts::insert(&mut *tx, &contact).await?;
+            let mut contact = lead.new_contact(now);
+            let created = ContactActivity::new(
+                contact.id,
+                ActivityType::Created,
+                &actor,
+                "Contact created".to_owned(),
+            );
+            db::contacts::insert_created(&mut *tx, &mut contact, &created).await?;
             let tag_ids: Vec<Uuid> = tags_of(&mut *tx, TagLink::Lead, &[id])
                 .await?
                 .remove(&id)
@@ -128,13 +134,6 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
                 &tag_ids,
             )
             .await?;
-            let created = ContactActivity::new(
-                contact.id,
-                ActivityType::Created,
-                &actor,
-                "Contact created".to_owned(),
-            );
-            db::contacts::add_activities(&mut tx, caller.org_id, &[created]).await?;
             contact.id
         }
     };

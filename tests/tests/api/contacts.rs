@@ -47,6 +47,58 @@ async fn a_new_contact_has_its_company_tags_and_a_created_activity() {
     );
     assert_eq!(activity_types(c), vec!["created"]);
     assert_eq!(c["activities"][0]["actorType"], "api_key");
+    // The answer is what was written (nothing is read back but the company and the tags):
+    // it equals a later read, with tags, with a company only, and with neither.
+    let mut answers = vec![created];
+    for body in [
+        json!({"source": "web", "name": "Grace", "companyId": company, "timezone": "Europe/Berlin"}),
+        json!({"source": "web", "email": "bare@example.com", "doNotContact": true}),
+    ] {
+        let answer = app.post("/api/v1/contacts", body).await;
+        answer.expect(201);
+        answers.push(answer);
+    }
+    for answer in answers {
+        let read = app.get(&format!("/api/v1/contacts/{}", answer.id())).await;
+        read.expect(200);
+        assert_eq!(answer.data(), read.data());
+    }
+    assert_eq!(
+        app.get("/api/v1/contacts").await.body["meta"]["total"],
+        3,
+        "the kept total counts each one-statement create"
+    );
+}
+
+#[tokio::test]
+async fn a_contact_of_another_organizations_company_is_422_and_not_written() {
+    let app = TestApp::builder().start().await;
+    let (_, other_key) = app.new_org("other").await;
+    let theirs = app
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/companies",
+            Some(&other_key),
+            Some(&json!({"name": "Theirs"})),
+        )
+        .await;
+    theirs.expect(201);
+    let refused = app
+        .post(
+            "/api/v1/contacts",
+            json!({"source": "web", "email": "x@example.com", "companyId": theirs.id()}),
+        )
+        .await;
+    refused.expect_error(422, "validation_error");
+    assert_eq!(refused.field(), "companyId");
+    assert_eq!(app.get("/api/v1/contacts").await.body["meta"]["total"], 0);
+    // The email is free: nothing of the refused contact was kept.
+    app.post(
+        "/api/v1/contacts",
+        json!({"source": "web", "email": "x@example.com"}),
+    )
+    .await
+    .expect(201);
 }
 
 #[tokio::test]
