@@ -103,6 +103,11 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.api_metrics_addr))?;
         let org_label = config.metrics_org_label;
+        let turns = crate::org_permits::OrgTurns::new(
+            config.http.requests_per_org,
+            config.http.requests_queued_per_org,
+            org_label,
+        );
         let auth_failures =
             crate::auth_failures::AuthFailures::new(config.http.auth_failures_per_minute);
         // Unlimited keys are counted from the first request if Redis answers now.
@@ -122,6 +127,7 @@ impl Application {
                 crate::org_permits::COUNTS_PER_ORG,
                 org_label,
             ),
+            turns,
             auth_failures,
             keys: crate::key_cache::KeyCache::default(),
             unlimited_usage,

@@ -42,6 +42,8 @@ pub struct Shared {
     pub clock: Clock,
     /// Segment counts each organization runs at once.
     pub counts: crate::org_permits::OrgPermits,
+    /// Requests each organization runs, and has waiting, at once.
+    pub turns: crate::org_permits::OrgTurns,
     /// Failed authentications per client address.
     pub auth_failures: crate::auth_failures::AuthFailures,
     /// The API keys this process knows.

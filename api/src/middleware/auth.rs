@@ -42,10 +42,21 @@ fn bearer(req: &Request) -> Option<&str> {
 }
 
 pub async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    match admit(&state, req).await {
-        Ok(req) => next.run(req).await,
-        Err(err) => err.into_response(),
-    }
+    let req = match admit(&state, req).await {
+        Ok(req) => req,
+        Err(err) => return err.into_response(),
+    };
+    // The organization's turn, held until the answer: its requests past its share wait in its
+    // own queue (`org_permits::OrgTurns`).
+    let org = req.extensions().get::<Tenant>().map(|t| t.org_id);
+    let _turn = match org {
+        Some(org) => match state.turns.take(org).await {
+            Ok(turn) => Some(turn),
+            Err(err) => return ApiError(err).into_response(),
+        },
+        None => None,
+    };
+    next.run(req).await
 }
 
 async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> {

@@ -230,7 +230,8 @@ fn secure_by_key(op: &mut Operation, path: &str, method: &HttpMethod) {
     add(
         op,
         "429",
-        "The key's daily limit is reached, or the client's address made too many failed \
+        "The key's daily limit is reached, the organization has as many requests running and \
+         waiting as it may at once, or the client's address made too many failed \
          authentications this minute (`rate_limited`, with `Retry-After`)",
     );
 }

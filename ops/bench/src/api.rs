@@ -7,9 +7,15 @@
 //! Rows: the organization (one key, one row), a page of 20 contacts at 10,000 and at 1,000,000
 //! contacts, the same filtered by source, and a contact created per request.
 //!
+//! Then the tenant next door: one organization floods the API with filtered lists over 64
+//! connections while another reads pages of its contacts one at a time; the second's latency
+//! (median, 99th percentile) with the organizations' turns as configured and with them off
+//! (`PARLEY_REQUESTS_PER_ORG` past any flood).
+//!
 //! Env: `PARLEY_BENCH_SECONDS` (10) per row, `PARLEY_BENCH_CONNECTIONS` (32),
 //! `PARLEY_BENCH_BIG` (1000000) contacts of the large organization, `PARLEY_BENCH_ONLY` (all)
-//! runs only the rows whose label contains it (to profile one request).
+//! runs only the rows whose label contains it (to profile one request),
+//! `PARLEY_BENCH_NEIGHBOUR` (1; 0 leaves the tenant next door out).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,6 +168,53 @@ async fn row(label: &str, request: &Request, conns: usize, seconds: u64) -> anyh
     Ok(())
 }
 
+/// Each answer's time of `request` sent one at a time over one connection for `seconds`.
+async fn latencies(request: &Request, seconds: u64) -> anyhow::Result<Vec<Duration>> {
+    let mut stream = TcpStream::connect(API_ADDR).await?;
+    stream.set_nodelay(true)?;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut took = Vec::new();
+    let mut n = 0;
+    while Instant::now() < deadline {
+        let sent = Instant::now();
+        stream.write_all(&request.bytes(0, n)).await?;
+        n += 1;
+        let status = read_answer(&mut stream, &mut buf).await?;
+        anyhow::ensure!((200..300).contains(&status), "the neighbour got {status}");
+        took.push(sent.elapsed());
+    }
+    took.sort();
+    Ok(took)
+}
+
+/// The tenant next door: `flood` over 64 connections beside `probe` one at a time, with the
+/// API as `api` started it; prints the row.
+async fn neighbour(
+    label: &str,
+    flood: &Request,
+    probe: &Request,
+    seconds: u64,
+) -> anyhow::Result<()> {
+    let flooding = load(flood, 64, seconds);
+    let probing = async {
+        // The flood's connections are open first.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        latencies(probe, seconds.saturating_sub(1).max(1)).await
+    };
+    let (flooded, took) = tokio::join!(flooding, probing);
+    let (flood_rate, _, refused) = flooded?;
+    let took = took?;
+    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
+    println!(
+        "| {label} | {flood_rate:.0} | {refused} | {} | {:.2} | {:.2} |",
+        took.len(),
+        at(0.5),
+        at(0.99)
+    );
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let seconds: u64 = env("PARLEY_BENCH_SECONDS", "10").parse()?;
@@ -199,7 +252,7 @@ async fn main() -> anyhow::Result<()> {
     sqlx::query("VACUUM ANALYZE contacts")
         .execute(&bench.pool)
         .await?;
-    let _api = bench.spawn("parley-api", &[])?;
+    let mut api = bench.spawn("parley-api", &[])?;
     bench.api_ready().await?;
     println!(
         "machine: {} cores; {conns} connections, {seconds} s a run; release API, one process",
@@ -243,5 +296,32 @@ async fn main() -> anyhow::Result<()> {
     {
         row(label, request, conns, seconds).await?;
     }
+    if env("PARLEY_BENCH_NEIGHBOUR", "1") != "0" {
+        println!(
+            "\nThe tenant next door: the 10,000 contacts' organization sends \
+             `GET /api/v1/contacts?pageSize=20&source=web` over 64 connections; the other \
+             organization `GET /api/v1/contacts?pageSize=20`, one at a time.\n\n\
+             | organizations' turns | flood: answered req/s | flood: 429s | neighbour: requests | neighbour: median ms | neighbour: 99th percentile ms |\n|---|---:|---:|---:|---:|---:|"
+        );
+        let flood = Request::get("/api/v1/contacts?pageSize=20&source=web", Some(key));
+        let probe = Request::get("/api/v1/contacts?pageSize=20", Some(&large.1));
+        let configured = format!(
+            "as configured (`PARLEY_REQUESTS_PER_ORG` {}, queued {})",
+            env("PARLEY_REQUESTS_PER_ORG", "the pool's size"),
+            env("PARLEY_REQUESTS_QUEUED_PER_ORG", "64")
+        );
+        neighbour(&configured, &flood, &probe, seconds).await?;
+        drop(api);
+        api = bench.spawn(
+            "parley-api",
+            &[
+                ("PARLEY_REQUESTS_PER_ORG", "10000"),
+                ("PARLEY_REQUESTS_QUEUED_PER_ORG", "100000"),
+            ],
+        )?;
+        bench.api_ready().await?;
+        neighbour("off", &flood, &probe, seconds).await?;
+    }
+    drop(api);
     bench.finish().await
 }

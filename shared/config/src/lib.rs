@@ -86,6 +86,12 @@ pub struct HttpSettings {
     pub request_timeout: Duration,
     /// Requests served at once; more are shed at once with 503 and `Retry-After`.
     pub max_in_flight: usize,
+    /// An organization's requests run at once in a process (`PARLEY_REQUESTS_PER_ORG`, else
+    /// the pool's size); the next ones wait their turn.
+    pub requests_per_org: usize,
+    /// An organization's requests waiting for their turn (`PARLEY_REQUESTS_QUEUED_PER_ORG`);
+    /// past them a request gets 429 at once.
+    pub requests_queued_per_org: usize,
     /// A client must send its request line and headers within this.
     pub header_read_timeout: Duration,
     /// Connections open at once; the next ones wait in the kernel's backlog.
@@ -288,6 +294,10 @@ impl From<Vars> for Config {
             http: HttpSettings {
                 request_timeout: secs(v.PARLEY_REQUEST_TIMEOUT_SECS),
                 max_in_flight: v.PARLEY_MAX_IN_FLIGHT,
+                requests_per_org: v
+                    .PARLEY_REQUESTS_PER_ORG
+                    .unwrap_or(v.PARLEY_DB_MAX_CONNECTIONS as usize),
+                requests_queued_per_org: v.PARLEY_REQUESTS_QUEUED_PER_ORG,
                 header_read_timeout: secs(v.PARLEY_HEADER_READ_TIMEOUT_SECS),
                 max_connections: v.PARLEY_MAX_CONNECTIONS,
                 auth_failures_per_minute: v.PARLEY_AUTH_FAILURES_PER_MINUTE,

@@ -72,6 +72,11 @@ pub(crate) struct Vars {
     pub PARLEY_REQUEST_TIMEOUT_SECS: u64,
     #[arg(long, default_value_t = 512, value_parser = positive::<usize>())]
     pub PARLEY_MAX_IN_FLIGHT: usize,
+    /// Unset: `PARLEY_DB_MAX_CONNECTIONS`.
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10000))]
+    pub PARLEY_REQUESTS_PER_ORG: Option<usize>,
+    #[arg(long, default_value_t = 64, value_parser = RangedU64ValueParser::<usize>::new().range(0..=100000))]
+    pub PARLEY_REQUESTS_QUEUED_PER_ORG: usize,
     #[arg(long, default_value_t = 10, value_parser = positive::<u64>())]
     pub PARLEY_HEADER_READ_TIMEOUT_SECS: u64,
     #[arg(long, default_value_t = 1024, value_parser = positive::<usize>())]

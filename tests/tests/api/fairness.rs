@@ -234,6 +234,70 @@ async fn another_organizations_requests_are_answered_while_one_counts_its_segmen
     assert_eq!(refused.code(), "rate_limited");
 }
 
+#[tokio::test]
+async fn an_organization_at_its_requests_in_flight_is_refused_and_another_is_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::builder()
+        .env(&[
+            ("PARLEY_REQUESTS_PER_ORG", "1"),
+            ("PARLEY_REQUESTS_QUEUED_PER_ORG", "0"),
+        ])
+        .start()
+        .await;
+    let (_, b_key) = app.new_org("Organization B").await;
+    // A's one request in flight: its headers are in, its body not until we finish it.
+    let body = br#"{"source": "web", "name": "Held"}"#;
+    let hold = || async {
+        let mut held = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+        let head = format!(
+            "POST /api/v1/contacts HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            app.addr,
+            app.key,
+            body.len()
+        );
+        held.write_all(head.as_bytes()).await.unwrap();
+        held.write_all(&body[..5]).await.unwrap();
+        held
+    };
+    let mut held = hold().await;
+    // Once it holds A's turn, A's next request is refused at once (no queue here). Had one
+    // of these requests held the turn when the held one came, that one was refused: hold again.
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let r = app.get("/api/v1/contacts").await;
+            if r.status == 429 {
+                break r;
+            }
+            r.expect(200);
+            if held.try_read(&mut [0; 16]).is_ok() {
+                held = hold().await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the held request took A's turn");
+    assert_eq!(refused.code(), "rate_limited");
+    // B is answered meanwhile.
+    app.send(reqwest::Method::GET, "/api/v1/contacts", Some(&b_key), None)
+        .await
+        .expect(200);
+    // The held request ends: it is answered, and A's turn is free again.
+    held.write_all(&body[5..]).await.unwrap();
+    let mut answer = vec![0; 12];
+    held.read_exact(&mut answer).await.unwrap();
+    assert_eq!(
+        &answer,
+        b"HTTP/1.1 201",
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let list = app.get("/api/v1/contacts").await;
+    list.expect(200);
+    assert_eq!(list.body["meta"]["total"], 1);
+}
+
 /// A sends to `first` and, once that sends, to `second`, and B to its contacts, while A may
 /// have one broadcast sending: waits until B's completed, checks A's second is still queued
 /// then, and returns A's two broadcasts and A's first as it was then.
