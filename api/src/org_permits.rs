@@ -236,11 +236,23 @@ mod tests {
         use futures::FutureExt;
         let turns = OrgTurns::new(1, 4, false);
         let a = Uuid::now_v7();
-        let first = turns.take(a).await.unwrap();
-        let mut waiting = Box::pin(turns.take(a));
-        assert!((&mut waiting).now_or_never().is_none());
-        drop(waiting);
-        drop(first);
-        assert!(turns.orgs.lock().is_empty());
+        // Dropped while the first still runs, and dropped after the first ended (its turn
+        // handed to the waiter, which never ran).
+        for waiter_first in [true, false] {
+            let first = turns.take(a).await.unwrap();
+            let mut waiting = Box::pin(turns.take(a));
+            assert!((&mut waiting).now_or_never().is_none());
+            if waiter_first {
+                drop(waiting);
+                drop(first);
+            } else {
+                drop(first);
+                drop(waiting);
+            }
+            assert!(turns.orgs.lock().is_empty());
+            // The organization's share is whole again.
+            let again = turns.take(a).now_or_never();
+            assert!(matches!(again, Some(Ok(_))));
+        }
     }
 }

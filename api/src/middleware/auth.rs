@@ -41,20 +41,24 @@ fn bearer(req: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// The lane of the requests that carry a ticket's access token instead of a key.
+const TICKET_TOKEN_LANE: uuid::Uuid = uuid::Uuid::nil();
+
 pub async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let req = match admit(&state, req).await {
         Ok(req) => req,
         Err(err) => return err.into_response(),
     };
     // The organization's turn, held until the answer: its requests past its share wait in its
-    // own queue (`org_permits::OrgTurns`).
-    let org = req.extensions().get::<Tenant>().map(|t| t.org_id);
-    let _turn = match org {
-        Some(org) => match state.turns.take(org).await {
-            Ok(turn) => Some(turn),
-            Err(err) => return ApiError(err).into_response(),
-        },
-        None => None,
+    // own queue (`org_permits::OrgTurns`). Requests with a ticket's access token instead of a
+    // key (no organization known before the handler's lookup) share one lane of their own.
+    let lane = req
+        .extensions()
+        .get::<Tenant>()
+        .map_or(TICKET_TOKEN_LANE, |t| t.org_id);
+    let _turn = match state.turns.take(lane).await {
+        Ok(turn) => turn,
+        Err(err) => return ApiError(err).into_response(),
     };
     next.run(req).await
 }

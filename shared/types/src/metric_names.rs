@@ -79,7 +79,9 @@ pub const RECIPIENTS_CAPPED: &str = "parley_recipients_capped_total";
 /// A/B broadcasts' winners picked, by who picked (`auto`: the wait ended; `api`: the caller).
 pub const VARIANT_PICKS: &str = "parley_broadcast_variant_picks_total";
 /// Requests or work held back because an organization reached one of its own limits, by
-/// limit (`segment_counts` in the API; in the worker `delivery_jobs` and `webhook_jobs`, each
+/// limit (in the API `segment_counts`, `requests` (429s past an organization's turns and
+/// queue) and `requests_waited` (requests that waited their turn); in the worker
+/// `delivery_jobs` and `webhook_jobs`, each
 /// time the lanes pass an organization over, and `channel_rate`, each message its rate holds
 /// back): one series per limit, and per organization too only when the operator asks
 /// (`PARLEY_METRICS_ORG_LABEL`). Counted by [`org_limit_hits`].
