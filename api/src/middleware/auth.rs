@@ -3,10 +3,14 @@
 
 use crate::error::{ApiError, AppError};
 use crate::{envelope, usage};
+use std::future::ready;
+
+use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use parley_db as db;
 use parley_domain::api_keys::KeyIdentity;
 use parley_domain::auth;
@@ -52,6 +56,8 @@ pub async fn authenticate(State(state): State<AppState>, req: Request, next: Nex
     // The organization's turn, held until the answer: its requests past its share wait in its
     // own queue (`org_permits::OrgTurns`). Requests with a ticket's access token instead of a
     // key (no organization known before the handler's lookup) share one lane of their own.
+    // A body is read first, so that a client sending it slowly does so outside the turn.
+    let req = body_first(req, state.config.max_body_bytes).await;
     let lane = req
         .extensions()
         .get::<Tenant>()
@@ -61,6 +67,32 @@ pub async fn authenticate(State(state): State<AppState>, req: Request, next: Nex
         Err(err) => return ApiError(err).into_response(),
     };
     next.run(req).await
+}
+
+/// The request with its body read into memory when it is at most `limit` bytes (every body
+/// but an upload's or a long audience's). A longer one is handed on as it comes, its first
+/// bytes read: its handler reads the rest, inside the turn. An error while reading is handed
+/// on too, for the handler's extractor to answer as it would have.
+async fn body_first(req: Request, limit: usize) -> Request {
+    let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut read = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) => {
+                read.extend_from_slice(&chunk);
+                if read.len() > limit {
+                    let first = futures::stream::once(ready(Ok(Bytes::from(read))));
+                    return Request::from_parts(parts, Body::from_stream(first.chain(stream)));
+                }
+            }
+            Err(err) => {
+                let first = futures::stream::iter([Ok(Bytes::from(read)), Err(err)]);
+                return Request::from_parts(parts, Body::from_stream(first));
+            }
+        }
+    }
+    Request::from_parts(parts, Body::from(read))
 }
 
 async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> {
@@ -142,4 +174,60 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         scopes: key.scopes,
     });
     Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+    use futures::channel::mpsc;
+
+    type Chunks = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
+
+    fn request() -> (Chunks, Request) {
+        let (tx, rx) = mpsc::unbounded();
+        let req = Request::builder()
+            .uri("/")
+            .body(Body::from_stream(rx))
+            .unwrap();
+        (tx, req)
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_read_before_the_request_goes_on() {
+        let (tx, req) = request();
+        let mut first = Box::pin(body_first(req, 100));
+        tx.unbounded_send(Ok(Bytes::from_static(b"hello ")))
+            .unwrap();
+        assert!((&mut first).now_or_never().is_none(), "not before its end");
+        tx.unbounded_send(Ok(Bytes::from_static(b"world"))).unwrap();
+        drop(tx);
+        let req = first.await;
+        let body = axum::body::to_bytes(req.into_body(), usize::MAX).await;
+        assert_eq!(body.unwrap(), "hello world");
+    }
+
+    #[tokio::test]
+    async fn a_longer_body_goes_on_as_it_comes_and_an_error_is_handed_on() {
+        let (tx, req) = request();
+        tx.unbounded_send(Ok(Bytes::from_static(b"hello"))).unwrap();
+        // Past 4 bytes the request goes on before the body's end.
+        let req = body_first(req, 4).now_or_never().expect("on at once");
+        tx.unbounded_send(Ok(Bytes::from_static(b" world")))
+            .unwrap();
+        drop(tx);
+        let body = axum::body::to_bytes(req.into_body(), usize::MAX).await;
+        assert_eq!(body.unwrap(), "hello world");
+
+        let (tx, req) = request();
+        tx.unbounded_send(Ok(Bytes::from_static(b"ab"))).unwrap();
+        tx.unbounded_send(Err(std::io::Error::other("cut")))
+            .unwrap();
+        let req = body_first(req, 100).await;
+        assert!(
+            axum::body::to_bytes(req.into_body(), usize::MAX)
+                .await
+                .is_err()
+        );
+    }
 }
