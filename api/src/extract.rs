@@ -327,9 +327,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
     }
 }
 
-/// A ticket's access token, sent instead of an API key to endpoint 15.
+/// A ticket's access token, sent instead of an API key to endpoint 15, and the address that
+/// sent it (a wrong token counts as a failed authentication of that address).
 #[derive(Debug, Clone)]
-pub struct TicketToken(pub String);
+pub struct TicketToken {
+    pub secret: String,
+    pub peer: Option<std::net::IpAddr>,
+}
 
 /// Who reads a ticket's SLA: a key of its organization, or the ticket's access token.
 pub enum TicketReader {

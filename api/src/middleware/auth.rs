@@ -101,8 +101,11 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
+    let peer = req.extensions().get::<Peer>().map(|p| p.0);
+    let now = std::time::Instant::now();
     // A ticket's SLA may be read with the ticket's own access token instead of a key; the
-    // handler checks it.
+    // handler checks it (a lookup: an address that failed too often this minute is refused
+    // before it, and the handler counts a wrong token as a failure).
     if route == TICKET_SLA_ROUTE
         && bearer(&req).is_none()
         && let Some(token) = req
@@ -111,7 +114,11 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     {
-        req.extensions_mut().insert(TicketToken(token));
+        state.auth_failures.admit(peer, now)?;
+        req.extensions_mut().insert(TicketToken {
+            secret: token,
+            peer,
+        });
         return Ok(req);
     }
     let secret = bearer(&req)
@@ -119,8 +126,6 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         .ok_or(AppError::Unauthorized)?;
     // A key-shaped token costs a lookup: an address that failed too often this minute is
     // refused before it.
-    let peer = req.extensions().get::<Peer>().map(|p| p.0);
-    let now = std::time::Instant::now();
     state.auth_failures.admit(peer, now)?;
     let Some(key) = identify(state, secret, now).await? else {
         if let Some(ip) = peer {

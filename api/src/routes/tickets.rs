@@ -196,9 +196,19 @@ async fn sla(
         TicketReader::Key(tenant) => ticket
             .filter(|tk| tk.organization_id == tenant.org_id)
             .ok_or(AppError::NotFound)?,
-        TicketReader::Token(token) => ticket
-            .filter(|tk| parley_domain::auth::same_secret(&tk.access_token, &token.0))
-            .ok_or(AppError::Unauthorized)?,
+        TicketReader::Token(token) => {
+            match ticket
+                .filter(|tk| parley_domain::auth::same_secret(&tk.access_token, &token.secret))
+            {
+                Some(ticket) => ticket,
+                None => {
+                    if let Some(peer) = token.peer {
+                        state.auth_failures.failed(peer, std::time::Instant::now());
+                    }
+                    return Err(AppError::Unauthorized.into());
+                }
+            }
+        }
     };
     let mut states = db::sla::states_of(
         &state.pool,

@@ -61,6 +61,43 @@ async fn an_address_that_fails_too_often_is_refused_without_a_lookup() {
         .expect_error(429, "rate_limited");
 }
 
+#[tokio::test]
+async fn wrong_ticket_access_tokens_count_as_failed_authentications() {
+    let app = parley_tests::TestApp::builder()
+        .env(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "3")])
+        .start()
+        .await;
+    let created = app
+        .post("/api/v1/tickets", json!({"subject": "Mine"}))
+        .await;
+    created.expect(201);
+    let t = created.data().clone();
+    let path = format!("/api/v1/tickets/{}/sla", t["id"].as_str().unwrap());
+    let with_token = |token: String| {
+        let (app, path) = (&app, &path);
+        async move {
+            app.client
+                .get(format!("{}{path}", app.base))
+                .header("X-Ticket-Access-Token", token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    let right = t["accessToken"].as_str().unwrap().to_owned();
+    assert_eq!(with_token(right.clone()).await, 200);
+    for _ in 0..3 {
+        assert_eq!(with_token("x".repeat(32)).await, 401);
+    }
+    // Past the address's failures of the minute, the right token and the organization's own
+    // key are refused too, before any lookup.
+    assert_eq!(with_token(right).await, 429);
+    app.send(Method::GET, "/api/v1/contacts", Some(&app.key), None)
+        .await
+        .expect_error(429, "rate_limited");
+}
+
 /// The status of `secret`'s requests once they are refused (401), or the last one after 2 s.
 async fn status_once_refused(app: &TestApp, secret: &str) -> u16 {
     let mut status = 200;
