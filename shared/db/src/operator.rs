@@ -296,6 +296,33 @@ pub struct NewAction<'a> {
     pub max_items: i32,
 }
 
+impl<'a> NewAction<'a> {
+    /// A pause or a resume of a queue or of an organization: no filter, nothing matched. A
+    /// running one (an organization's resume) goes on until it finds nothing left to do.
+    pub fn switch(
+        actor: &'a str,
+        action: ActionKind,
+        queue: Option<&'a str>,
+        organization_id: Option<Uuid>,
+        status: ActionStatus,
+    ) -> Self {
+        NewAction {
+            actor,
+            action,
+            queue,
+            organization_id,
+            filter: serde_json::json!({}),
+            status,
+            matched: 0,
+            max_items: if status == ActionStatus::Running {
+                i32::MAX
+            } else {
+                0
+            },
+        }
+    }
+}
+
 /// Logs an action; a running one is then advanced by [`take_running`].
 pub async fn log_action(
     db: impl PgExecutor<'_>,

@@ -147,27 +147,15 @@ pub async fn set_org_paused(
         })
         .into());
     }
+    let (kind, status) = if paused {
+        (ActionKind::PauseOrganization, ActionStatus::Completed)
+    } else {
+        // A resume runs until every held recipient is released.
+        (ActionKind::ResumeOrganization, ActionStatus::Running)
+    };
     let action = db::operator::log_action(
         &mut *tx,
-        &NewAction {
-            actor,
-            action: if paused {
-                ActionKind::PauseOrganization
-            } else {
-                ActionKind::ResumeOrganization
-            },
-            queue: None,
-            organization_id: Some(org),
-            filter: serde_json::json!({}),
-            // A resume runs until every held recipient is released.
-            status: if paused {
-                ActionStatus::Completed
-            } else {
-                ActionStatus::Running
-            },
-            matched: 0,
-            max_items: i32::MAX,
-        },
+        &NewAction::switch(actor, kind, None, Some(org), status),
     )
     .await?;
     tx.commit().await?;
@@ -199,22 +187,20 @@ pub async fn set_queue_paused(
         })
         .into());
     }
+    let kind = if paused {
+        ActionKind::PauseQueue
+    } else {
+        ActionKind::ResumeQueue
+    };
     let action = db::operator::log_action(
         &mut *tx,
-        &NewAction {
+        &NewAction::switch(
             actor,
-            action: if paused {
-                ActionKind::PauseQueue
-            } else {
-                ActionKind::ResumeQueue
-            },
-            queue: Some(queue.as_str()),
-            organization_id: None,
-            filter: serde_json::json!({}),
-            status: ActionStatus::Completed,
-            matched: 0,
-            max_items: 0,
-        },
+            kind,
+            Some(queue.as_str()),
+            None,
+            ActionStatus::Completed,
+        ),
     )
     .await?;
     tx.commit().await?;
