@@ -100,6 +100,15 @@ pub async fn check_assignment(
     Ok(ids)
 }
 
+/// The most tags a contact, a lead, a conversation or a ticket carries.
+pub const MAX_TAGS: usize = 50;
+
+/// Refuses `tagIds` longer than [`MAX_TAGS`] or naming a tag that is not the organization's, as
+/// [`check_ids`] does.
+pub async fn check_tag_ids(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> AppResult<()> {
+    check_ids(conn, RefTable::Tags, org, "tagIds", ids, MAX_TAGS).await
+}
+
 /// Refuses a list field (`tagIds`) with a detail per unknown id (the first
 /// [`MAX_DETAILS`](parley_types::error::MAX_DETAILS), then one that counts the rest), and lists
 /// longer than `max`. Linear in the list.

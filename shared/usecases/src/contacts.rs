@@ -13,7 +13,6 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
-const MAX_TAGS: usize = 50;
 /// Activities shown with a contact, newest first.
 const ACTIVITIES_SHOWN: i64 = 100;
 
@@ -34,15 +33,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result
         db::contacts::insert_created(ctx.pool, &mut contact, &created).await?;
     } else {
         let mut tx = ctx.pool.begin().await?;
-        refs::check_ids(
-            &mut tx,
-            RefTable::Tags,
-            caller.org_id,
-            "tagIds",
-            &tag_ids,
-            MAX_TAGS,
-        )
-        .await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         db::contacts::insert_created(&mut *tx, &mut contact, &created).await?;
         set_tags(
             &mut tx,
@@ -93,15 +84,7 @@ pub async fn update(
         .collect();
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_ids(
-            &mut tx,
-            RefTable::Tags,
-            caller.org_id,
-            "tagIds",
-            &tag_ids,
-            MAX_TAGS,
-        )
-        .await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         let (added, removed) =
             set_tags(&mut tx, TagLink::Contact, caller.org_id, id, &tag_ids).await?;
         for (tags, kind, verb) in [

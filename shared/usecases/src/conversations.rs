@@ -18,7 +18,6 @@ use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-const MAX_TAGS: usize = 50;
 const MAX_PER_CALL: usize = 50;
 
 /// The conversation with everything it embeds, as the API and its events show it.
@@ -189,15 +188,7 @@ pub async fn create(
     )
     .await?;
     let tag_ids = parley_types::ids::dedup(req.tag_ids.clone().unwrap_or_default());
-    refs::check_ids(
-        &mut tx,
-        RefTable::Tags,
-        caller.org_id,
-        "tagIds",
-        &tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
+    refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
     let number = db::orgs::next_number(&mut tx, caller.org_id, "conversation").await?;
     let mut req = req;
     let first = req.message.take();
@@ -259,15 +250,7 @@ pub async fn update(
     .await?;
     if let Some(tag_ids) = &change.tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids.clone());
-        refs::check_ids(
-            &mut tx,
-            RefTable::Tags,
-            caller.org_id,
-            "tagIds",
-            &tag_ids,
-            MAX_TAGS,
-        )
-        .await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         set_tags(&mut tx, TagLink::Conversation, caller.org_id, id, &tag_ids).await?;
     }
     db::conversations::update(&mut *tx, &c).await?;

@@ -13,8 +13,6 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
 
-const MAX_TAGS: usize = 50;
-
 /// Creates a lead with its tags and its `lead.created` event.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Lead> {
@@ -29,15 +27,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Le
         lead.assignee_id,
     )
     .await?;
-    refs::check_ids(
-        &mut tx,
-        RefTable::Tags,
-        caller.org_id,
-        "tagIds",
-        &tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
+    refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
     db::leads::insert(&mut *tx, &lead).await?;
     set_tags(&mut tx, TagLink::Lead, caller.org_id, lead.id, &tag_ids).await?;
     let lead = db::leads::get(&mut tx, caller.org_id, lead.id)
@@ -69,15 +59,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
     }
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_ids(
-            &mut tx,
-            RefTable::Tags,
-            caller.org_id,
-            "tagIds",
-            &tag_ids,
-            MAX_TAGS,
-        )
-        .await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         set_tags(&mut tx, TagLink::Lead, caller.org_id, id, &tag_ids).await?;
     }
     db::leads::update(&mut *tx, &lead).await?;

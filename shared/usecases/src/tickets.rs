@@ -18,7 +18,6 @@ use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-const MAX_TAGS: usize = 50;
 const MAX_PER_CALL: usize = 50;
 const MAX_FILES: usize = 20;
 
@@ -98,15 +97,7 @@ async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> R
 
 /// The tags, assignees and files a new ticket links to are the organization's, and few enough.
 async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) -> Result<()> {
-    refs::check_ids(
-        &mut *conn,
-        RefTable::Tags,
-        org,
-        "tagIds",
-        &links.tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
+    refs::check_tag_ids(&mut *conn, org, &links.tag_ids).await?;
     refs::check_ids(
         &mut *conn,
         RefTable::Users,
@@ -260,15 +251,7 @@ async fn replace_tags(
     tag_ids: Vec<Uuid>,
 ) -> Result<bool> {
     let tag_ids = parley_types::ids::dedup(tag_ids);
-    refs::check_ids(
-        &mut *conn,
-        RefTable::Tags,
-        org,
-        "tagIds",
-        &tag_ids,
-        MAX_TAGS,
-    )
-    .await?;
+    refs::check_tag_ids(&mut *conn, org, &tag_ids).await?;
     let (added, removed) = set_tags(conn, TagLink::Ticket, org, id, &tag_ids).await?;
     Ok(!added.is_empty() || !removed.is_empty())
 }

@@ -291,3 +291,28 @@ async fn a_contact_has_a_time_zone() {
             .is_empty()
     );
 }
+
+/// Contacts, leads and tickets carry at most 50 tags (`refs::MAX_TAGS`): 51 ids are 422 on
+/// `tagIds` before any is looked up, 50 unknown ones are 422 on the first of them; nothing is
+/// written either way.
+#[tokio::test]
+async fn more_than_fifty_tags_are_refused_on_every_record_that_carries_tags() {
+    let app = TestApp::builder().start().await;
+    let ids =
+        |n: usize| -> Vec<String> { (0..n).map(|_| uuid::Uuid::now_v7().to_string()).collect() };
+    let before = app.fingerprint(app.org_id).await;
+    for (path, body) in [
+        ("/api/v1/contacts", json!({"source": "web"})),
+        ("/api/v1/leads", json!({"name": "Lead"})),
+        ("/api/v1/tickets", json!({"subject": "Ticket"})),
+    ] {
+        for (n, field) in [(51, "tagIds"), (50, "tagIds[0]")] {
+            let mut body = body.clone();
+            body["tagIds"] = json!(ids(n));
+            let refused = app.post(path, body).await;
+            refused.expect_error(422, "validation_error");
+            assert_eq!(refused.field(), field, "{path} with {n} tags");
+        }
+    }
+    assert_eq!(app.fingerprint(app.org_id).await, before);
+}
