@@ -283,7 +283,10 @@ pub fn layered(routes: Router, probes: Router, limits: Limits, max_body_bytes: u
         .merge(probes)
         .fallback(|| async { ApiError(AppError::RouteNotFound) })
         .method_not_allowed_fallback(|| async { ApiError(AppError::MethodNotAllowed) })
-        .layer(from_fn(http_metrics::http_metrics))
+        .layer(from_fn_with_state(
+            http_metrics::Series::default(),
+            http_metrics::http_metrics,
+        ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(from_fn(request_context::request_context))
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, SubsecRound, Timelike, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[cfg(feature = "openapi")]
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
@@ -59,9 +59,53 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// The instant as answers write it, into `buf`: digits written in place, no allocation
+    /// and no formatting machinery (every answer writes its records' times). An instant
+    /// outside the years 0000 to 9999, or in a leap second, is written by chrono instead.
+    fn write<'a>(&self, buf: &'a mut [u8; 24]) -> Option<&'a str> {
+        let t = &self.0;
+        let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+        let nanos = t.timestamp_subsec_nanos();
+        if nanos >= 1_000_000_000 {
+            return None;
+        }
+        let secs = t.num_seconds_from_midnight();
+        let mut put = |at: usize, value: u32, digits: usize| {
+            let mut v = value;
+            for i in (at..at + digits).rev() {
+                buf[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, year, 4);
+        put(5, t.month(), 2);
+        put(8, t.day(), 2);
+        put(11, secs / 3600, 2);
+        put(14, secs / 60 % 60, 2);
+        put(17, secs % 60, 2);
+        put(20, nanos / 1_000_000, 3);
+        for (i, c) in [
+            (4, b'-'),
+            (7, b'-'),
+            (10, b'T'),
+            (13, b':'),
+            (16, b':'),
+            (19, b'.'),
+            (23, b'Z'),
+        ] {
+            buf[i] = c;
+        }
+        std::str::from_utf8(buf).ok()
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true))
+        match self.write(&mut [0; 24]) {
+            Some(s) => f.write_str(s),
+            None => f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true)),
+        }
     }
 }
 
@@ -73,7 +117,10 @@ impl From<DateTime<Utc>> for Timestamp {
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        match self.write(&mut [0; 24]) {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_str(self),
+        }
     }
 }
 
@@ -199,6 +246,49 @@ mod tests {
         );
         assert!(ScheduledTime::parse("2026-11-28").is_none());
         assert!(ScheduledTime::parse("9999-12-31T23:00:00").is_none());
+    }
+
+    #[test]
+    fn writes_what_chrono_writes() {
+        use chrono::TimeZone;
+        let chrono = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        let mut times: Vec<DateTime<Utc>> = [
+            "0000-01-01T00:00:00Z",
+            "0000-03-01T00:00:00.999999Z",
+            "1969-12-31T23:59:59.999Z",
+            "1970-01-01T00:00:00Z",
+            "2000-02-29T12:34:56.007Z",
+            "2026-11-22T14:27:27.123456Z",
+            "9999-12-31T23:59:59.999999Z",
+        ]
+        .iter()
+        .map(|s| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc))
+        .collect();
+        // Every day of a leap year and a common one, at a spread of times of day.
+        let mut t = Utc.with_ymd_and_hms(2023, 1, 1, 0, 0, 0).unwrap();
+        while t.year() < 2025 {
+            times.push(t);
+            t += chrono::Duration::microseconds(86_400_000_000 + 3_723_456_789);
+        }
+        for t in times {
+            assert_eq!(Timestamp(t).to_string(), chrono(t));
+            assert_eq!(
+                serde_json::to_string(&Timestamp(t)).unwrap(),
+                format!("\"{}\"", chrono(t))
+            );
+        }
+        // Outside the years 0000 to 9999 and in a leap second, chrono writes it.
+        let outside = [
+            Utc.with_ymd_and_hms(-1, 6, 1, 0, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(10000, 1, 1, 0, 0, 0).unwrap(),
+            chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+                .and_then(|d| d.and_hms_milli_opt(23, 59, 59, 1_500))
+                .unwrap()
+                .and_utc(),
+        ];
+        for t in outside {
+            assert_eq!(Timestamp(t).to_string(), chrono(t));
+        }
     }
 
     #[test]

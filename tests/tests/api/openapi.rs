@@ -97,3 +97,33 @@ async fn http_metrics_count_requests_by_route_template() {
     );
     assert!(text.contains("parley_http_request_duration_seconds_bucket"));
 }
+
+/// Each request is counted once in its series, the first of the series and those after it
+/// (whose handles the middleware keeps). No other test sends a made-up method to this route.
+#[tokio::test]
+async fn http_metrics_count_every_request_of_a_series() {
+    let app = TestApp::builder().start().await;
+    let count = || async {
+        parley_tests::metrics_text(app.metrics_addr)
+            .await
+            .lines()
+            .find(|l| {
+                l.starts_with("parley_http_requests_total{")
+                    && l.contains("route=\"/api/v1/teams/{id}\"")
+                    && l.contains("method=\"other\"")
+                    && l.contains("status=\"405\"")
+            })
+            .map_or(0, |l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+    };
+    let before = count().await;
+    let path = format!("/api/v1/teams/{}", uuid::Uuid::now_v7());
+    for round in 1..=2 {
+        for _ in 0..3 {
+            let method = reqwest::Method::from_bytes(b"BREW").unwrap();
+            app.send(method, &path, Some(&app.key), None)
+                .await
+                .expect_error(405, "method_not_allowed");
+        }
+        assert_eq!(count().await, before + 3 * round);
+    }
+}
