@@ -57,9 +57,7 @@ impl Timestamp {
         let t = DateTime::parse_from_rfc3339(s).ok()?.with_timezone(&Utc);
         (0..=9999).contains(&t.year()).then_some(Timestamp(t))
     }
-}
 
-impl Timestamp {
     /// The instant as answers write it, into `buf`: digits written in place, no allocation
     /// and no formatting machinery (every answer writes its records' times). An instant
     /// outside the years 0000 to 9999, or in a leap second, is written by chrono instead.
