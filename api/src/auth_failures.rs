@@ -1,13 +1,14 @@
 //! Failed authentications per client address: a key-shaped token that names no key costs a
-//! database lookup, so an address may make at most `PARLEY_AUTH_FAILURES_PER_MINUTE` such
-//! failures in a minute; past that its key-shaped tokens get 429 `rate_limited` at once,
+//! database lookup (and a wrong operator token or ticket token is a guess at a secret), so an
+//! address may make at most `PARLEY_AUTH_FAILURES_PER_MINUTE` such failures in a minute; past that its key-shaped tokens get 429 `rate_limited` at once,
 //! without the lookup, until the minute ends. Valid keys never count, however many arrive at
 //! once. Lookups already running when an address reaches its limit still end (and count), so
 //! an address may fail a little more than its limit: by the lookups it has in flight at most.
 //!
 //! Counted in this process (each API process counts its own), in fixed one-minute windows
-//! shared by all addresses (a window's counts are dropped at once when it ends). An IPv6
-//! client counts by its /64, the block one host is usually given. At most [`MAX_ADDRESSES`]
+//! shared by all addresses (a window's counts are dropped at once when it ends). The address
+//! is the client's (`crate::client_addr`: behind a trusted proxy, the one it forwarded for),
+//! an IPv6 one by its /64. At most [`MAX_ADDRESSES`]
 //! addresses are counted per window; further ones go uncounted in that window (a flood from
 //! more addresses costs the lookups it costs without the limit, never memory).
 
@@ -17,6 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+
+use crate::client_addr;
 
 /// Addresses counted per window at most.
 pub const MAX_ADDRESSES: usize = 100_000;
@@ -32,18 +35,6 @@ struct Window {
     started: Instant,
     /// Failures per client this window.
     attempts: HashMap<IpAddr, u32>,
-}
-
-/// What an address is counted by: itself, or its /64 for IPv6.
-fn client(peer: IpAddr) -> IpAddr {
-    match peer.to_canonical() {
-        IpAddr::V6(v6) => {
-            let mut octets = v6.octets();
-            octets[8..].fill(0);
-            IpAddr::from(octets)
-        }
-        v4 => v4,
-    }
 }
 
 impl AuthFailures {
@@ -76,7 +67,7 @@ impl AuthFailures {
         }
         let mut w = self.window.lock();
         let elapsed = Self::roll(&mut w, now);
-        let failures = *w.attempts.get(&client(peer))?;
+        let failures = *w.attempts.get(&client_addr::key(peer))?;
         (failures >= self.per_minute).then(|| (WINDOW - elapsed).as_secs().max(1))
     }
 
@@ -101,7 +92,7 @@ impl AuthFailures {
         if self.per_minute == 0 {
             return;
         }
-        let client = client(peer);
+        let client = client_addr::key(peer);
         let mut w = self.window.lock();
         Self::roll(&mut w, now);
         if w.attempts.len() >= MAX_ADDRESSES && !w.attempts.contains_key(&client) {
@@ -152,7 +143,7 @@ mod tests {
         // An IPv4 client on a dual-stack socket is its IPv4 address.
         let mapped: IpAddr = "::ffff:10.0.0.9".parse().unwrap();
         let v4: IpAddr = "10.0.0.9".parse().unwrap();
-        assert_eq!(client(mapped), v4);
+        assert_eq!(client_addr::key(mapped), v4);
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl ApiError {
             | AppError::IdempotencyReplaySecret { .. }
             | AppError::IdempotencyOutcomeUnknown => StatusCode::CONFLICT,
             AppError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::BodyTooSlow(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::Validation(_) | AppError::IdempotencyKeyReused => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -148,6 +149,12 @@ impl IntoResponse for ApiError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            // The rest of the body may still come: where it ends is unknown.
+            AppError::BodyTooSlow(_) => {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

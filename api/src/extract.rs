@@ -79,6 +79,15 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
+/// A request's `Content-Type`, or empty.
+pub fn content_type(headers: &header::HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn is_json(value: Option<&header::HeaderValue>) -> bool {
     value
         .and_then(|v| v.to_str().ok())
@@ -327,18 +336,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
     }
 }
 
-/// A ticket's access token, sent instead of an API key to endpoint 15, and the address that
-/// sent it (a wrong token counts as a failed authentication of that address).
+/// The ticket whose access token a request sent instead of an API key (to read its SLA),
+/// checked by `middleware::auth`.
 #[derive(Debug, Clone)]
-pub struct TicketToken {
-    pub secret: String,
-    pub peer: Option<std::net::IpAddr>,
+pub struct TicketAccess {
+    pub ticket: Box<parley_domain::tickets::Ticket>,
 }
 
 /// Who reads a ticket's SLA: a key of its organization, or the ticket's access token.
 pub enum TicketReader {
     Key(Tenant),
-    Token(TicketToken),
+    Token(TicketAccess),
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for TicketReader {
@@ -350,7 +358,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TicketReader {
         }
         parts
             .extensions
-            .get::<TicketToken>()
+            .get::<TicketAccess>()
             .cloned()
             .map(TicketReader::Token)
             .ok_or(ApiError(AppError::Unauthorized))

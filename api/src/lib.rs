@@ -5,6 +5,7 @@ pub mod admin_page;
 pub mod auth_failures;
 pub mod body_spool;
 pub mod cli;
+pub mod client_addr;
 pub mod envelope;
 pub mod error;
 pub mod extract;

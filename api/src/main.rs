@@ -137,6 +137,9 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
 async fn serve(config: Config) -> anyhow::Result<()> {
     let app = Application::build(config, None).await?;
     tracing::info!(addr = %app.local_addr()?, "parley-api listening");
+    if let Some(addr) = app.admin_addr() {
+        tracing::info!(addr = %addr?, "the operator API listening");
+    }
     let shutdown = CancellationToken::new();
     tokio::spawn(parley_runtime::shutdown::cancel_on_signal(shutdown.clone()));
     app.run_until(shutdown).await?;

@@ -3,17 +3,31 @@
 //! multer keeps in memory, and searches again at each chunk, whatever precedes the first
 //! boundary and a part's headers until their blank line: a body that never sends either would
 //! hold up to the whole body limit in memory, and a core. Parts' contents stream through (the
-//! parser keeps a boundary's length of them), so only the framing needs bounds: at most
-//! [`MAX_PREAMBLE`] bytes before the first boundary, and [`MAX_PART_HEADERS`] bytes of headers
-//! in each part.
+//! parser keeps a boundary's length of them), so only the framing needs bounds: a boundary of
+//! at most [`MAX_BOUNDARY`] characters (RFC 2046's 70: every search costs its length at each
+//! byte), at most [`MAX_PREAMBLE`] bytes before the first boundary, at most [`MAX_PARTS`]
+//! parts, [`MAX_PART_HEADERS`] bytes of headers in each part, and [`MAX_EPILOGUE`] bytes after
+//! the closing boundary.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::body::Bytes;
 use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
 
+use crate::body_spool::incomplete;
 use crate::error::AppError;
 
 /// Bytes a body may send before its first boundary (clients send none).
 pub const MAX_PREAMBLE: usize = 1024;
+/// A boundary's longest (RFC 2046).
+pub const MAX_BOUNDARY: usize = 70;
+/// Parts a body may have (an import's form has two).
+pub const MAX_PARTS: usize = 16;
+/// Bytes a body may send after its closing boundary (clients send none).
+pub const MAX_EPILOGUE: usize = 1024;
 /// Bytes of one part's headers, up to the blank line that ends them.
 pub const MAX_PART_HEADERS: usize = 8 * 1024;
 
@@ -37,6 +51,8 @@ pub struct FramingCheck {
     at: Where,
     /// The end of the previous chunk, in case a delimiter or a blank line spans two chunks.
     tail: Vec<u8>,
+    /// Parts begun so far.
+    parts: usize,
 }
 
 impl FramingCheck {
@@ -47,6 +63,7 @@ impl FramingCheck {
             // As if the body started after a line end, so that a first boundary at its very
             // start is found.
             tail: b"\r\n".to_vec(),
+            parts: 0,
         }
     }
 
@@ -75,6 +92,10 @@ impl FramingCheck {
                             if &window[after..after + 2] == b"--" {
                                 self.at = Where::Done;
                                 return Ok(());
+                            }
+                            self.parts += 1;
+                            if self.parts > MAX_PARTS {
+                                return Err(refused("the body has too many parts"));
                             }
                             self.at = Where::Headers(0);
                             pos = after;
@@ -127,12 +148,67 @@ impl FramingCheck {
     }
 }
 
+/// A body that broke off (its client went away).
+/// The boundary of a multipart `content_type`: 1 to [`MAX_BOUNDARY`] characters, else 422.
+pub fn boundary(content_type: &str) -> Result<String, AppError> {
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|e| AppError::validation("body", "invalid_multipart", e.to_string()))?;
+    if boundary.is_empty() || boundary.len() > MAX_BOUNDARY {
+        return Err(refused(&format!(
+            "the boundary must be 1 to {MAX_BOUNDARY} characters"
+        )));
+    }
+    Ok(boundary)
+}
+
 fn refused(why: &str) -> AppError {
     AppError::validation("body", "invalid_multipart", why)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A body's stream that the parser reads and, once the parser is done with it, its reader
+/// reads to the end too ([`read_epilogue`]): the parser stops at the closing boundary.
+pub struct SharedBody(Arc<Mutex<BodyStream>>);
+
+/// A body's chunks, boxed.
+type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, axum::Error>> + Send>>;
+
+impl SharedBody {
+    pub fn new(stream: impl Stream<Item = Result<Bytes, axum::Error>> + Send + 'static) -> Self {
+        SharedBody(Arc::new(Mutex::new(Box::pin(stream))))
+    }
+}
+
+impl Clone for SharedBody {
+    fn clone(&self) -> Self {
+        SharedBody(self.0.clone())
+    }
+}
+
+impl Stream for SharedBody {
+    type Item = Result<Bytes, axum::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.lock().as_mut().poll_next(cx)
+    }
+}
+
+/// Reads what a body sends after the parser stopped at its closing boundary, so that all of
+/// it passes through the stream's observers (the idempotency key's hash); more than
+/// [`MAX_EPILOGUE`] bytes is 422.
+pub async fn read_epilogue(mut rest: SharedBody) -> Result<(), AppError> {
+    let mut read = 0;
+    while let Some(chunk) = rest.next().await {
+        let chunk = chunk.map_err(incomplete)?;
+        read += chunk.len();
+        if read > MAX_EPILOGUE {
+            return Err(refused("the body goes on after its closing boundary"));
+        }
+    }
+    Ok(())
 }
 
 /// `chunks` with their framing checked as they pass. The error is an [`AppError`] (the parser
@@ -143,13 +219,7 @@ where
 {
     let mut framing = FramingCheck::new(boundary);
     chunks.map(move |chunk| {
-        let chunk = chunk.map_err(|e| {
-            AppError::validation(
-                "body",
-                "incomplete",
-                format!("the body could not be read to its end: {e}"),
-            )
-        })?;
+        let chunk = chunk.map_err(incomplete)?;
         framing.check(&chunk)?;
         Ok(chunk)
     })
@@ -203,6 +273,24 @@ mod tests {
                 .to_vec();
         second.extend(std::iter::repeat_n(b'p', MAX_PART_HEADERS + 10));
         assert!(run(&[&second]).is_err());
+    }
+
+    #[test]
+    fn a_long_boundary_or_many_parts_are_refused() {
+        let ok = format!("multipart/form-data; boundary={}", "b".repeat(MAX_BOUNDARY));
+        assert_eq!(boundary(&ok).unwrap().len(), MAX_BOUNDARY);
+        let long = format!(
+            "multipart/form-data; boundary={}",
+            "b".repeat(MAX_BOUNDARY + 1)
+        );
+        assert!(boundary(&long).is_err());
+        assert!(boundary("multipart/form-data").is_err());
+        let part = b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n";
+        let many: Vec<u8> = part.repeat(MAX_PARTS + 1);
+        assert!(run(&[&many]).is_err());
+        let mut enough: Vec<u8> = part.repeat(MAX_PARTS);
+        enough.extend_from_slice(b"--XyZ--\r\n");
+        assert!(run(&[&enough]).is_ok());
     }
 
     #[test]

@@ -15,6 +15,14 @@ use uuid::Uuid;
 
 /// Segment counts one organization runs at once, per API process.
 pub const COUNTS_PER_ORG: usize = 2;
+/// Requests with a ticket's access token (a tenant's customers reading their tickets' SLA) one
+/// organization runs at once per API process, and has waiting: a lane apart from its keys',
+/// so that a customer's token cannot take its tenant's own turns.
+pub const TICKET_TOKEN_TURNS: usize = 2;
+pub const TICKET_TOKEN_QUEUED: usize = 8;
+/// Import files one organization sends at once, per API process: each may hold up to
+/// `PARLEY_UPLOAD_MAX_BYTES` of the temporary disk (`crate::body_spool::DiskBudget`).
+pub const FILES_PER_ORG: usize = 2;
 
 #[derive(Clone)]
 pub struct OrgPermits {
@@ -84,7 +92,8 @@ impl Drop for Permit {
 /// The requests of an organization that floods the API wait in its own queue, not in the
 /// pool's: another organization's request finds a connection as soon as one is free (and,
 /// with `running` below the pool's size, finds one free), and one organization holds at most
-/// `running + queued` of the process's in-flight requests (`PARLEY_MAX_IN_FLIGHT`).
+/// `running` of the process's in-flight slots (`PARLEY_MAX_IN_FLIGHT`), taken once its turn
+/// came.
 #[derive(Clone)]
 pub struct OrgTurns {
     running: usize,

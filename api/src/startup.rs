@@ -19,9 +19,9 @@ use parley_storage::Storage;
 use parley_types::time::Clock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use utoipa_swagger_ui::SwaggerUi;
 
-use crate::middleware::guard::{self, Limits};
+use crate::middleware::bodies::{self, Bodies};
+use crate::middleware::guard::{self, InFlight};
 use crate::middleware::{auth, http_metrics, idempotency, request_context};
 use crate::openapi::Deployment;
 use crate::serve::ConnectionLimits;
@@ -34,6 +34,10 @@ const METRICS_CONNECTIONS: usize = 16;
 pub struct Application {
     listener: TcpListener,
     router: Router,
+    /// The operator API and page on `PARLEY_ADMIN_ADDR`, when it is set.
+    admin: Option<(TcpListener, Router)>,
+    /// Whose forwarding headers name the client.
+    proxies: parley_config::Proxies,
     /// `/metrics`, on `PARLEY_API_METRICS_ADDR`.
     metrics_listener: TcpListener,
     metrics_router: Router,
@@ -102,6 +106,14 @@ impl Application {
         let metrics_listener = TcpListener::bind(config.api_metrics_addr)
             .await
             .with_context(|| format!("binding {}", config.api_metrics_addr))?;
+        let admin_listener = match config.http.admin_addr {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding {addr}"))?,
+            ),
+            None => None,
+        };
         let org_label = config.metrics_org_label;
         let turns = crate::org_permits::OrgTurns::new(
             config.http.requests_per_org,
@@ -113,6 +125,7 @@ impl Application {
         // Unlimited keys are counted from the first request if Redis answers now.
         let unlimited_usage =
             crate::usage::UnlimitedCounts::new(crate::usage::answers(&redis).await);
+        let spool = crate::body_spool::DiskBudget::new(config.http.spool_bytes);
         let state = AppState::new(crate::state::Shared {
             pool,
             jobs: config.jobs(&redis),
@@ -127,7 +140,19 @@ impl Application {
                 crate::org_permits::COUNTS_PER_ORG,
                 org_label,
             ),
+            files_sent: crate::org_permits::OrgPermits::new(
+                "files_sent",
+                "import files sent",
+                crate::org_permits::FILES_PER_ORG,
+                org_label,
+            ),
+            spool,
             turns,
+            ticket_turns: crate::org_permits::OrgTurns::new(
+                crate::org_permits::TICKET_TOKEN_TURNS,
+                crate::org_permits::TICKET_TOKEN_QUEUED,
+                org_label,
+            ),
             auth_failures,
             keys: crate::key_cache::KeyCache::default(),
             unlimited_usage,
@@ -148,9 +173,11 @@ impl Application {
                 state.config.database_session_url.expose_secret().to_owned(),
             ),
             listener,
+            proxies: state.config.http.proxies.clone(),
             connections: ConnectionLimits {
                 header_read_timeout: state.config.http.header_read_timeout,
                 max_connections: state.config.http.max_connections,
+                max_per_address: state.config.http.max_connections_per_address,
                 // Every request ends by its timeout; a little more for the answers to go out.
                 drain: state.config.http.request_timeout + std::time::Duration::from_secs(5),
             },
@@ -161,8 +188,21 @@ impl Application {
                 false,
             )),
             metrics_listener,
-            router: router(state),
-        })
+            admin: None,
+            router: Router::new(),
+        }
+        .with_routers(router(state), admin_listener))
+    }
+
+    fn with_routers(mut self, routers: Routers, admin_listener: Option<TcpListener>) -> Self {
+        self.router = routers.public;
+        self.admin = admin_listener.zip(routers.admin);
+        self
+    }
+
+    /// Where the operator API is served when it has an address of its own.
+    pub fn admin_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.admin.as_ref().map(|(l, _)| l.local_addr())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -199,8 +239,10 @@ impl Application {
             ConnectionLimits {
                 header_read_timeout: self.connections.header_read_timeout,
                 max_connections: METRICS_CONNECTIONS,
+                max_per_address: METRICS_CONNECTIONS,
                 drain: std::time::Duration::from_secs(1),
             },
+            parley_config::Proxies::default(),
             shutdown.clone(),
         );
         tokio::spawn(async move {
@@ -208,43 +250,94 @@ impl Application {
                 tracing::error!(%err, "the metrics listener stopped");
             }
         });
-        let outcome =
-            crate::serve::serve(self.listener, self.router, self.connections, shutdown).await;
+        // The operator's listener: the public one's limits, and no proxy believed (it is
+        // reached directly, as `kubectl port-forward` does).
+        if let Some((listener, router)) = self.admin {
+            let admin = crate::serve::serve(
+                listener,
+                router,
+                self.connections,
+                parley_config::Proxies::default(),
+                shutdown.clone(),
+            );
+            tokio::spawn(async move {
+                if let Err(err) = admin.await {
+                    tracing::error!(%err, "the operator API's listener stopped");
+                }
+            });
+        }
+        let outcome = crate::serve::serve(
+            self.listener,
+            self.router,
+            self.connections,
+            self.proxies,
+            shutdown,
+        )
+        .await;
         served.cancel();
         let _ = counting.await;
         outcome
     }
 }
 
-pub fn router(state: AppState) -> Router {
+/// The public router and, when the operator API has an address of its own
+/// (`PARLEY_ADMIN_ADDR`), the operator's.
+pub struct Routers {
+    pub public: Router,
+    pub admin: Option<Router>,
+}
+
+/// What each request passes, outermost first (inside [`layered`]'s):
+/// - the API (`/api/v1`): its key or ticket token ([`auth::authenticate`]), its body
+///   ([`bodies::read`]), its organization's turn, an in-flight slot, the idempotency key;
+/// - receipts: their signature header, their body, an in-flight slot, their own slots and
+///   timeout, the signature's check;
+/// - the operator API: its token, its body, an in-flight slot;
+/// - the rest (the document, `/docs`, the operator page): no body ([`bodies::none`]), an
+///   in-flight slot.
+pub fn router(state: AppState) -> Routers {
     let (api, openapi) =
         crate::routes::api(state.config.max_broadcast_body_bytes).split_for_parts();
     let (signed, signed_doc) = crate::routes::signed().split_for_parts();
-    let signed = guard::guard(signed, crate::routes::receipts::LIMITS);
     let (admin, admin_doc) = crate::routes::admin::router().split_for_parts();
-    let admin = admin.route_layer(from_fn_with_state(
-        state.clone(),
-        crate::middleware::operator_auth::authenticate,
-    ));
     let openapi = crate::openapi::document(
         openapi.merge_from(signed_doc).merge_from(admin_doc),
         &Deployment::of(&state.config),
     );
-    // Authentication runs first (the outer layer): a key belongs to an organization.
+    let slots = InFlight::new(state.config.http.max_in_flight);
+    let bodies = Bodies::new(
+        state.config.http.bodies,
+        state.config.max_body_bytes,
+        state.config.metrics_org_label,
+    );
+    let in_flight = || from_fn_with_state(slots.clone(), guard::in_flight);
+    let read_bodies = || from_fn_with_state(bodies.clone(), bodies::read);
+
     let api = api
         .route_layer(from_fn_with_state(state.clone(), idempotency::idempotency))
+        .route_layer(in_flight())
+        .route_layer(from_fn_with_state(state.clone(), auth::take_turn))
+        .route_layer(read_bodies())
         .route_layer(from_fn_with_state(state.clone(), auth::authenticate));
-    let probes = Probes::new(
-        state.pool.clone(),
-        state.redis.clone(),
-        state.metrics.clone(),
-        false,
-    );
-    let limits = Limits {
-        request_timeout: state.config.http.request_timeout,
-        max_in_flight: state.config.http.max_in_flight,
-    };
-    let max_body_bytes = state.config.max_body_bytes;
+    let signed = guard::guard(signed, crate::routes::receipts::LIMITS)
+        .route_layer(in_flight())
+        .route_layer(read_bodies())
+        .route_layer(from_fn_with_state(
+            state.clone(),
+            crate::routes::receipts::signature_first,
+        ));
+    let admin = admin
+        .route_layer(in_flight())
+        .route_layer(read_bodies())
+        .route_layer(from_fn_with_state(
+            state.clone(),
+            crate::middleware::operator_auth::authenticate,
+        ))
+        .merge(
+            crate::admin_page::router()
+                .layer(in_flight())
+                .layer(from_fn(bodies::none)),
+        );
     // Serialized once: a request for the document costs its bytes, not a serialization.
     let document = axum::body::Bytes::from(openapi.to_string());
     let serve_document = move || {
@@ -256,28 +349,55 @@ pub fn router(state: AppState) -> Router {
             )
         }
     };
-    let routes = Router::new()
-        .merge(api)
-        .merge(signed)
-        .merge(admin)
-        .merge(crate::admin_page::router())
+    let documents: Router<AppState> = Router::new()
         .route(OPENAPI_PATH, axum::routing::get(serve_document))
-        .merge(SwaggerUi::new("/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH])))
-        .with_state(state);
-    layered(
-        routes,
-        health::probes_router(probes),
-        limits,
-        max_body_bytes,
-    )
+        .merge(crate::openapi::docs_page(OPENAPI_PATH))
+        .layer(in_flight())
+        .layer(from_fn(bodies::none));
+    let probes = || {
+        health::probes_router(Probes::new(
+            state.pool.clone(),
+            state.redis.clone(),
+            state.metrics.clone(),
+            false,
+        ))
+    };
+    let timeout = state.config.http.request_timeout;
+    let max_body_bytes = state.config.max_body_bytes;
+    let mut public = Router::new().merge(api).merge(signed).merge(documents);
+    let admin = if state.config.http.admin_addr.is_some() {
+        Some(layered(
+            admin.with_state(state.clone()),
+            probes(),
+            timeout,
+            max_body_bytes,
+        ))
+    } else {
+        public = public.merge(admin);
+        None
+    };
+    Routers {
+        public: layered(
+            public.with_state(state.clone()),
+            probes(),
+            timeout,
+            max_body_bytes,
+        ),
+        admin,
+    }
 }
 
 /// The layers every request passes, outermost first: its id and context (and the log line),
-/// the default body limit, the HTTP metrics, the panic catcher; then, for the API's routes
-/// but not the probes, the timeout and the in-flight limit. Public so tests can put the same
-/// stack over routes of their own.
-pub fn layered(routes: Router, probes: Router, limits: Limits, max_body_bytes: usize) -> Router {
-    let routes = guard::catch_panic(guard::guard(routes, limits));
+/// the default body limit, the HTTP metrics, the panic catcher; then, for the routes but not
+/// the probes, the request timeout. Public so tests can put the same stack over routes of
+/// their own.
+pub fn layered(
+    routes: Router,
+    probes: Router,
+    request_timeout: std::time::Duration,
+    max_body_bytes: usize,
+) -> Router {
+    let routes = guard::catch_panic(guard::timeout(routes, request_timeout));
     Router::new()
         .merge(routes)
         .merge(probes)

@@ -42,8 +42,15 @@ pub struct Shared {
     pub clock: Clock,
     /// Segment counts each organization runs at once.
     pub counts: crate::org_permits::OrgPermits,
+    /// Import files each organization sends at once.
+    pub files_sent: crate::org_permits::OrgPermits,
+    /// The temporary disk request bodies may hold.
+    pub spool: crate::body_spool::DiskBudget,
     /// Requests each organization runs, and has waiting, at once.
     pub turns: crate::org_permits::OrgTurns,
+    /// The same for the requests with one of its tickets' access tokens (its customers'),
+    /// apart from its keys'.
+    pub ticket_turns: crate::org_permits::OrgTurns,
     /// Failed authentications per client address.
     pub auth_failures: crate::auth_failures::AuthFailures,
     /// The API keys this process knows.

@@ -188,6 +188,31 @@ fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
     );
 }
 
+/// The shipped manifests' placeholder secret never opens anything: `serve` refuses to start on
+/// it, naming the setting and not its value.
+#[test]
+fn a_placeholder_secret_is_refused_at_start() {
+    let shipped = "change-me-to-a-random-token-of-32-characters-or-more";
+    let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))
+        .arg("serve")
+        .env_clear()
+        .env("DATABASE_URL", database_url())
+        .env("REDIS_URL", "redis://127.0.0.1:6379")
+        .env("PARLEY_ADMIN_TOKEN", shipped)
+        .env("PARLEY_API_ADDR", "127.0.0.1:0")
+        .env("PARLEY_API_METRICS_ADDR", "127.0.0.1:0")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("PARLEY_ADMIN_TOKEN") && stderr.contains("placeholder"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(shipped), "{stderr}");
+}
+
 #[tokio::test]
 async fn probe_exits_0_on_a_2xx_only() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -2,7 +2,9 @@
 // worker): a webhook whose receiver answers 500 makes a dead delivery; the page, given the
 // operator token, lists it among the dead work, retries it from its row; the receiver then
 // gets the delivery again (answering 200), the dead list no longer has it, and the audit log
-// shows the retry. Any error the page throws or logs fails the check.
+// shows the retry. Any error the page throws or logs fails the check. Then the docs page
+// (/docs), served under a content security policy: Swagger UI must render the operations with
+// no violation reported (a refused script, style, image or call is a console error).
 import http from "node:http";
 import { chromium } from "playwright-core";
 
@@ -79,6 +81,19 @@ try {
   if (received !== 2) throw new Error(`the receiver got ${received} requests, not 2`);
   if (problems.length) throw new Error(problems.join("\n"));
   console.log("the operator page listed the dead delivery and retried it: the receiver got it once more");
+
+  const docs = await browser.newPage();
+  const docsProblems = [];
+  docs.on("pageerror", (e) => docsProblems.push("page error: " + e.message));
+  docs.on("console", (m) => { if (m.type() === "error") docsProblems.push("console: " + m.text()); });
+  const served = await docs.goto(base + "/docs/");
+  const policy = served.headers()["content-security-policy"] || "";
+  if (!policy.includes("script-src 'self'")) throw new Error("/docs has no script policy: " + policy);
+  await docs.waitForSelector(".opblock-summary-path", { timeout: 30000 });
+  const operations = await docs.locator(".opblock-summary-path").count();
+  if (operations < 50) throw new Error(`/docs shows ${operations} operations`);
+  if (docsProblems.length) throw new Error(docsProblems.join("\n"));
+  console.log(`the docs page rendered ${operations} operations under its content security policy`);
 } finally {
   await browser.close();
   receiver.close();

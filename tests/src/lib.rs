@@ -276,6 +276,8 @@ pub struct TestApp {
     pub addr: SocketAddr,
     /// Where the API serves `/metrics` (`PARLEY_API_METRICS_ADDR`).
     pub metrics_addr: SocketAddr,
+    /// Where the operator API is served when `PARLEY_ADMIN_ADDR` is set.
+    pub admin_addr: Option<SocketAddr>,
     pub database_url: String,
     own_database: bool,
     pub base: String,
@@ -462,12 +464,14 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
         .expect("the app builds");
     let addr = app.local_addr().expect("addr");
     let metrics_addr = app.metrics_addr().expect("metrics addr");
+    let admin_addr = app.admin_addr().map(|a| a.expect("admin addr"));
     let shutdown = CancellationToken::new();
     tokio::spawn(app.run_until(shutdown.clone()));
     let pool = db::pool(&database_url, 2).expect("pool");
     let mut test = TestApp {
         addr,
         metrics_addr,
+        admin_addr,
         database_url,
         own_database,
         base: format!("http://{addr}"),
@@ -752,6 +756,31 @@ impl TestApp {
 
     pub async fn get(&self, path: &str) -> Resp {
         self.send(Method::GET, path, Some(&self.key), None).await
+    }
+
+    /// A `POST` of JSON `body` with `api_key` on a connection of its own, of which only the
+    /// first `sent` bytes of the body go now: its body does not end until the caller writes
+    /// the rest (`body[sent..]`) to the stream returned.
+    pub async fn post_held(
+        &self,
+        path: &str,
+        api_key: &str,
+        body: &[u8],
+        sent: usize,
+    ) -> tokio::net::TcpStream {
+        use tokio::io::AsyncWriteExt;
+        let mut held = tokio::net::TcpStream::connect(self.addr)
+            .await
+            .expect("connect");
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {api_key}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        held.write_all(head.as_bytes()).await.expect("head sent");
+        held.write_all(&body[..sent]).await.expect("body sent");
+        held
     }
 
     /// A `POST` with `api_key` and extra headers.

@@ -120,7 +120,7 @@ async fn advance(ctx: &Ctx) -> anyhow::Result<()> {
     };
     if let Err(err) = run_batch(ctx, &a).await {
         let error = format!("{err:#}");
-        db::operator::batch_failed(&ctx.pool, a.id, &error, MAX_FAILURES).await?;
+        db::operator::batch_failed(&ctx.pool, a.id, a.lease_until, &error, MAX_FAILURES).await?;
         anyhow::bail!("action {}: {error}", a.id);
     }
     Ok(())
@@ -173,7 +173,15 @@ async fn run_batch(ctx: &Ctx, a: &db::operator::RunningAction) -> anyhow::Result
         }
         _ => (0, None, true),
     };
-    db::operator::advance(&ctx.pool, a.id, done, cursor.as_ref(), finished).await?;
+    db::operator::advance(
+        &ctx.pool,
+        a.id,
+        a.lease_until,
+        done,
+        cursor.as_ref(),
+        finished,
+    )
+    .await?;
     if finished {
         tracing::info!(action_id = %a.id, action = a.action.as_str(), "operator action completed");
     }

@@ -36,23 +36,34 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test(start_paused = true)]
+    // On the real clock (tokio's paused one needs its `test-util` feature, which would build
+    // tokio, and all that depends on it, apart for the tests).
+    #[tokio::test]
     async fn a_renewal_runs_until_its_guard_is_dropped() {
         let runs = Arc::new(AtomicUsize::new(0));
         let counted = runs.clone();
-        let renewal = Renewal::every(Duration::from_secs(10), move || {
+        let renewal = Renewal::every(Duration::from_millis(20), move || {
             let counted = counted.clone();
             async move {
                 counted.fetch_add(1, Ordering::SeqCst);
             }
         });
-        tokio::time::sleep(Duration::from_secs(25)).await;
-        assert_eq!(runs.load(Ordering::SeqCst), 3, "now, at 10 s and at 20 s");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while runs.load(Ordering::SeqCst) < 3 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "it renews, again and again"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         drop(renewal);
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        // Aborted: a run that had begun ends, none begins.
+        tokio::task::yield_now().await;
+        let after = runs.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(
             runs.load(Ordering::SeqCst),
-            3,
+            after,
             "none after the guard is dropped"
         );
     }

@@ -1,24 +1,26 @@
 //! Bearer API keys: 401 for no, unknown or revoked keys; the daily counter and its 429; the
-//! route's scope and its 403. Only then does a handler run, with the [`Tenant`] it serves.
+//! route's scope and its 403 ([`authenticate`]). A ticket's SLA may be read with the ticket's
+//! access token instead, checked here too, so that every request knows its organization before
+//! its body is read. Then, once its body has arrived, the request takes its organization's
+//! turn ([`take_turn`]) and an in-flight slot; only then does a handler run, with the
+//! [`Tenant`] (or [`TicketAccess`]) it serves.
 
 use crate::error::{ApiError, AppError};
 use crate::{envelope, usage};
-use std::future::ready;
 
-use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use parley_db as db;
 use parley_domain::api_keys::KeyIdentity;
 use parley_domain::auth;
+use uuid::Uuid;
 
-use crate::extract::{Tenant, TicketToken};
+use crate::client_addr::ClientAddr;
+use crate::extract::{Tenant, TicketAccess};
 use crate::scopes::required_scope;
 use crate::scopes::{TICKET_SLA_ROUTE, TICKET_TOKEN_HEADER};
-use crate::serve::Peer;
 use crate::state::AppState;
 
 /// The key whose secret this is: from this process's cache, else read (and kept).
@@ -45,54 +47,65 @@ fn bearer(req: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// The lane of the requests that carry a ticket's access token instead of a key.
-const TICKET_TOKEN_LANE: uuid::Uuid = uuid::Uuid::nil();
+/// The organization a request acts for, once authenticated: its key's, or its ticket's.
+pub fn org_of(req: &Request) -> Option<Uuid> {
+    let ext = req.extensions();
+    ext.get::<Tenant>()
+        .map(|t| t.org_id)
+        .or_else(|| ext.get::<TicketAccess>().map(|t| t.ticket.organization_id))
+}
 
 pub async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let req = match admit(&state, req).await {
-        Ok(req) => req,
-        Err(err) => return err.into_response(),
+    match admit(&state, req).await {
+        Ok(req) => next.run(req).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+/// The organization's turn, held until the answer: its requests past its share wait in its own
+/// queue (`org_permits::OrgTurns`), before they take an in-flight slot. Requests with a
+/// ticket's token take turns in a lane of their own beside their organization's.
+pub async fn take_turn(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let ext = req.extensions();
+    let lane = match (ext.get::<Tenant>(), ext.get::<TicketAccess>()) {
+        (Some(tenant), _) => (&state.turns, tenant.org_id),
+        (None, Some(access)) => (&state.ticket_turns, access.ticket.organization_id),
+        (None, None) => return ApiError(AppError::Unauthorized).into_response(),
     };
-    // The organization's turn, held until the answer: its requests past its share wait in its
-    // own queue (`org_permits::OrgTurns`). Requests with a ticket's access token instead of a
-    // key (no organization known before the handler's lookup) share one lane of their own.
-    // A body is read first, so that a client sending it slowly does so outside the turn.
-    let req = body_first(req, state.config.max_body_bytes).await;
-    let lane = req
-        .extensions()
-        .get::<Tenant>()
-        .map_or(TICKET_TOKEN_LANE, |t| t.org_id);
-    let _turn = match state.turns.take(lane).await {
+    let _turn = match lane.0.take(lane.1).await {
         Ok(turn) => turn,
         Err(err) => return ApiError(err).into_response(),
     };
     next.run(req).await
 }
 
-/// The request with its body read into memory when it is at most `limit` bytes (every body
-/// but an upload's or a long audience's). A longer one is handed on as it comes, its first
-/// bytes read: its handler reads the rest, inside the turn. An error while reading is handed
-/// on too, for the handler's extractor to answer as it would have.
-async fn body_first(req: Request, limit: usize) -> Request {
-    let (parts, body) = req.into_parts();
-    let mut stream = body.into_data_stream();
-    let mut read = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(chunk) => {
-                read.extend_from_slice(&chunk);
-                if read.len() > limit {
-                    let first = futures::stream::once(ready(Ok(Bytes::from(read))));
-                    return Request::from_parts(parts, Body::from_stream(first.chain(stream)));
-                }
+/// The ticket a request's access token opens, or 401 (counted as a failed authentication of
+/// its address). The token is compared in constant time with the ticket's.
+async fn ticket_access(
+    state: &AppState,
+    path: &str,
+    token: &str,
+    client: Option<ClientAddr>,
+    now: std::time::Instant,
+) -> Result<TicketAccess, ApiError> {
+    // The route's `{id}`: a path id that is not a UUID names no ticket.
+    let (before, after) = TICKET_SLA_ROUTE.split_once("{id}").unwrap_or_default();
+    let id = path
+        .strip_prefix(before)
+        .and_then(|rest| rest.strip_suffix(after))
+        .and_then(|id| id.parse::<Uuid>().ok())
+        .ok_or(AppError::NotFound)?;
+    match db::tickets::find(&state.pool, id).await? {
+        Some(ticket) if auth::same_secret(&ticket.access_token, token) => Ok(TicketAccess {
+            ticket: Box::new(ticket),
+        }),
+        _ => {
+            if let Some(client) = client {
+                state.auth_failures.failed(client.0, now);
             }
-            Err(err) => {
-                let first = futures::stream::iter([Ok(Bytes::from(read)), Err(err)]);
-                return Request::from_parts(parts, Body::from_stream(first));
-            }
+            Err(AppError::Unauthorized.into())
         }
     }
-    Request::from_parts(parts, Body::from(read))
 }
 
 async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> {
@@ -101,11 +114,12 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
-    let peer = req.extensions().get::<Peer>().map(|p| p.0);
+    let client = req.extensions().get::<ClientAddr>().copied();
+    let peer = client.map(|c| c.0);
     let now = std::time::Instant::now();
-    // A ticket's SLA may be read with the ticket's own access token instead of a key; the
-    // handler checks it (a lookup: an address that failed too often this minute is refused
-    // before it, and the handler counts a wrong token as a failure).
+    // A ticket's SLA may be read with the ticket's own access token instead of a key: a lookup,
+    // so an address that failed too often this minute is refused before it, and a wrong token
+    // counts as a failure.
     if route == TICKET_SLA_ROUTE
         && bearer(&req).is_none()
         && let Some(token) = req
@@ -115,10 +129,13 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
             .map(str::to_owned)
     {
         state.auth_failures.admit(peer, now)?;
-        req.extensions_mut().insert(TicketToken {
-            secret: token,
-            peer,
-        });
+        let path = req.uri().path().to_owned();
+        let access = ticket_access(state, &path, &token, client, now).await?;
+        tracing::Span::current().record(
+            "organization_id",
+            tracing::field::display(access.ticket.organization_id),
+        );
+        req.extensions_mut().insert(access);
         return Ok(req);
     }
     let secret = bearer(&req)
@@ -179,60 +196,4 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
         scopes: key.scopes,
     });
     Ok(req)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use futures::FutureExt;
-    use futures::channel::mpsc;
-
-    type Chunks = mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
-
-    fn request() -> (Chunks, Request) {
-        let (tx, rx) = mpsc::unbounded();
-        let req = Request::builder()
-            .uri("/")
-            .body(Body::from_stream(rx))
-            .unwrap();
-        (tx, req)
-    }
-
-    #[tokio::test]
-    async fn a_body_within_the_limit_is_read_before_the_request_goes_on() {
-        let (tx, req) = request();
-        let mut first = Box::pin(body_first(req, 100));
-        tx.unbounded_send(Ok(Bytes::from_static(b"hello ")))
-            .unwrap();
-        assert!((&mut first).now_or_never().is_none(), "not before its end");
-        tx.unbounded_send(Ok(Bytes::from_static(b"world"))).unwrap();
-        drop(tx);
-        let req = first.await;
-        let body = axum::body::to_bytes(req.into_body(), usize::MAX).await;
-        assert_eq!(body.unwrap(), "hello world");
-    }
-
-    #[tokio::test]
-    async fn a_longer_body_goes_on_as_it_comes_and_an_error_is_handed_on() {
-        let (tx, req) = request();
-        tx.unbounded_send(Ok(Bytes::from_static(b"hello"))).unwrap();
-        // Past 4 bytes the request goes on before the body's end.
-        let req = body_first(req, 4).now_or_never().expect("on at once");
-        tx.unbounded_send(Ok(Bytes::from_static(b" world")))
-            .unwrap();
-        drop(tx);
-        let body = axum::body::to_bytes(req.into_body(), usize::MAX).await;
-        assert_eq!(body.unwrap(), "hello world");
-
-        let (tx, req) = request();
-        tx.unbounded_send(Ok(Bytes::from_static(b"ab"))).unwrap();
-        tx.unbounded_send(Err(std::io::Error::other("cut")))
-            .unwrap();
-        let req = body_first(req, 100).await;
-        assert!(
-            axum::body::to_bytes(req.into_body(), usize::MAX)
-                .await
-                .is_err()
-        );
-    }
 }

@@ -1,18 +1,23 @@
-//! What keeps one request, or many, from hurting the service: every API route runs under a
-//! timeout and a global limit of requests in flight that sheds the excess at once (tower's
-//! layers), and a panic anywhere below becomes the envelope's 500 with its request id
-//! (tower-http's). Probes and metrics stay outside the limit, so they answer under load.
+//! What keeps one request, or many, from hurting the service: every route runs under a
+//! timeout, and takes one of the process's in-flight slots, shed at once with 503 when none is
+//! free ([`in_flight`]); a panic anywhere below becomes the envelope's 500 with its request id
+//! (tower-http's). An API request takes its slot once it is authenticated, its body has
+//! arrived (`crate::middleware::bodies`) and its organization's turn came, so a client sending
+//! slowly, or waiting its turn, holds none. Probes and metrics stay outside, so they answer
+//! under load.
 
 use std::any::Any;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{ApiError, AppError};
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
+use axum::extract::{Request, State};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
-use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::load_shed::LoadShedLayer;
 use tower::timeout::TimeoutLayer;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -23,17 +28,50 @@ pub struct Limits {
     pub max_in_flight: usize,
 }
 
-/// Puts every route of `routes` under the request timeout and the shared in-flight limit.
-pub fn guard<S: Clone + Send + Sync + 'static>(routes: Router<S>, limits: Limits) -> Router<S> {
-    let timeout = limits.request_timeout;
+/// In-flight slots, shared by the routes that take one.
+#[derive(Clone)]
+pub struct InFlight(Arc<Semaphore>);
+
+impl InFlight {
+    pub fn new(slots: usize) -> Self {
+        InFlight(Arc::new(Semaphore::new(slots)))
+    }
+}
+
+/// Runs the request in a slot, or answers 503 at once when none is free.
+pub async fn in_flight(State(slots): State<InFlight>, req: Request, next: Next) -> Response {
+    let Ok(_slot) = slots.0.try_acquire() else {
+        metrics::counter!(parley_types::metric_names::HTTP_REFUSED, "reason" => "overloaded")
+            .increment(1);
+        return ApiError(AppError::Overloaded(
+            "the service is at capacity; retry shortly".to_owned(),
+        ))
+        .into_response();
+    };
+    next.run(req).await
+}
+
+/// Puts every route of `routes` under `timeout`: past it, 503.
+pub fn timeout<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    timeout: Duration,
+) -> Router<S> {
     routes.layer(
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(
                 move |err: tower::BoxError| async move { refused(err, timeout) },
             ))
-            .layer(LoadShedLayer::new())
-            .layer(GlobalConcurrencyLimitLayer::new(limits.max_in_flight))
             .layer(TimeoutLayer::new(timeout)),
+    )
+}
+
+/// Puts every route of `routes` under the request timeout and slots of its own (the receipts',
+/// beside the process's).
+pub fn guard<S: Clone + Send + Sync + 'static>(routes: Router<S>, limits: Limits) -> Router<S> {
+    let slots = InFlight::new(limits.max_in_flight);
+    timeout(
+        routes.layer(from_fn_with_state(slots, in_flight)),
+        limits.request_timeout,
     )
 }
 
@@ -45,13 +83,6 @@ fn refused(err: tower::BoxError, timeout: Duration) -> Response {
             "the request took longer than {} s and was stopped; retry shortly",
             timeout.as_secs()
         )))
-        .into_response()
-    } else if err.is::<tower::load_shed::error::Overloaded>() {
-        metrics::counter!(parley_types::metric_names::HTTP_REFUSED, "reason" => "overloaded")
-            .increment(1);
-        ApiError(AppError::Overloaded(
-            "the service is at capacity; retry shortly".to_owned(),
-        ))
         .into_response()
     } else {
         ApiError(AppError::Internal(anyhow::anyhow!(

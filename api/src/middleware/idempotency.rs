@@ -29,10 +29,14 @@ use parley_db as db;
 use parley_db::idempotency::KEPT_FOR;
 use sha2::{Digest, Sha256};
 
-use crate::body_spool::{Handed, Spool, SpoolLimits, Spooled};
+use std::sync::Arc;
+
+use crate::body_spool::{Handed, Spool};
 use crate::error::{ApiError, AppError};
 use crate::extract::Tenant;
+use crate::extract::is_json_type;
 use crate::state::AppState;
+use parking_lot::Mutex;
 
 pub const HEADER: &str = "idempotency-key";
 /// Set on an answer given again.
@@ -102,34 +106,44 @@ async fn run(
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
-    let limits = if route == LONG_BODY_ROUTE {
-        SpoolLimits::in_memory(state.config.max_broadcast_body_bytes)
-    } else if route == crate::routes::imports::PATH {
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        crate::routes::imports::body_limits(state, content_type)?
-    } else {
-        SpoolLimits::in_memory(state.config.max_body_bytes)
-    };
+    let content_type = crate::extract::content_type(req.headers());
     let (mut parts, body) = req.into_parts();
     let mut hash = Sha256::new();
     hash.update(parts.method.as_str());
     hash.update(" ");
     hash.update(parts.uri.path_and_query().map_or("", |p| p.as_str()));
     hash.update("\n");
-    // A long upload is written to disk as it is hashed, and handed to its handler there.
-    let spool = Spool::read(body, limits, |chunk| hash.update(chunk)).await?;
-    let hash = hash.finalize().to_vec();
-    let body = match spool.content {
-        Spooled::Memory(bytes) => Body::from(bytes),
-        Spooled::File(_) => {
-            parts.extensions.insert(Handed::new(spool));
-            Body::empty()
-        }
+    // An import's body is read as its type says (the same bytes as CSV or as NDJSON are two
+    // requests).
+    if route == crate::routes::imports::PATH {
+        hash.update(&content_type);
+        hash.update("\n");
+    }
+    let body = if route == crate::routes::imports::PATH && !is_json_type(&content_type) {
+        // An import's file is read once, as its handler reads it (to disk past the body
+        // limit), hashed on the way, and handed to the handler.
+        let hasher = Arc::new(Mutex::new(hash));
+        let hashing = hasher.clone();
+        let sent = crate::routes::imports::read_sent(
+            state,
+            tenant.org_id,
+            &content_type,
+            body,
+            move |chunk| hashing.lock().update(chunk),
+        )
+        .await?;
+        parts.extensions.insert(Handed::new(sent));
+        hash = hasher.lock().clone();
+        Body::empty()
+    } else {
+        let max = if route == LONG_BODY_ROUTE {
+            state.config.max_broadcast_body_bytes
+        } else {
+            state.config.max_body_bytes
+        };
+        Body::from(Spool::read_in_memory(body, max, |chunk| hash.update(chunk)).await?)
     };
+    let hash = hash.finalize().to_vec();
 
     // A request cut off may still have a statement running in Postgres, which may commit up
     // to its statement timeout later (the API's connections have the request timeout as

@@ -2,6 +2,7 @@
 //! idempotency keys.
 
 pub mod auth;
+pub mod bodies;
 pub mod guard;
 pub mod http_metrics;
 pub mod idempotency;

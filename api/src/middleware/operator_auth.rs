@@ -1,8 +1,9 @@
 //! The operator API's credential (`/admin/v1`): `PARLEY_ADMIN_TOKEN`, or an operator key made
 //! by `parley-api admin key create`. A tenant's API key is never one: 401. Only a token of an
-//! operator key's shape is looked up; its failures count toward the client address's limit
-//! like a tenant key's. The handler gets the [`Operator`]
-//! whose name the audit log records.
+//! operator key's shape is looked up; every token that opens nothing (a guess at the admin
+//! token included) counts toward the client address's limit on failed authentications, as a
+//! tenant key's does, so the token cannot be guessed at speed. The handler gets the
+//! [`Operator`] whose name the audit log records.
 
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -12,9 +13,9 @@ use parley_db as db;
 use parley_domain::auth;
 use secrecy::ExposeSecret;
 
+use crate::client_addr::ClientAddr;
 use crate::error::{ApiError, AppError};
 use crate::extract::Operator;
-use crate::serve::Peer;
 use crate::state::AppState;
 
 /// Longest bearer token read: an operator key or token is at most 256 characters.
@@ -22,7 +23,7 @@ const MAX_TOKEN: usize = 256;
 
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let token = bearer(&req);
-    let peer = req.extensions().get::<Peer>().map(|p| p.0);
+    let peer = req.extensions().get::<ClientAddr>().map(|c| c.0);
     match identify(&state, token, peer).await {
         Ok(name) => {
             req.extensions_mut().insert(Operator(name));
@@ -58,12 +59,12 @@ async fn identify(
     {
         return Ok("token".to_owned());
     }
-    // Only a token of an operator key's shape costs a lookup (and counts when it fails), as a
-    // tenant's key-shaped token does.
-    if !auth::looks_like_operator_key(token) {
-        return Err(AppError::Unauthorized.into());
-    }
-    if let Some(name) = db::operator::operator_named(&state.pool, &auth::hash_key(token)).await? {
+    // Only a token of an operator key's shape costs a lookup; any token that opens nothing
+    // counts as a failure.
+    if auth::looks_like_operator_key(token)
+        && let Some(name) =
+            db::operator::operator_named(&state.pool, &auth::hash_key(token)).await?
+    {
         return Ok(name);
     }
     if let Some(ip) = peer {

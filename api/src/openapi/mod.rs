@@ -11,9 +11,11 @@ use utoipa::{OpenApi as _, ToSchema};
 
 mod compact;
 mod deployment;
+mod docs_page;
 mod request_rules;
 
 pub use deployment::Deployment;
+pub use docs_page::router as docs_page;
 
 use crate::envelope::ErrorEnvelope;
 use crate::scopes::{SIGNED_PREFIX, TICKET_SLA_ROUTE, required_scope};

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use axum::extract::{FromRequest, Request, State};
-use axum::http::header;
 use futures::StreamExt;
 use parley_db as db;
 use parley_domain::files::{File, FileStatus, FileType};
@@ -52,24 +51,6 @@ fn file_limits(state: &AppState) -> SpoolLimits {
     SpoolLimits { max, in_memory }
 }
 
-/// The bounds of a whole import request body of `content_type`, for the idempotency
-/// middleware, which reads it first: a type the route does not take is refused before.
-pub fn body_limits(state: &AppState, content_type: &str) -> Result<SpoolLimits, AppError> {
-    let file = file_limits(state);
-    if is_json_type(content_type) {
-        Ok(SpoolLimits::in_memory(state.config.max_body_bytes))
-    } else if is_multipart(content_type) {
-        Ok(SpoolLimits {
-            max: file.max + MULTIPART_OVERHEAD,
-            ..file
-        })
-    } else if ImportFormat::from_content_type(content_type).is_some() {
-        Ok(file)
-    } else {
-        Err(AppError::UnsupportedMediaType)
-    }
-}
-
 fn is_multipart(content_type: &str) -> bool {
     content_type
         .to_ascii_lowercase()
@@ -85,6 +66,7 @@ struct ImportUpload {
     file: Vec<u8>,
     /// How the file is written; when left out, from the part's `Content-Type` (`text/csv`,
     /// `application/x-ndjson`) or else its file name (`.csv`, `.ndjson`, `.jsonl`).
+    #[schema(nullable = false)]
     format: Option<ImportFormat>,
 }
 
@@ -112,62 +94,79 @@ async fn create_import(
     tenant: Tenant,
     req: Request,
 ) -> AppResult<Reply<ContactImport>> {
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let file = if is_json_type(&content_type) {
-        if req.extensions().get::<Handed>().is_some() {
-            // The idempotency middleware wrote it to disk: longer than a JSON body may be.
-            return Err(AppError::PayloadTooLarge.into());
-        }
+    let content_type = crate::extract::content_type(req.headers());
+    if is_json_type(&content_type) {
         let Json(req) = Json::<CreateImport>::from_request(req, &state).await?;
         return from_json(&state, &tenant, req).await;
-    } else if is_multipart(&content_type) {
-        multipart_file(&state, &content_type, req).await?
-    } else if let Some(format) = ImportFormat::from_content_type(&content_type) {
-        let limits = file_limits(&state);
-        let spool = match handed(&req) {
-            // Read within the limit of a whole multipart body: the file's is lower.
-            Some(spool) if spool.len > limits.max => {
-                return Err(AppError::PayloadTooLarge.into());
-            }
-            Some(spool) => spool,
-            None => Spool::read(req.into_body(), limits, |_| {}).await?,
-        };
-        SentFile {
-            format,
-            filename: None,
-            spool,
+    }
+    // Read by the idempotency middleware when the request has a key (hashed on the way).
+    let handed = req
+        .extensions()
+        .get::<Handed<SentFile>>()
+        .and_then(Handed::take);
+    let sent = match handed {
+        Some(sent) => sent,
+        None => {
+            read_sent(
+                &state,
+                tenant.org_id,
+                &content_type,
+                req.into_body(),
+                |_| {},
+            )
+            .await?
         }
-    } else {
-        return Err(AppError::UnsupportedMediaType.into());
     };
-    from_sent_file(&state, &tenant, file).await
+    from_sent_file(&state, &tenant, sent).await
 }
 
 /// A file sent in the request.
-struct SentFile {
+pub struct SentFile {
     format: ImportFormat,
     filename: Option<Filename>,
     spool: Spool,
+    /// The organization's place among those sending a file now, held until the import is made.
+    _sending: crate::org_permits::Permit,
 }
 
-fn handed(req: &Request) -> Option<Spool> {
-    req.extensions().get::<Handed>().and_then(Handed::take)
+/// The file of an import request that is not JSON: the body itself (`text/csv`,
+/// `application/x-ndjson`) or the `file` part of a multipart body, in memory up to
+/// `PARLEY_MAX_BODY_BYTES` and on disk past it (one temporary file a request). Every chunk of
+/// the body, as sent, is shown to `each_chunk` (the idempotency middleware hashes them),
+/// a multipart body's epilogue too (at most 1 KiB after its closing boundary). An
+/// organization sends [`crate::org_permits::FILES_PER_ORG`] files at once at most (429).
+pub async fn read_sent(
+    state: &AppState,
+    org: Uuid,
+    content_type: &str,
+    body: axum::body::Body,
+    each_chunk: impl FnMut(&[u8]) + Send + 'static,
+) -> AppResult<SentFile> {
+    let sending = state.files_sent.take(org)?;
+    if is_multipart(content_type) {
+        return multipart_file(state, content_type, body, each_chunk, sending).await;
+    }
+    let Some(format) = ImportFormat::from_content_type(content_type) else {
+        return Err(AppError::UnsupportedMediaType.into());
+    };
+    let spool = Spool::read(body, file_limits(state), &state.spool, each_chunk).await?;
+    Ok(SentFile {
+        format,
+        filename: None,
+        spool,
+        _sending: sending,
+    })
 }
 
 /// The `file` part (and `format`) of a multipart body.
-async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> AppResult<SentFile> {
-    let boundary = multer::parse_boundary(content_type).map_err(multipart_error)?;
-    // Read from disk when the idempotency middleware wrote it there.
-    let spooled = handed(&req);
-    let body = match &spooled {
-        Some(spool) => spool.body().await?,
-        None => req.into_body(),
-    };
+async fn multipart_file(
+    state: &AppState,
+    content_type: &str,
+    body: axum::body::Body,
+    mut each_chunk: impl FnMut(&[u8]) + Send + 'static,
+    sending: crate::org_permits::Permit,
+) -> AppResult<SentFile> {
+    let boundary = crate::multipart_bounds::boundary(content_type)?;
     let limits = file_limits(state);
     let constraints = multer::Constraints::new().size_limit(
         multer::SizeLimit::new()
@@ -175,7 +174,13 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
             .per_field(limits.max)
             .for_field("format", MAX_FORMAT_PART),
     );
-    let chunks = crate::multipart_bounds::checked(body.into_data_stream(), &boundary);
+    let raw =
+        crate::multipart_bounds::SharedBody::new(body.into_data_stream().inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                each_chunk(chunk);
+            }
+        }));
+    let chunks = crate::multipart_bounds::checked(raw.clone(), &boundary);
     let mut multipart = multer::Multipart::with_constraints(chunks, boundary, constraints);
     let mut format = None;
     let mut file: Option<(Spool, Option<ImportFormat>, Option<Filename>)> = None;
@@ -196,16 +201,33 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
                     .and_then(|m| ImportFormat::from_content_type(m.as_ref()));
                 let filename = field.file_name().and_then(|n| Filename::parse(n).ok());
                 let chunks = field.map(|chunk| chunk.map_err(multipart_error));
-                let spool = Spool::read_chunks(chunks, limits, |_| {}).await?;
+                let spool = Spool::read_chunks(chunks, limits, &state.spool, |_| {}).await?;
                 file = Some((spool, by_type, filename));
             }
-            // Other parts are read past, as unknown JSON fields are ignored.
+            // Other parts are read past, as unknown JSON fields are ignored, and as those may
+            // not carry NUL (docs/api.md, Limits and hostile input).
             _ => {
                 let mut field = field;
-                while field.chunk().await.map_err(multipart_error)?.is_some() {}
+                let name = field
+                    .name()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("body")
+                    .to_owned();
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    if chunk.contains(&0) {
+                        return Err(AppError::validation(
+                            name,
+                            "invalid_format",
+                            "must not contain the NUL character (U+0000)",
+                        )
+                        .into());
+                    }
+                }
             }
         }
     }
+    drop(multipart);
+    crate::multipart_bounds::read_epilogue(raw).await?;
     let Some((spool, by_type, filename)) = file else {
         return Err(
             AppError::validation("file", "required", "send the file in a part named file").into(),
@@ -225,6 +247,7 @@ async fn multipart_file(state: &AppState, content_type: &str, req: Request) -> A
         format,
         filename,
         spool,
+        _sending: sending,
     })
 }
 

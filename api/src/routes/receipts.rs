@@ -35,17 +35,46 @@ pub const LIMITS: Limits = Limits {
 };
 
 /// A request to a channel that has a secret, offering well-formed signatures; checked before
-/// the body is read.
+/// the body is read ([`signature_first`]).
+#[derive(Clone)]
 struct Signed {
     channel: Channel,
     secret: SecretString,
     candidates: signature::Candidates,
 }
 
+/// Answers 401 before the body is read (before `crate::middleware::bodies`) when the channel
+/// has no secret or the signature header offers no well-formed candidate; hands what it
+/// parsed to the handler.
+pub async fn signature_first(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let (mut parts, body) = req.into_parts();
+    match Signed::parse(&mut parts, &state).await {
+        Ok(signed) => {
+            parts.extensions.insert(signed);
+            next.run(axum::extract::Request::from_parts(parts, body))
+                .await
+        }
+        Err(err) => axum::response::IntoResponse::into_response(err),
+    }
+}
+
 impl FromRequestParts<AppState> for Signed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match parts.extensions.remove::<Signed>() {
+            Some(signed) => Ok(signed),
+            None => Signed::parse(parts, state).await,
+        }
+    }
+}
+
+impl Signed {
+    async fn parse(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let Path(channel) = Path::<Channel>::from_request_parts(parts, state).await?;
         let secret = state
             .config

@@ -102,6 +102,74 @@ pub struct HttpSettings {
     pub auth_failures_per_minute: u32,
     /// `PARLEY_ADMIN_TOKEN`: never in `Debug` or in logs.
     pub admin_token: Option<SecretString>,
+    /// `PARLEY_ADMIN_ADDR`: where the operator API and page are served; `None`: on the public
+    /// address with the rest.
+    pub admin_addr: Option<SocketAddr>,
+    /// Whose forwarding header names the client (`PARLEY_TRUSTED_PROXIES`), and which header
+    /// (`PARLEY_TRUSTED_PROXY_HEADER`).
+    pub proxies: Proxies,
+    /// What one client address, one organization and all requests may hold while bodies
+    /// arrive (docs/api.md, "Limits and hostile input").
+    pub bodies: BodyLimits,
+    /// Connections one client address may hold open (`PARLEY_MAX_CONNECTIONS_PER_ADDRESS`);
+    /// trusted proxies are not counted.
+    pub max_connections_per_address: usize,
+    /// Bytes of request bodies on the temporary disk at once (`PARLEY_SPOOL_BYTES`).
+    pub spool_bytes: u64,
+}
+
+/// The proxies in front of the API, whose forwarding header is believed.
+#[derive(Debug, Clone, Default)]
+pub struct Proxies {
+    pub trusted: TrustedProxies,
+    pub header: ForwardedHeader,
+}
+
+/// Addresses and CIDRs (`PARLEY_TRUSTED_PROXIES`).
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies(pub Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The header a trusted proxy names the client in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, ...`
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`
+    Forwarded,
+}
+
+/// The bounds on request bodies while they arrive.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// Requests of one client address reading a body at once.
+    pub readers_per_address: usize,
+    /// Requests of one organization reading a body at once.
+    pub readers_per_org: usize,
+    /// Bytes of bodies one client address holds in memory, from their first byte to the answer.
+    pub bytes_per_address: usize,
+    /// The same for one organization.
+    pub bytes_per_org: usize,
+    /// The same for all requests.
+    pub bytes: usize,
+    /// Bodies past `PARLEY_MAX_BODY_BYTES` read into memory at once (a broadcast's long
+    /// audience, a long batch of receipts); one per organization.
+    pub long_bodies: usize,
+    /// After the grace, a body must keep coming at this rate.
+    pub min_bytes_per_sec: u64,
+    /// How far ahead of its bytes a body may be: its first seconds, and the longest pause.
+    pub grace: Duration,
 }
 
 /// The S3-compatible store (`S3_*` and the AWS credential variables).
@@ -302,6 +370,23 @@ impl From<Vars> for Config {
                 max_connections: v.PARLEY_MAX_CONNECTIONS,
                 auth_failures_per_minute: v.PARLEY_AUTH_FAILURES_PER_MINUTE,
                 admin_token: v.PARLEY_ADMIN_TOKEN.map(SecretString::from),
+                admin_addr: v.PARLEY_ADMIN_ADDR,
+                proxies: Proxies {
+                    trusted: v.PARLEY_TRUSTED_PROXIES.unwrap_or_default(),
+                    header: v.PARLEY_TRUSTED_PROXY_HEADER,
+                },
+                bodies: BodyLimits {
+                    readers_per_address: v.PARLEY_BODY_READERS_PER_ADDRESS,
+                    readers_per_org: v.PARLEY_BODY_READERS_PER_ORG,
+                    bytes_per_address: v.PARLEY_BODY_BYTES_PER_ADDRESS,
+                    bytes_per_org: v.PARLEY_BODY_BYTES_PER_ORG,
+                    bytes: v.PARLEY_BODY_BYTES,
+                    long_bodies: v.PARLEY_LONG_BODIES,
+                    min_bytes_per_sec: v.PARLEY_MIN_BODY_BYTES_PER_SEC,
+                    grace: secs(v.PARLEY_BODY_GRACE_SECS),
+                },
+                max_connections_per_address: v.PARLEY_MAX_CONNECTIONS_PER_ADDRESS,
+                spool_bytes: v.PARLEY_SPOOL_BYTES,
             },
             worker: WorkerSettings {
                 queues: v
@@ -648,5 +733,70 @@ mod tests {
         assert_eq!(load(&pairs).unwrap_err().var, "PARLEY_AUTO_MIGRATE");
         let err = load(&[BASE[0], ("REDIS_URL", "127.0.0.1:6379")]).unwrap_err();
         assert_eq!(err.var, "REDIS_URL");
+    }
+
+    #[test]
+    fn a_placeholder_secret_is_refused_and_named_without_its_value() {
+        let shipped = "change-me-to-a-random-token-of-32-characters-or-more";
+        for (var, value) in [
+            ("PARLEY_ADMIN_TOKEN", shipped),
+            ("AWS_SECRET_ACCESS_KEY", "CHANGE-ME"),
+            ("DATABASE_URL", "postgres://parley:change-me@db:5432/parley"),
+            ("PARLEY_CHANNEL_EMAIL_SECRET", "replace-me"),
+        ] {
+            let mut pairs = BASE.to_vec();
+            pairs.retain(|(k, _)| *k != var);
+            pairs.push((var, value));
+            let err = load(&pairs).unwrap_err();
+            assert_eq!(err.var, var);
+            assert!(err.problem.contains("placeholder"), "{}", err.problem);
+            assert!(!err.to_string().contains(value), "{err}");
+        }
+        // A token of its own starts.
+        let mut pairs = BASE.to_vec();
+        pairs.push(("PARLEY_ADMIN_TOKEN", "k3J9vQ2mX7pL4wR8tZ1nB6yH5cF0dGsA"));
+        assert!(load(&pairs).unwrap().http.admin_token.is_some());
+    }
+
+    #[test]
+    fn an_admin_token_of_few_distinct_characters_is_refused() {
+        for weak in ["a".repeat(40), "0123".repeat(10)] {
+            let mut pairs = BASE.to_vec();
+            pairs.push(("PARLEY_ADMIN_TOKEN", &weak));
+            let err = load(&pairs).unwrap_err();
+            assert_eq!(err.var, "PARLEY_ADMIN_TOKEN");
+            assert!(err.problem.contains("distinct"), "{}", err.problem);
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_cidrs() {
+        let mut pairs = BASE.to_vec();
+        pairs.push((
+            "PARLEY_TRUSTED_PROXIES",
+            "10.0.0.0/8, 192.168.1.7,2001:db8::/32",
+        ));
+        pairs.push(("PARLEY_TRUSTED_PROXY_HEADER", "Forwarded"));
+        let c = load(&pairs).unwrap();
+        let proxies = &c.http.proxies;
+        assert_eq!(proxies.header, ForwardedHeader::Forwarded);
+        for ip in ["10.1.2.3", "192.168.1.7", "2001:db8::1", "::ffff:10.9.9.9"] {
+            assert!(proxies.trusted.contains(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["11.0.0.1", "192.168.1.8", "2001:db9::1"] {
+            assert!(!proxies.trusted.contains(ip.parse().unwrap()), "{ip}");
+        }
+        let none = load(&BASE).unwrap();
+        assert!(none.http.proxies.trusted.is_empty());
+        assert_eq!(none.http.proxies.header, ForwardedHeader::XForwardedFor);
+        for bad in ["10.0.0.0/33", "proxy.local", "10.0.0.1/8/2"] {
+            let mut pairs = BASE.to_vec();
+            pairs.push(("PARLEY_TRUSTED_PROXIES", bad));
+            assert_eq!(
+                load(&pairs).unwrap_err().var,
+                "PARLEY_TRUSTED_PROXIES",
+                "{bad}"
+            );
+        }
     }
 }

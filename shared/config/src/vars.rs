@@ -11,7 +11,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser};
 use parley_jobs::QueueName;
 
-use crate::{ConfigError, LogFormat};
+use crate::{ConfigError, ForwardedHeader, LogFormat, TrustedProxies};
 
 /// The most a presigned URL may live: 7 days, as SigV4 allows.
 const MAX_PRESIGN_SECS: u64 = 7 * 24 * 3600;
@@ -87,6 +87,34 @@ pub(crate) struct Vars {
     /// at least 32 characters. Unset: only operator keys are accepted.
     #[arg(long, value_parser = admin_token)]
     pub PARLEY_ADMIN_TOKEN: Option<String>,
+    /// Where the operator API and page are served instead of the public address.
+    #[arg(long)]
+    pub PARLEY_ADMIN_ADDR: Option<SocketAddr>,
+    /// Addresses or CIDRs of the proxies in front of the API, comma-separated.
+    #[arg(long, value_parser = trusted_proxies)]
+    pub PARLEY_TRUSTED_PROXIES: Option<TrustedProxies>,
+    #[arg(long, default_value = "x-forwarded-for", value_parser = forwarded_header)]
+    pub PARLEY_TRUSTED_PROXY_HEADER: ForwardedHeader,
+    #[arg(long, default_value_t = 64, value_parser = positive::<usize>())]
+    pub PARLEY_MAX_CONNECTIONS_PER_ADDRESS: usize,
+    #[arg(long, default_value_t = 8, value_parser = positive::<usize>())]
+    pub PARLEY_BODY_READERS_PER_ADDRESS: usize,
+    #[arg(long, default_value_t = 32, value_parser = positive::<usize>())]
+    pub PARLEY_BODY_READERS_PER_ORG: usize,
+    #[arg(long, default_value_t = 8 * 1024 * 1024, value_parser = positive::<usize>())]
+    pub PARLEY_BODY_BYTES_PER_ADDRESS: usize,
+    #[arg(long, default_value_t = 16 * 1024 * 1024, value_parser = positive::<usize>())]
+    pub PARLEY_BODY_BYTES_PER_ORG: usize,
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_parser = positive::<usize>())]
+    pub PARLEY_BODY_BYTES: usize,
+    #[arg(long, default_value_t = 2, value_parser = positive::<usize>())]
+    pub PARLEY_LONG_BODIES: usize,
+    #[arg(long, default_value_t = 1024, value_parser = positive::<u64>())]
+    pub PARLEY_MIN_BODY_BYTES_PER_SEC: u64,
+    #[arg(long, default_value_t = 5, value_parser = RangedU64ValueParser::<u64>::new().range(1..=3600))]
+    pub PARLEY_BODY_GRACE_SECS: u64,
+    #[arg(long, default_value_t = 1024 * 1024 * 1024, value_parser = positive::<u64>())]
+    pub PARLEY_SPOOL_BYTES: u64,
 
     /// Comma-separated; all queues when unset.
     #[arg(long, value_parser = queues)]
@@ -212,6 +240,7 @@ impl Vars {
     /// Parses the variables `lookup` knows (blank ones count as unset, values are trimmed).
     pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let command = Vars::command();
+        let mut placeholder = None;
         let args: Vec<String> = command
             .get_arguments()
             .filter_map(|arg| arg.get_long())
@@ -219,10 +248,20 @@ impl Vars {
                 let raw = lookup(var)?;
                 // A secret is taken as written; other values without surrounding blanks.
                 let value = if holds_secret(var) { &raw } else { raw.trim() };
+                if holds_secret(var) && is_placeholder(value) && placeholder.is_none() {
+                    placeholder = Some(var.to_owned());
+                }
                 (!raw.trim().is_empty()).then(|| format!("--{var}={value}"))
             })
             .collect();
-        Vars::try_parse_from(args).map_err(config_error)
+        let vars = Vars::try_parse_from(args).map_err(config_error)?;
+        match placeholder {
+            Some(var) => Err(ConfigError {
+                var,
+                problem: "holds a placeholder (\"change-me\" or the like), not a secret: set one of your own".to_owned(),
+            }),
+            None => Ok(vars),
+        }
     }
 }
 
@@ -351,11 +390,67 @@ fn content_types(raw: &str) -> Result<ContentTypes, String> {
     Ok(ContentTypes(types))
 }
 
-/// An operator token: 32 to 256 visible ASCII characters.
+/// An operator token: 32 to 256 visible ASCII characters, at least [`MIN_TOKEN_CHARS`] of them
+/// distinct (a run of one character, or of a few, is no secret).
 fn admin_token(s: &str) -> Result<String, String> {
-    if (32..=256).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic()) {
-        Ok(s.to_owned())
-    } else {
-        Err("32 to 256 visible ASCII characters (no spaces)".to_owned())
+    if !((32..=256).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic())) {
+        return Err("32 to 256 visible ASCII characters (no spaces)".to_owned());
+    }
+    let distinct = s.bytes().collect::<std::collections::HashSet<u8>>().len();
+    if distinct < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "at least {MIN_TOKEN_CHARS} distinct characters: make one with `openssl rand -base64 33`"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// Distinct characters an operator token has at least (a random token of 32 characters has
+/// about 25 in base64, 14 in hex).
+const MIN_TOKEN_CHARS: usize = 10;
+
+/// What the shipped manifests and examples put where a secret goes: a value containing one of
+/// these (in any case) is refused, so that no deployment runs on a secret everyone can read.
+const PLACEHOLDERS: &[&str] = &[
+    "change-me",
+    "changeme",
+    "change_me",
+    "replace-me",
+    "replace_me",
+];
+
+/// Whether `value` is a placeholder rather than a secret of its own ([`PLACEHOLDERS`]).
+pub(crate) fn is_placeholder(value: &str) -> bool {
+    let value = value.to_ascii_lowercase();
+    PLACEHOLDERS.iter().any(|p| value.contains(p))
+}
+
+/// The proxies whose forwarding header names the client (`PARLEY_TRUSTED_PROXIES`).
+fn trusted_proxies(raw: &str) -> Result<TrustedProxies, String> {
+    let mut nets = Vec::new();
+    for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let net = match item.parse::<ipnet::IpNet>() {
+            Ok(net) => net.trunc(),
+            Err(_) => match item.parse::<std::net::IpAddr>() {
+                Ok(ip) => ipnet::IpNet::from(ip),
+                Err(_) => return Err(format!("{item:?} is not an address or a CIDR")),
+            },
+        };
+        nets.push(net);
+    }
+    if nets.len() > MAX_TRUSTED_PROXIES {
+        return Err(format!("at most {MAX_TRUSTED_PROXIES} addresses or CIDRs"));
+    }
+    Ok(TrustedProxies(nets))
+}
+
+/// Entries of `PARLEY_TRUSTED_PROXIES` at most: each request's address is checked against them.
+const MAX_TRUSTED_PROXIES: usize = 64;
+
+fn forwarded_header(raw: &str) -> Result<ForwardedHeader, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+        "forwarded" => Ok(ForwardedHeader::Forwarded),
+        _ => Err("expected x-forwarded-for or forwarded".to_owned()),
     }
 }

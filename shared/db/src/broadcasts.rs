@@ -317,32 +317,38 @@ pub async fn set_status(
 /// nothing) but as their next send (`send_generation`, which the provider's key carries),
 /// enqueued now (so the reconciler takes them should the dispatch job be lost), and
 /// the broadcast back to `sending`; the counters follow
-/// (the recipients' trigger). Returns how many; with none, nothing changes. The caller holds
-/// the broadcast's lock and has checked that it ended.
+/// (the recipients' trigger). Returns how many, and which when the caller named the ids (so
+/// that what comes back is bounded by what it sent); with none, nothing changes. The caller
+/// holds the broadcast's lock and has checked its state.
 pub async fn retry_failed(
     conn: &mut PgConnection,
     id: Uuid,
     which: &RetryWhich<'_>,
-) -> Result<u64, sqlx::Error> {
-    let retried = sqlx::query!(
-        "UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
-            error_message = NULL, failed_at = NULL, external_message_id = NULL, sent_at = NULL,
-            delivered_at = NULL, read_at = NULL, replied_at = NULL, requeues = 0,
-            enqueued_at = clock_timestamp(), send_generation = send_generation + 1,
-            discarded_at = NULL
-         WHERE broadcast_id = $1 AND status = 'failed'
-           AND ($2::text[] IS NULL OR error_code = ANY ($2))
-           AND ($3::uuid[] IS NULL OR id = ANY ($3))
-           AND coalesce(error_code, '') <> ALL ($4)",
+) -> Result<Retried, sqlx::Error> {
+    let retried = sqlx::query_as!(
+        Retried,
+        r#"WITH retried AS (
+            UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
+                error_message = NULL, failed_at = NULL, external_message_id = NULL,
+                sent_at = NULL, delivered_at = NULL, read_at = NULL, replied_at = NULL,
+                requeues = 0, enqueued_at = clock_timestamp(),
+                send_generation = send_generation + 1, discarded_at = NULL
+             WHERE broadcast_id = $1 AND status = 'failed'
+               AND ($2::text[] IS NULL OR error_code = ANY ($2))
+               AND ($3::uuid[] IS NULL OR id = ANY ($3))
+               AND coalesce(error_code, '') <> ALL ($4)
+             RETURNING id)
+         SELECT count(*) AS "count!",
+            coalesce(array_agg(id) FILTER (WHERE $3::uuid[] IS NOT NULL), '{}') AS "ids!"
+         FROM retried"#,
         id,
         which.codes,
         which.ids,
         which.except,
     )
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if retried > 0 {
+    .fetch_one(&mut *conn)
+    .await?;
+    if retried.count > 0 {
         sqlx::query!(
             "UPDATE broadcasts SET status = 'sending', completed_at = NULL, error_message = NULL
              WHERE id = $1",
@@ -352,6 +358,13 @@ pub async fn retry_failed(
         .await?;
     }
     Ok(retried)
+}
+
+/// What [`retry_failed`] sent again: how many, and which when the caller named them.
+#[derive(Debug)]
+pub struct Retried {
+    pub count: i64,
+    pub ids: Vec<Uuid>,
 }
 
 /// Which failed recipients [`retry_failed`] sends again: those with one of `codes` (all when

@@ -774,6 +774,20 @@ pub async fn finish_if_done(
     tx: &mut PgConnection,
     id: Uuid,
 ) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
+    // The broadcast's lock first, then the totals in a statement of their own: one statement
+    // that waited for the lock would re-check the broadcast's new row against the totals it
+    // read before the wait, and end a broadcast to which a retry (under the lock) has just
+    // given pending recipients.
+    let sending = sqlx::query_scalar!(
+        "SELECT id FROM broadcasts WHERE id = $1 AND status = 'sending' AND fanout_done
+         FOR UPDATE",
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if sending.is_none() {
+        return Ok(None);
+    }
     let ended = sqlx::query!(
         r#"UPDATE broadcasts b SET
             status = CASE WHEN coalesce(k.sent, 0) > 0 THEN 'completed' ELSE 'failed' END,

@@ -222,10 +222,16 @@ pub async fn retry(
             .await?;
             out.count = out.imports.len();
         }
+        // Only checks still dead: one the scheduler enqueued meanwhile is running.
         DeadQueue::SlaCheck => {
             out.count = sqlx::query!(
-                "UPDATE sla_checks SET enqueued_at = NULL WHERE id = ANY ($1)",
+                "UPDATE sla_checks SET enqueued_at = NULL
+                 WHERE id = ANY ($1)
+                   AND due_at < statement_timestamp() - make_interval(secs => $2)
+                   AND (enqueued_at IS NULL
+                        OR enqueued_at < statement_timestamp() - make_interval(secs => $2))",
                 ids,
+                SLA_CHECK_DEAD_AFTER_SECS as f64,
             )
             .execute(&mut *tx)
             .await?
@@ -275,10 +281,19 @@ pub async fn discard(
         .execute(db)
         .await?
         .rows_affected(),
-        DeadQueue::SlaCheck => sqlx::query!("DELETE FROM sla_checks WHERE id = ANY ($1)", ids)
-            .execute(db)
-            .await?
-            .rows_affected(),
+        // Only checks still dead: one the scheduler enqueued meanwhile is running.
+        DeadQueue::SlaCheck => sqlx::query!(
+            "DELETE FROM sla_checks
+             WHERE id = ANY ($1)
+               AND due_at < statement_timestamp() - make_interval(secs => $2)
+               AND (enqueued_at IS NULL
+                    OR enqueued_at < statement_timestamp() - make_interval(secs => $2))",
+            ids,
+            SLA_CHECK_DEAD_AFTER_SECS as f64,
+        )
+        .execute(db)
+        .await?
+        .rows_affected(),
     };
     Ok(done as usize)
 }
@@ -405,6 +420,8 @@ pub struct RunningAction {
     pub cursor_at: Option<Timestamp>,
     pub cursor_id: Option<Uuid>,
     pub left: i32,
+    /// The lease's end, which names it: a batch is recorded only under the lease it ran in.
+    pub lease_until: Timestamp,
 }
 
 pub async fn take_running(
@@ -422,7 +439,8 @@ pub async fn take_running(
             CASE WHEN action IN ('retry', 'discard') THEN filter END
                 AS "filter: Json<DeadFilter>",
             ids AS "ids!", created_at AS "created_at: Timestamp",
-            cursor_at AS "cursor_at: Timestamp", cursor_id, max_items - done AS "left!""#,
+            cursor_at AS "cursor_at: Timestamp", cursor_id, max_items - done AS "left!",
+            lease_until AS "lease_until!: Timestamp""#,
         lease_secs,
     )
     .fetch_optional(db)
@@ -430,9 +448,14 @@ pub async fn take_running(
 }
 
 /// Records a batch of a running action: `done` more, where it got to, and whether it ended.
+/// Its lease is given back, so that the next tick of any worker takes its next batch. Nothing
+/// is recorded when the lease `leased` ran out and another worker took the action: that worker
+/// runs the batch again (retrying what is no longer dead, or discarding what is gone, does
+/// nothing).
 pub async fn advance(
     db: impl PgExecutor<'_>,
     id: Uuid,
+    leased: Timestamp,
     done: i32,
     cursor: Option<&Cursor>,
     finished: bool,
@@ -443,13 +466,14 @@ pub async fn advance(
             cursor_at = coalesce($3, cursor_at), cursor_id = coalesce($4, cursor_id),
             status = CASE WHEN $5 THEN 'completed' ELSE status END,
             finished_at = CASE WHEN $5 THEN clock_timestamp() END,
-            lease_until = CASE WHEN $5 THEN NULL ELSE lease_until END
-         WHERE id = $1 AND status = 'running'",
+            lease_until = NULL
+         WHERE id = $1 AND status = 'running' AND lease_until = $6",
         id,
         done,
         at as _,
         cid,
         finished,
+        leased as _,
     )
     .execute(db)
     .await
@@ -458,10 +482,12 @@ pub async fn advance(
 
 /// Records a batch of a running action that failed: the error, and `failed` at `max_failures`
 /// in a row (a batch that succeeds starts the count again). Its lease stands: the next try
-/// is after it.
+/// is after it. Nothing is recorded when the lease `leased` ran out and another worker took
+/// the action.
 pub async fn batch_failed(
     db: impl PgExecutor<'_>,
     id: Uuid,
+    leased: Timestamp,
     error: &str,
     max_failures: i16,
 ) -> Result<(), sqlx::Error> {
@@ -469,10 +495,11 @@ pub async fn batch_failed(
         "UPDATE operator_actions SET failures = failures + 1, error = left($2, 1000),
             status = CASE WHEN failures + 1 >= $3 THEN 'failed' ELSE status END,
             finished_at = CASE WHEN failures + 1 >= $3 THEN clock_timestamp() END
-         WHERE id = $1 AND status = 'running'",
+         WHERE id = $1 AND status = 'running' AND lease_until = $4",
         id,
         error,
         i32::from(max_failures),
+        leased as _,
     )
     .execute(db)
     .await

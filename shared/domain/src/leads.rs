@@ -51,6 +51,28 @@ pub struct Lead {
 }
 parley_types::keyed!(Lead);
 
+parley_types::text_enum!(
+    /// The statuses an update may give a lead: all but `converted`, which only
+    /// `POST /leads/{id}/convert` reaches.
+    LeadStatusUpdate {
+        New = "new",
+        Contacted = "contacted",
+        Qualified = "qualified",
+        Unqualified = "unqualified",
+    }
+);
+
+impl From<LeadStatusUpdate> for LeadStatus {
+    fn from(status: LeadStatusUpdate) -> Self {
+        match status {
+            LeadStatusUpdate::New => LeadStatus::New,
+            LeadStatusUpdate::Contacted => LeadStatus::Contacted,
+            LeadStatusUpdate::Qualified => LeadStatus::Qualified,
+            LeadStatusUpdate::Unqualified => LeadStatus::Unqualified,
+        }
+    }
+}
+
 impl Lead {
     /// The contact a lead becomes when no contact has its email or phone.
     pub fn new_contact(&self, now: Timestamp) -> Contact {
@@ -164,10 +186,10 @@ pub struct UpdateLead {
     pub value: Option<Option<Money>>,
     #[serde(default, deserialize_with = "nullable")]
     pub currency: Option<Option<Currency>>,
-    /// `new`, `contacted`, `qualified` or `unqualified`.
+    /// `new`, `contacted`, `qualified` or `unqualified` (a converted lead keeps its status).
     #[serde(default, deserialize_with = "non_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
-    pub status: Option<LeadStatus>,
+    pub status: Option<LeadStatusUpdate>,
     #[serde(default, deserialize_with = "nullable")]
     pub assignee_id: Option<Option<Uuid>>,
     /// Replaces the lead's tags.
@@ -181,13 +203,7 @@ impl UpdateLead {
     /// Applies the patch; returns the new tag set if one was given.
     pub fn apply(self, lead: &mut Lead) -> Result<Option<Vec<Uuid>>, AppError> {
         if let Some(status) = self.status {
-            if status == LeadStatus::Converted {
-                return Err(AppError::validation(
-                    "status",
-                    "invalid_value",
-                    "a lead becomes converted through POST /api/v1/leads/{id}/convert",
-                ));
-            }
+            let status = LeadStatus::from(status);
             if lead.status == LeadStatus::Converted && status != lead.status {
                 return Err(AppError::invalid_state("a converted lead keeps its status"));
             }

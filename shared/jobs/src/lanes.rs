@@ -15,7 +15,8 @@
 //! `<queue>:fair:orgs:<tier>` (organizations with parked jobs, a ring),
 //! `<queue>:fair:org:<tier>:<organization>` (its lanes with parked jobs, a ring),
 //! `<queue>:fair:lane:<id>` (the parked jobs, oldest first),
-//! `<queue>:fair:transit` (jobs taken from lanes and not yet in the ready list),
+//! `<queue>:fair:transits` (refills taken from lanes and not yet in the ready list: one member
+//! `<seq>:<jobs>` each, scored by when it stops counting),
 //! `<queue>:fair:busy:<organization>` (its slots) and `<queue>:fair:caps` (organizations whose
 //! operator set them another number of slots than the default).
 //! A lane is in its organization's ring when it holds jobs, and an organization in its tier's
@@ -99,13 +100,17 @@ static PARK: LazyLock<redis::Script> = LazyLock::new(|| {
 /// passed over: its turn comes again when one of them ends. Each job taken gets a slot (a member of the
 /// organization's `busy` set, scored by its expiry), which the job renews while it runs and
 /// gives back when it ends; a dead worker's slots expire.
-/// KEYS: the ready list, the transit counter, the high ring, the bulk ring.
-/// ARGV: the target, the key prefix of rings and lanes, the transit counter's expiry (ms), the
+/// The jobs in transit are the refills' members of the transits set that have not expired
+/// (each expires on its own, so a refill lost with its process stops counting after
+/// [`TRANSIT_EXPIRY`] however many refills follow it).
+/// KEYS: the ready list, the transits set, the high ring, the bulk ring.
+/// ARGV: the target, the key prefix of rings and lanes, a refill's transit expiry (ms), the
 /// slots per organization, a slot's lease (ms), '1' to name the organizations passed over, the
 /// most passes over organizations at their limit in one call (the next call goes on from
 /// where this one stopped: the ring has turned).
 /// Returns {passes, the organizations passed over (when named), then slot, job, slot, job,
-/// ...} as {passes, {orgs}, {slot, job, ...}}.
+/// ..., this refill's transit member ('' when it took nothing)} as
+/// {passes, {orgs}, {slot, job, ...}, member}.
 static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"local t = redis.call('TIME')
@@ -113,8 +118,12 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
         local default_cap = tonumber(ARGV[4])
         local max_passes = tonumber(ARGV[7])
         local named = {}
-        local room = tonumber(ARGV[1]) - redis.call('llen', KEYS[1])
-            - tonumber(redis.call('get', KEYS[2]) or '0')
+        redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+        local transit = 0
+        for _, m in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+            transit = transit + (tonumber(string.match(m, ':(%d+)$')) or 0)
+        end
+        local room = tonumber(ARGV[1]) - redis.call('llen', KEYS[1]) - transit
         local out = {}
         local passes = 0
         for i, tier in ipairs({'high', 'bulk'}) do
@@ -170,11 +179,13 @@ static REFILL: LazyLock<redis::Script> = LazyLock::new(|| {
                 end
             end
         end
+        local member = ''
         if #out > 0 then
-            redis.call('incrby', KEYS[2], #out / 2)
+            member = redis.call('incr', ARGV[2] .. 'seq') .. ':' .. (#out / 2)
+            redis.call('zadd', KEYS[2], now + tonumber(ARGV[3]), member)
             redis.call('pexpire', KEYS[2], ARGV[3])
         end
-        return {passes, named, out}",
+        return {passes, named, out, member}",
     )
 });
 
@@ -258,7 +269,7 @@ pub const SLOT_LEASE: Duration = Duration::from_secs(6);
 pub const SLOT_RENEW: Duration = Duration::from_secs(2);
 /// How long a refill's jobs count as in transit at most (a producer killed between taking
 /// them and pushing them must not shrink the ready list for good).
-const TRANSIT_EXPIRY: Duration = Duration::from_secs(5);
+pub(crate) const TRANSIT_EXPIRY: Duration = Duration::from_secs(5);
 
 /// The lanes of one queue.
 pub(crate) struct Lanes {
@@ -270,6 +281,9 @@ pub(crate) struct Lanes {
 pub(crate) struct Taken {
     /// (slot, job) in turn.
     pub jobs: Vec<(String, String)>,
+    /// The refill's member of the transits set, for [`Lanes::arrived`] (empty when it took
+    /// nothing).
+    pub transit: String,
     /// How many times an organization at its limit was passed over.
     pub passes: u64,
     /// Who was passed over (when asked for), once per pass.
@@ -295,8 +309,8 @@ impl Lanes {
         format!("{}orgs:{tier}", self.prefix)
     }
 
-    fn transit(&self) -> String {
-        format!("{}transit", self.prefix)
+    fn transits(&self) -> String {
+        format!("{}transits", self.prefix)
     }
 
     fn where_key(&self) -> String {
@@ -360,9 +374,9 @@ impl Lanes {
         slots_per_org: usize,
         name_passed: bool,
     ) -> Result<Taken, redis::RedisError> {
-        let (passes, passed, flat): (u64, Vec<String>, Vec<String>) = REFILL
+        let (passes, passed, flat, transit): (u64, Vec<String>, Vec<String>, String) = REFILL
             .key(ready_list)
-            .key(self.transit())
+            .key(self.transits())
             .key(self.ring("high"))
             .key(self.ring("bulk"))
             .arg(target)
@@ -381,6 +395,7 @@ impl Lanes {
         }
         Ok(Taken {
             jobs,
+            transit,
             passes,
             passed,
         })
@@ -439,25 +454,43 @@ impl Lanes {
             .map(|_| ())
     }
 
-    /// `n` jobs taken by [`Lanes::take`] are in the ready list (a count that fell to 0 or
-    /// below, after it expired, is removed rather than left negative).
+    /// The jobs of a refill ([`Taken::transit`]) are in the ready list: they no longer count
+    /// as in transit.
     pub(crate) async fn arrived<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
-        n: usize,
+        transit: &str,
     ) -> Result<(), redis::RedisError> {
-        static ARRIVED: LazyLock<redis::Script> = LazyLock::new(|| {
-            redis::Script::new(
-                r"if redis.call('decrby', KEYS[1], ARGV[1]) <= 0 then redis.call('del', KEYS[1]) end
-                return 1",
-            )
-        });
-        ARRIVED
-            .key(self.transit())
-            .arg(n)
-            .invoke_async::<i64>(conn)
+        redis::cmd("ZREM")
+            .arg(self.transits())
+            .arg(transit)
+            .query_async::<i64>(conn)
             .await
             .map(|_| ())
+    }
+
+    /// The jobs counted in transit now (what a refill subtracts from its room).
+    #[cfg(test)]
+    pub(crate) async fn in_transit<C: redis::aio::ConnectionLike>(
+        &self,
+        conn: &mut C,
+    ) -> Result<u64, redis::RedisError> {
+        let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(self.transits())
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(conn)
+            .await?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as f64;
+        Ok(members
+            .iter()
+            .filter(|(_, expires)| *expires > now)
+            .filter_map(|(m, _)| m.rsplit_once(':')?.1.parse::<u64>().ok())
+            .sum())
     }
 
     /// What waits in the lanes: the parked jobs, and the oldest lane head.
@@ -521,6 +554,71 @@ pub(crate) fn split_entry(entry: &str) -> Option<(i64, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refill taken by a producer that died before pushing it (SIGKILLed between the two)
+    /// stops counting in transit after [`TRANSIT_EXPIRY`], even while other refills go on all
+    /// the time: the ready list gets its whole target again.
+    #[tokio::test]
+    async fn a_lost_refill_stops_counting_in_transit_under_steady_refills() {
+        let url = std::env::var("PARLEY_TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+        let mut conn = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("Redis answers (start it with ops/test)");
+        let queue = format!("parley-test-{}:q", Uuid::now_v7().simple());
+        let lanes = Lanes::new(&queue);
+        let ready = format!("{queue}:ready");
+        let lane = Lane {
+            organization_id: Uuid::now_v7(),
+            id: Uuid::now_v7(),
+            high: false,
+        };
+        let jobs: Vec<String> = (0..1_000)
+            .map(|i| parked_entry(1_700_000_000_000, &format!("{{\"n\":{i}}}")))
+            .collect();
+        lanes.park(&mut conn, &[(lane, jobs)]).await.unwrap();
+        // Five taken and never pushed: the producer died.
+        let lost = lanes
+            .take(&mut conn, &ready, 5, 10_000, false)
+            .await
+            .unwrap();
+        assert_eq!(lost.jobs.len(), 5);
+        assert_eq!(lanes.in_transit(&mut conn).await.unwrap(), 5);
+        // Steady refills that arrive: each finds the lost five still counted, at first.
+        let started = std::time::Instant::now();
+        let mut first = None;
+        while started.elapsed() < TRANSIT_EXPIRY + Duration::from_secs(1) {
+            let taken = lanes
+                .take(&mut conn, &ready, 10, 10_000, false)
+                .await
+                .unwrap();
+            first.get_or_insert(taken.jobs.len());
+            lanes.arrived(&mut conn, &taken.transit).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(first, Some(5), "the lost refill counted at first");
+        let after = lanes
+            .take(&mut conn, &ready, 10, 10_000, false)
+            .await
+            .unwrap();
+        assert_eq!(after.jobs.len(), 10, "the lost refill no longer counts");
+        lanes.arrived(&mut conn, &after.transit).await.unwrap();
+        assert_eq!(lanes.in_transit(&mut conn).await.unwrap(), 0);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{queue}*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for key in keys {
+            let _: () = redis::cmd("DEL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    }
 
     #[test]
     fn an_entry_carries_its_park_time() {

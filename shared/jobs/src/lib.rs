@@ -463,7 +463,6 @@ impl Jobs {
         if taken.jobs.is_empty() {
             return Ok(());
         }
-        let n = taken.jobs.len();
         let jobs: Vec<J> = taken
             .jobs
             .into_iter()
@@ -481,7 +480,7 @@ impl Jobs {
         let pushed = self.push(J::QUEUE, jobs).await;
         // Out of transit either way: what was not pushed is lost like a lost queue, and the
         // reconciler (or the relay) finds its work.
-        if let Err(err) = lanes.arrived(&mut conn, n).await {
+        if let Err(err) = lanes.arrived(&mut conn, &taken.transit).await {
             tracing::debug!(%err, "transit count not lowered; it expires");
         }
         pushed

@@ -76,6 +76,10 @@ pub enum AppError {
     },
     #[error("the request body is larger than this route accepts")]
     PayloadTooLarge,
+    /// A body that stopped coming, or came slower than the API's minimum rate: 408, and the
+    /// connection is closed.
+    #[error("{0}")]
+    BodyTooSlow(String),
     #[error("requests with a body must have Content-Type: application/json")]
     UnsupportedMediaType,
     #[error("the request has invalid fields")]
@@ -156,6 +160,7 @@ impl AppError {
             AppError::InvalidState(_) => "invalid_state",
             AppError::Conflict { .. } => "conflict",
             AppError::PayloadTooLarge => "payload_too_large",
+            AppError::BodyTooSlow(_) => "request_timeout",
             AppError::UnsupportedMediaType => "unsupported_media_type",
             AppError::Validation(_) => "validation_error",
             AppError::RateLimited { .. } => "rate_limited",

@@ -5,8 +5,9 @@
 pub const HTTP_REQUESTS: &str = "parley_http_requests_total";
 /// HTTP request latency by route template, method and status (API).
 pub const HTTP_DURATION: &str = "parley_http_request_duration_seconds";
-/// Requests the API refused before or instead of answering them, by reason (`timeout`,
-/// `overloaded`, `panic`) (API).
+/// Requests (and connections) the API refused before or instead of answering them, by reason
+/// (`timeout`, `overloaded`, `panic`, `connections_per_address`, `address_body_readers`,
+/// `address_body_bytes`, `address_long_bodies`, `body_bytes`, `long_bodies`, `slow_body`, `spool_bytes`) (API).
 pub const HTTP_REFUSED: &str = "parley_http_refused_total";
 /// Requests whose daily usage could not be counted because Redis did not answer; they are
 /// served uncounted (API).
@@ -80,7 +81,9 @@ pub const RECIPIENTS_CAPPED: &str = "parley_recipients_capped_total";
 pub const VARIANT_PICKS: &str = "parley_broadcast_variant_picks_total";
 /// Requests or work held back because an organization reached one of its own limits, by
 /// limit (in the API `segment_counts`, `requests` (429s past an organization's turns and
-/// queue) and `requests_waited` (requests that waited their turn); in the worker
+/// queue), `requests_waited` (requests that waited their turn), `body_readers`, `body_bytes`
+/// and `long_bodies` (429s past its share of bodies arriving) and `files_sent` (429s past its
+/// import files sent at once); in the worker
 /// `delivery_jobs` and `webhook_jobs`, each
 /// time the lanes pass an organization over, and `channel_rate`, each message its rate holds
 /// back): one series per limit, and per organization too only when the operator asks

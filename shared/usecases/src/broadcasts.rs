@@ -208,7 +208,9 @@ pub async fn retry_failed(
         codes,
         ..Default::default()
     };
-    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?;
+    let retried = db::broadcasts::retry_failed(&mut tx, id, &which)
+        .await?
+        .count;
     if retried == 0 {
         return Err(
             AppError::invalid_state("no failed recipient of this broadcast matches").into(),
@@ -221,10 +223,14 @@ pub async fn retry_failed(
 }
 
 /// Sends again the failed recipients `ids` of a broadcast (an operator's retry of dead work):
-/// as [`retry_failed`] does, for those only, under the broadcast's lock and only from the
-/// states that allow a retry (0 otherwise: a broadcast still sending is retried once it
-/// ends). Recipients whose outcome is uncertain (`attempts_exhausted`, `timeout`: the provider
-/// may have taken the message) are sent again only when `uncertain_too`.
+/// as [`retry_failed`] does, for those only, under the broadcast's lock, from the states that
+/// allow a tenant's retry and from `sending` too, so that an action's later batches of one
+/// broadcast go on while its first ones send (0 from `paused`, which the retry would resume,
+/// and from `cancelled`). Recipients whose outcome is uncertain (`attempts_exhausted`,
+/// `timeout`: the provider may have taken the message) are sent again only when
+/// `uncertain_too`. A broadcast that ended is dispatched again; a sending one (whose dispatcher
+/// may hold it, and whose other pending recipients have their jobs) gets the retried
+/// recipients in its lane at once, as the reconciler would enqueue them.
 pub async fn retry_recipients(
     ctx: Ctx<'_>,
     org: Uuid,
@@ -236,9 +242,10 @@ pub async fn retry_recipients(
     let Some(broadcast) = db::broadcasts::lock(&mut tx, org, id).await? else {
         return Ok(0);
     };
-    if !Action::RetryFailed
-        .allowed_from()
-        .contains(&broadcast.status)
+    if broadcast.status != BroadcastStatus::Sending
+        && !Action::RetryFailed
+            .allowed_from()
+            .contains(&broadcast.status)
     {
         return Ok(0);
     }
@@ -248,13 +255,25 @@ pub async fn retry_recipients(
         ids: Some(ids),
         except: if uncertain_too { &[] } else { &uncertain },
     };
-    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?;
+    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?.ids;
     tx.commit().await?;
-    if retried > 0 {
-        tracing::info!(broadcast_id = %id, retried, "failed recipients sent again by an operator");
+    if retried.is_empty() {
+        return Ok(0);
+    }
+    tracing::info!(broadcast_id = %id, retried = retried.len(), "failed recipients sent again by an operator");
+    if broadcast.status == BroadcastStatus::Sending {
+        let lane = parley_jobs::Lane {
+            organization_id: org,
+            id,
+            high: broadcast.priority == parley_domain::broadcasts::SendPriority::High,
+        };
+        if let Err(err) = ctx.jobs.deliver(&lane, &retried).await {
+            tracing::warn!(broadcast_id = %id, %err, "retried recipients not enqueued; the reconciler will");
+        }
+    } else {
         dispatch(ctx, id, true).await;
     }
-    Ok(retried)
+    Ok(retried.len() as u64)
 }
 
 /// Error codes after which a recipient may have been sent although it failed.

@@ -492,3 +492,54 @@ async fn a_kept_organization_follows_its_changes() {
     .expect(200);
     assert_eq!(name(&app.get("/api/v1/organization").await), "patched");
 }
+
+/// A ticket's token reads its SLA in a lane of its own beside its organization's keys: with
+/// the organization's one turn held, the token is answered, and a flood of token reads cannot
+/// take the keys' turn.
+#[tokio::test]
+async fn a_ticket_token_takes_turns_apart_from_its_organizations_keys() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::builder()
+        .env(&[
+            ("PARLEY_REQUESTS_PER_ORG", "1"),
+            ("PARLEY_REQUESTS_QUEUED_PER_ORG", "0"),
+            ("PARLEY_MAX_BODY_BYTES", "200"),
+        ])
+        .start()
+        .await;
+    let t = app
+        .post("/api/v1/tickets", json!({"subject": "Mine"}))
+        .await
+        .data()
+        .clone();
+    let path = format!("/api/v1/tickets/{}/sla", t["id"].as_str().unwrap());
+    let token = t["accessToken"].as_str().unwrap().to_owned();
+    // The organization's one turn, held by a broadcast whose long body does not end.
+    let body = format!("{{\"name\": \"Held\"}}{}", " ".repeat(300));
+    let mut held = app
+        .post_held("/api/v1/broadcasts", &app.key, body.as_bytes(), 250)
+        .await;
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        loop {
+            let r = app.get("/api/v1/contacts").await;
+            if r.status == 429 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        refused.is_ok(),
+        "the held request took the organization's turn"
+    );
+    let read = app
+        .client
+        .get(format!("{}{path}", app.base))
+        .header("X-Ticket-Access-Token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200, "the token's lane is its own");
+    held.write_all(&body.as_bytes()[250..]).await.unwrap();
+}

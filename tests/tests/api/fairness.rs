@@ -251,19 +251,7 @@ async fn an_organization_at_its_requests_in_flight_is_refused_and_another_is_ans
     // A's one request in flight: past its first 200 bytes, its body does not end until we
     // finish it.
     let body = format!("{{\"name\": \"Held\"}}{}", " ".repeat(300));
-    let hold = || async {
-        let mut held = tokio::net::TcpStream::connect(app.addr).await.unwrap();
-        let head = format!(
-            "POST /api/v1/broadcasts HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\n\
-             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            app.addr,
-            app.key,
-            body.len()
-        );
-        held.write_all(head.as_bytes()).await.unwrap();
-        held.write_all(&body.as_bytes()[..250]).await.unwrap();
-        held
-    };
+    let hold = || app.post_held("/api/v1/broadcasts", &app.key, body.as_bytes(), 250);
     let mut held = hold().await;
     // Once it holds A's turn, A's next request is refused at once (no queue here). Had one
     // of these requests held the turn when the held one came, that one was refused: hold again.

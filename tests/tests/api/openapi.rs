@@ -47,6 +47,20 @@ async fn the_docs_page_is_served_from_the_binary() {
         .await
         .unwrap();
     assert_eq!(page.status(), 200);
+    // It shares its origin with the operator page: only its own scripts run.
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for rule in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(policy.contains(rule), "{rule} in {policy}");
+    }
+    assert!(!policy.contains("unsafe-eval") && !policy.contains("script-src 'self' 'unsafe"));
     let html = page.text().await.unwrap();
     assert!(html.contains("swagger-ui"), "{html}");
     assert!(
@@ -60,6 +74,35 @@ async fn the_docs_page_is_served_from_the_binary() {
         .await
         .unwrap();
     assert_eq!(js.status(), 200);
+    assert!(js.headers().contains_key("content-security-policy"));
+}
+
+/// What the schema allows, the API takes: a lead's update offers no `converted`, and an
+/// import's `format` part is no nullable field (a form field has no null).
+#[test]
+fn the_schema_offers_no_value_the_api_refuses() {
+    let doc = parley_tests::openapi::document();
+    let patch = parley_tests::openapi::operations(&doc)
+        .into_iter()
+        .find(|op| op.path == "/api/v1/leads/{id}" && op.method == reqwest::Method::PATCH)
+        .expect("PATCH /leads/{id}");
+    let body = patch.body.expect("a body");
+    let status = parley_tests::openapi::resolve(&doc, &body["properties"]["status"]);
+    let values: Vec<&str> = status["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("an enum: {status}"))
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(values, ["new", "contacted", "qualified", "unqualified"]);
+    let form = &doc["paths"]["/api/v1/contacts/imports"]["post"]["requestBody"]["content"]["multipart/form-data"]
+        ["schema"];
+    let form = parley_tests::openapi::resolve(&doc, form);
+    let format = &form["properties"]["format"];
+    assert!(
+        !format.to_string().contains("null"),
+        "format is not nullable: {format}"
+    );
 }
 
 #[tokio::test]

@@ -43,13 +43,27 @@ async fn finished(app: &TestApp, action: &Value) -> Value {
     done["data"].clone()
 }
 
+/// Asks for a retry of every dead recipient of `broadcast`; returns the action (202).
+async fn retry_broadcast(app: &TestApp, broadcast: &str) -> Resp {
+    let action = admin(
+        app,
+        Method::POST,
+        "/admin/v1/dead/retry",
+        Some(json!({"filter": {"queue": "recipient-delivery", "broadcastId": broadcast}})),
+    )
+    .await;
+    action.expect(202);
+    action
+}
+
 fn items(page: &Value) -> Vec<Value> {
     page["items"].as_array().unwrap().clone()
 }
 
 #[tokio::test]
 async fn every_admin_route_takes_the_operator_credential_and_no_tenant_key() {
-    let app = app_with(&[]).await;
+    // Two refused tokens a route: more than an address's failures a minute by default.
+    let app = app_with(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "1000")]).await;
     let doc = app.get("/api/v1/openapi.json").await.body;
     let mut routes = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
@@ -214,14 +228,7 @@ async fn dead_work_shows_its_reasons_and_a_bulk_retry_sends_each_once() {
 
     // The provider takes them now: retry everything of that broadcast.
     provider.always(Reply::Accept);
-    let action = admin(
-        &app,
-        Method::POST,
-        "/admin/v1/dead/retry",
-        Some(json!({"filter": {"queue": "recipient-delivery", "broadcastId": broadcast}})),
-    )
-    .await;
-    action.expect(202);
+    let action = retry_broadcast(&app, &broadcast).await;
     assert_eq!(action.data()["matched"], 3);
     let done = finished(&app, action.data()).await;
     assert_eq!(done["done"], 3);
@@ -514,24 +521,31 @@ async fn the_cli_does_what_the_api_does_and_its_keys_open_the_api() {
         .expect_error(401, "unauthorized");
 }
 
+/// A broadcast to `n` new contacts on `social_a` whose every recipient `provider` refused
+/// (`invalid_recipient`), once it has `failed`; its id.
+async fn refused_broadcast(app: &TestApp, provider: &FakeProvider, n: usize) -> String {
+    provider.always(Reply::Status {
+        status: 400,
+        retry_after: None,
+        code: Some("invalid_recipient"),
+    });
+    let contacts = seed::contacts(app, n).await;
+    let t = template(app, "social_a", "Hello").await;
+    let broadcast = send_now(app, &t, &contacts).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{broadcast}"), 120, |b| {
+        b["data"]["status"] == "failed"
+    })
+    .await;
+    broadcast
+}
+
 #[tokio::test]
 async fn a_recipient_that_may_have_been_sent_is_retried_only_when_its_code_is_named() {
     let provider = FakeProvider::start().await;
     let env = [("PARLEY_CHANNEL_SOCIAL_A_URL", provider.url.as_str())];
     let app = app_with(&env).await;
     let _worker = app.spawn_worker(&env).await;
-    provider.always(Reply::Status {
-        status: 400,
-        retry_after: None,
-        code: Some("invalid_recipient"),
-    });
-    let contacts = seed::contacts(&app, 2).await;
-    let t = template(&app, "social_a", "Hello").await;
-    let broadcast = send_now(&app, &t, &contacts).await;
-    app.wait_for(&format!("/api/v1/broadcasts/{broadcast}"), 30, |b| {
-        b["data"]["status"] == "failed"
-    })
-    .await;
+    let broadcast = refused_broadcast(&app, &provider, 2).await;
     // One of them timed out at the provider, which may have taken the message.
     let uncertain: Uuid = sqlx::query_scalar(
         "UPDATE broadcast_recipients SET error_code = 'timeout'
@@ -604,8 +618,23 @@ async fn an_action_whose_batches_keep_failing_ends_failed_with_its_error() {
     let audit = items(&get(&app, "/admin/v1/audit").await);
     let id: Uuid = audit[0]["id"].as_str().unwrap().parse().unwrap();
     let path = format!("/admin/v1/actions/{id}");
+    // Leased by hand, as a worker's tick would.
+    let leased: parley_types::time::Timestamp = sqlx::query_scalar(
+        "UPDATE operator_actions SET lease_until = clock_timestamp() + interval '1 hour'
+         WHERE id = $1 RETURNING lease_until",
+    )
+    .bind(id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    // A worker whose lease ran out and was taken over records nothing.
+    let stale = parley_types::time::Timestamp(leased.0 - chrono::Duration::seconds(30));
+    parley_db::operator::batch_failed(&app.pool, id, stale, "stale", 5)
+        .await
+        .unwrap();
+    assert!(get(&app, &path).await["error"].is_null());
     for n in 1..=5 {
-        parley_db::operator::batch_failed(&app.pool, id, &format!("boom {n}"), 5)
+        parley_db::operator::batch_failed(&app.pool, id, leased, &format!("boom {n}"), 5)
             .await
             .unwrap();
         let a = get(&app, &path).await;
@@ -617,7 +646,7 @@ async fn an_action_whose_batches_keep_failing_ends_failed_with_its_error() {
 }
 
 #[tokio::test]
-async fn only_operator_key_shaped_tokens_cost_a_lookup_and_count_as_failures() {
+async fn every_refused_operator_token_counts_as_a_failure_of_its_address() {
     let app = app_with(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "3")]).await;
     let queues = |token: String| {
         let app = &app;
@@ -627,17 +656,199 @@ async fn only_operator_key_shaped_tokens_cost_a_lookup_and_count_as_failures() {
                 .status
         }
     };
-    // Malformed tokens are refused without a lookup and never block the address.
-    for n in 0..5 {
-        assert_eq!(queues(format!("guess-{n}")).await, 401);
-    }
-    let shaped = |n: usize| format!("prlop_{:0>40}", n);
-    for n in 0..3 {
-        assert_eq!(queues(shaped(n)).await, 401);
+    // Guesses at the token (no lookup) and at operator keys (a lookup) count alike.
+    assert_eq!(queues("guess-0".to_owned()).await, 401);
+    assert_eq!(queues(format!("prlop_{:0>40}", 1)).await, 401);
+    assert_eq!(queues(format!("{TOKEN}x")).await, 401);
+    assert_eq!(
+        queues(TOKEN.to_owned()).await,
+        429,
+        "three failures block the address, the right token too, to the end of the minute"
+    );
+    // No credential at all is no guess.
+    let other = app_with(&[("PARLEY_AUTH_FAILURES_PER_MINUTE", "1")]).await;
+    for _ in 0..3 {
+        assert_eq!(
+            other
+                .send(Method::GET, "/admin/v1/queues", None, None)
+                .await
+                .status,
+            401
+        );
     }
     assert_eq!(
-        queues(shaped(3)).await,
-        429,
-        "three failed lookups block the address"
+        other
+            .send(Method::GET, "/admin/v1/queues", Some(TOKEN), None)
+            .await
+            .status,
+        200
     );
+}
+
+/// With `PARLEY_ADMIN_ADDR` the operator API and page are served there, and not on the
+/// public address.
+#[tokio::test]
+async fn the_operator_api_may_listen_on_its_own_address() {
+    let app = app_with(&[("PARLEY_ADMIN_ADDR", "127.0.0.1:0")]).await;
+    let admin = app.admin_addr.expect("an admin address");
+    app.send(Method::GET, "/admin/v1/queues", Some(TOKEN), None)
+        .await
+        .expect_error(404, "route_not_found");
+    let page = app
+        .client
+        .get(format!("{}/admin", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 404);
+    let there = app
+        .client
+        .get(format!("http://{admin}/admin/v1/queues"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(there.status(), 200);
+    let page = app
+        .client
+        .get(format!("http://{admin}/admin"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    // The tenant API is not there.
+    let api = app
+        .client
+        .get(format!("http://{admin}/api/v1/contacts"))
+        .bearer_auth(&app.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 404);
+    app.get("/api/v1/contacts").await.expect(200);
+}
+
+/// `n` dead SLA checks of the test's organization (due an hour ago, never run), their states'
+/// foreign keys off for this fixture; their ids.
+async fn dead_sla_checks(app: &TestApp, n: i32) -> Vec<Uuid> {
+    let mut tx = app.pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO sla_checks (id, organization_id, sla_state_id, target, kind, due_at)
+         SELECT gen_random_uuid(), $1, gen_random_uuid(), 'resolution', 'deadline',
+                now() - interval '1 hour' - g * interval '1 ms'
+         FROM generate_series(1, $2) g RETURNING id",
+    )
+    .bind(app.org_id)
+    .bind(n)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    ids
+}
+
+/// A retry of 2,500 items runs a batch of 1,000 at each tick of the worker (100 ms here), not
+/// one a lease (30 s): done within seconds.
+#[tokio::test]
+async fn a_bulk_retry_runs_its_batches_in_consecutive_ticks() {
+    let app = app_with(&[]).await;
+    // A worker that runs no SLA check (its queues are imports only): the retried checks stay.
+    let _worker = app
+        .spawn_worker(&[("PARLEY_WORKER_QUEUES", "contact-import")])
+        .await;
+    dead_sla_checks(&app, 2_500).await;
+    let action = admin(
+        &app,
+        Method::POST,
+        "/admin/v1/dead/retry",
+        Some(json!({"filter": {"queue": "sla-check", "organizationId": app.org_id}})),
+    )
+    .await;
+    action.expect(202);
+    assert_eq!(action.data()["matched"], 2_500);
+    let path = format!(
+        "/admin/v1/actions/{}",
+        action.data()["id"].as_str().unwrap()
+    );
+    let until = |b: &Value| b["data"]["status"] != "running";
+    let done = app.wait_for_with(&path, Some(TOKEN), 10, until).await;
+    assert_eq!(done["data"]["status"], "completed", "{done}");
+    assert_eq!(done["data"]["done"], 2_500, "{done}");
+}
+
+/// A retry of all of one broadcast's 2,500 failed recipients: its later batches find the
+/// broadcast sending what its first ones retried, and retry theirs too; each is sent once.
+#[tokio::test]
+async fn a_bulk_retry_of_one_broadcast_retries_every_batch_while_it_sends() {
+    let provider = FakeProvider::start().await;
+    let env = [
+        ("PARLEY_CHANNEL_SOCIAL_A_URL", provider.url.as_str()),
+        // Every message is refused on purpose: the broadcast must fail, not pause.
+        ("PARLEY_BROADCAST_AUTO_PAUSE_FAILURES", "1000000"),
+    ];
+    let app = app_with(&env).await;
+    let _worker = app.spawn_worker(&env).await;
+    let broadcast = refused_broadcast(&app, &provider, 2_500).await;
+    let path = format!("/api/v1/broadcasts/{broadcast}");
+    provider.always(Reply::Accept);
+    let action = retry_broadcast(&app, &broadcast).await;
+    let done = finished(&app, action.data()).await;
+    assert_eq!(done["done"], 2_500, "{done}");
+    let b = app
+        .wait_for(&path, 120, |b| b["data"]["status"] == "completed")
+        .await;
+    assert_eq!(b["data"]["sentCount"], 2_500, "{b}");
+    let accepted: Vec<String> = provider
+        .calls()
+        .into_iter()
+        .filter(|c| c.status == 200)
+        .map(|c| c.idempotency_key)
+        .collect();
+    let unique: std::collections::HashSet<&String> = accepted.iter().collect();
+    assert_eq!(
+        (accepted.len(), unique.len()),
+        (2_500, 2_500),
+        "each sent once"
+    );
+}
+
+/// A check the scheduler enqueued after it was listed (it is running) is neither retried nor
+/// discarded by id.
+#[tokio::test]
+async fn a_dead_sla_check_that_came_back_to_life_is_left_alone() {
+    use parley_domain::operator::DeadQueue;
+    let app = app_with(&[]).await;
+    let ids = dead_sla_checks(&app, 2).await;
+    sqlx::query("UPDATE sla_checks SET enqueued_at = clock_timestamp() WHERE id = $1")
+        .bind(ids[0])
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let mut tx = app.pool.begin().await.unwrap();
+    let retried = parley_db::operator::retry(&mut tx, DeadQueue::SlaCheck, &ids)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(retried.count, 1, "only the one still dead");
+    let running: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT enqueued_at FROM sla_checks WHERE id = $1")
+            .bind(ids[0])
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert!(running.is_some(), "the running one keeps its enqueue");
+    let discarded = parley_db::operator::discard(&app.pool, DeadQueue::SlaCheck, &ids)
+        .await
+        .unwrap();
+    assert_eq!(discarded, 1);
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM sla_checks WHERE id = ANY($1)")
+        .bind(&ids)
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [ids[0]], "the running one stays");
 }

@@ -42,7 +42,12 @@ async fn made_up_methods_are_405_and_share_one_metric_label() {
 /// like the API.
 async fn serve_with_layers(routes: Router, limits: Limits) -> (String, CancellationToken) {
     let probes = Router::new().route("/healthz", get(|| async { "ok" }));
-    let router = parley_api::startup::layered(routes, probes, limits, 1024 * 1024);
+    let slots = parley_api::middleware::guard::InFlight::new(limits.max_in_flight);
+    let routes = routes.layer(axum::middleware::from_fn_with_state(
+        slots,
+        parley_api::middleware::guard::in_flight,
+    ));
+    let router = parley_api::startup::layered(routes, probes, limits.request_timeout, 1024 * 1024);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
@@ -50,6 +55,7 @@ async fn serve_with_layers(routes: Router, limits: Limits) -> (String, Cancellat
         listener,
         router,
         CONNECTIONS,
+        parley_config::Proxies::default(),
         stop.clone(),
     ));
     (format!("http://{addr}"), stop)
@@ -58,6 +64,7 @@ async fn serve_with_layers(routes: Router, limits: Limits) -> (String, Cancellat
 const CONNECTIONS: ConnectionLimits = ConnectionLimits {
     header_read_timeout: Duration::from_secs(5),
     max_connections: 64,
+    max_per_address: 64,
     drain: Duration::from_secs(5),
 };
 

@@ -3,6 +3,7 @@
 //! time bound is generous (about ten times what was measured, see `docs/benchmarks.md`), so it
 //! fails only when the cost has grown by an order of magnitude.
 
+mod bodies;
 mod cost;
 mod dependencies;
 mod http;
