@@ -13,8 +13,8 @@ use parley_storage::Storage;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// mimalloc: a request allocates and frees many small buffers across threads, where glibc's
-/// malloc spent a tenth of the API's processor time (docs/benchmarks.md, API cost per request).
+/// mimalloc: a request allocates and frees many small buffers across threads
+/// (docs/decisions.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -47,4 +47,13 @@ impl Ctx {
     pub fn settings(&self) -> &WorkerSettings {
         &self.config.worker
     }
+
+    /// What the use cases act through.
+    pub fn use_cases(&self) -> parley_usecases::Ctx<'_> {
+        parley_usecases::Ctx {
+            pool: &self.pool,
+            jobs: &self.jobs,
+            clock: &self.clock,
+        }
+    }
 }

@@ -38,8 +38,7 @@ use parley_types::time::Timestamp;
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
 /// Outcomes a job lets wait, at most, and hands to the writer in one chunk: a whole job's, so
-/// that sends never wait on the writer (with smaller chunks an outcome waited for the
-/// statement running and then its own, and sends paused meanwhile: docs/benchmarks.md).
+/// that sends never wait on the writer (docs/decisions.md, "Outcome chunks and group commit").
 const CHUNK: usize = DELIVERY_BATCH;
 
 /// The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
@@ -146,9 +145,7 @@ async fn send_all(
     // one's write, and the worker's writer puts the chunks of all its jobs that came meanwhile
     // in one statement. An outcome waits in memory for the statements running, then its own
     // (a job's last chunk gets a statement beside the one running), so a crash loses (and a
-    // new worker resends) only what was sent in that time. (Waiting a few milliseconds to
-    // gather larger writes bought no measurable speed and doubled the resends:
-    // docs/benchmarks.md.)
+    // new worker resends) only what was sent in that time.
     let mut released = Vec::new();
     let mut give_back = Vec::new();
     let mut writing: Option<Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + '_>>> = None;

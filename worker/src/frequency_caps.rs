@@ -1,4 +1,4 @@
-//! Frequency caps (issue 29): at most N bulk messages per contact per rolling day and week on a
+//! Frequency caps: at most N bulk messages per contact per rolling day and week on a
 //! channel, shared by every worker through Redis. Each contact has a sorted set of its sends on
 //! the channel (member: the recipient id, score: when), trimmed to the week; a job reserves
 //! places for all its recipients in one script call, which counts and adds atomically, so

@@ -91,11 +91,7 @@ async fn retry_recipients(
                 .push(item.id);
         }
     }
-    let usecases = parley_usecases::Ctx {
-        pool: &ctx.pool,
-        jobs: &ctx.jobs,
-        clock: &ctx.clock,
-    };
+    let usecases = ctx.use_cases();
     let mut done = 0;
     for ((org, broadcast), ids) in by_broadcast {
         done += parley_usecases::broadcasts::retry_recipients(
@@ -149,14 +145,9 @@ async fn run_batch(ctx: &Ctx, a: &db::operator::RunningAction) -> anyhow::Result
                     retry_recipients(ctx, filter, &items).await?
                 }
                 (ActionKind::Retry, _) => {
-                    let mut tx = ctx.pool.begin().await?;
-                    let retried = db::operator::retry(&mut tx, queue, &ids).await?;
-                    tx.commit().await?;
-                    // Enqueued after the commit: one lost meanwhile is found by the reconciler.
-                    for import in retried.imports {
-                        ctx.jobs.import_contacts(import).await?;
-                    }
-                    retried.count
+                    parley_usecases::operator::retry_dead(ctx.use_cases(), queue, &ids)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{}", e.0))?
                 }
                 _ => db::operator::discard(&ctx.pool, queue, &ids).await?,
             };

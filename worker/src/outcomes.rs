@@ -3,8 +3,7 @@
 //! commit across jobs, up to [`MAX_ROWS`]).
 //!
 //! Statements per second then follow the number of worker processes, not the number of jobs
-//! they run: with a writer per job, the statements grew with the jobs, and Postgres pays for
-//! each (the figures are in docs/benchmarks.md).
+//! they run (docs/decisions.md, "One writer of outcomes per worker").
 //!
 //! One statement runs at a time, and a second beside it only for jobs' last chunks: their jobs
 //! have nothing left to send and would hold their slots waiting. A job hands over one chunk at

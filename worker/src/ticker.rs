@@ -97,11 +97,7 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
         ctx.jobs.dispatch(id, false).await?;
     }
     // A/B tests whose wait ended: the winner goes to the rest.
-    let usecases = parley_usecases::Ctx {
-        pool: &ctx.pool,
-        jobs: &ctx.jobs,
-        clock: &ctx.clock,
-    };
+    let usecases = ctx.use_cases();
     for (org, id) in db::delivery::due_picks(&ctx.pool, ctx.clock.now(), BATCH).await? {
         match parley_usecases::broadcasts::pick_variant(usecases, org, id, None, PickedBy::Auto)
             .await

@@ -5,9 +5,7 @@
 //! subscription at the time, Redis failing over) or that came back by apalis' own orphan
 //! recovery, which publishes nothing.
 //!
-//! Polling each queue often instead cost every idle worker a share of a core, and Redis as
-//! much again: what several workers on one machine, or a fleet on one Redis, pay for doing
-//! nothing (the figures are in docs/benchmarks.md).
+//! Why not poll often instead: docs/decisions.md, "Wake-ups instead of fast polling".
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! The operator API (`/admin/v1`, issue 30), on the operator's credential
+//! The operator API (`/admin/v1`), on the operator's credential
 //! (`middleware::operator_auth`): queues and backlogs, dead work, retries and discards,
 //! pauses, the audit log. The rules are `parley_usecases::operator`'s, which the CLI calls too;
 //! the operator page (`/admin`, `crate::admin_page`) calls only these routes.

@@ -41,7 +41,7 @@ async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
     Ok(broadcasts::read(state.use_cases(), org, id).await?)
 }
 
-/// Create a broadcast (endpoint 2): a draft, scheduled (future `scheduledAt`) or queued
+/// Create a broadcast: a draft, scheduled (future `scheduledAt`) or queued
 /// (`sendNow`). `channel` and `templateChannel` come from the template.
 #[utoipa::path(post, path = "/api/v1/broadcasts", tag = "broadcasts",
     request_body = CreateBroadcast,
@@ -56,7 +56,7 @@ async fn create(
     ))
 }
 
-/// List broadcasts (endpoint 4).
+/// List broadcasts.
 #[utoipa::path(get, path = "/api/v1/broadcasts", tag = "broadcasts",
     params(PageParams, BroadcastFilter),
     responses((status = 200, description = "A page of broadcasts", body = ListEnvelope<Broadcast>)))]
@@ -83,7 +83,7 @@ async fn get(
     Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
 }
 
-/// Update a draft or scheduled broadcast (endpoint 3). `sendNow: true` sends it, a future
+/// Update a draft or scheduled broadcast. `sendNow: true` sends it, a future
 /// `scheduledAt` schedules it, `isDraft: true` or `scheduledAt: null` makes it a draft again.
 #[utoipa::path(patch, path = "/api/v1/broadcasts/{id}", tag = "broadcasts",
     params(("id" = Uuid, Path, description = "Broadcast id")),

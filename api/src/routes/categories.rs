@@ -1,4 +1,4 @@
-//! Conversation categories (endpoint 12 and the operations beside it).
+//! Conversation categories.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
@@ -39,7 +39,7 @@ async fn create(
     ))
 }
 
-/// List conversation categories (endpoint 12).
+/// List conversation categories.
 #[utoipa::path(get, path = "/api/v1/categories", tag = "categories",
     params(PageParams, CategoryFilter),
     responses((status = 200, description = "A page of categories", body = ListEnvelope<ConversationCategory>)))]

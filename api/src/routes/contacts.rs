@@ -22,7 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(messages))
 }
 
-/// Create a contact in the organization (endpoint 5).
+/// Create a contact in the organization.
 #[utoipa::path(post, path = "/api/v1/contacts", tag = "contacts",
     request_body = CreateContact,
     responses(

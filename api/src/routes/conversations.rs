@@ -1,4 +1,4 @@
-//! Conversations (endpoint 16 and the operations beside it): messages, assignees, teams,
+//! Conversations: messages, assignees, teams,
 //! handover. Every change and its event (`conversation.*`, `message.*`) commit together.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
@@ -44,7 +44,7 @@ async fn create(
     ))
 }
 
-/// List conversations (endpoint 16) with their category, contact, assignees, teams, latest
+/// List conversations with their category, contact, assignees, teams, latest
 /// messages, tags and SLA state.
 #[utoipa::path(get, path = "/api/v1/conversations", tag = "conversations",
     params(PageParams, ConversationFilter),

@@ -1,4 +1,4 @@
-//! FAQ collections (endpoint 1 and the operations beside it), with the FAQ categories and FAQ
+//! FAQ collections, with the FAQ categories and FAQ
 //! entries inside a collection.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
@@ -32,7 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_faq, update_faq, delete_faq))
 }
 
-/// Create an FAQ collection (endpoint 1); `slug` is derived from `name` when absent.
+/// Create an FAQ collection; `slug` is derived from `name` when absent.
 #[utoipa::path(post, path = "/api/v1/faq-collections", tag = "faq",
     request_body = CreateFaqCollection,
     responses(

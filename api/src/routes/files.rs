@@ -1,4 +1,4 @@
-//! Files (endpoint 6): clients upload straight to object storage with a presigned URL, then
+//! Files: clients upload straight to object storage with a presigned URL, then
 //! confirm; Parley keeps the records that message and ticket attachments refer to.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, Reply};
@@ -23,7 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get, delete))
 }
 
-/// Generate a presigned upload URL (endpoint 6). The answer is the specification's bare object, not
+/// Generate a presigned upload URL. The answer is the specification's bare object, not
 /// the envelope. PUT the bytes to `uploadUrl` with the same `Content-Type` and exactly
 /// `fileSize` bytes within `expiresIn` seconds (the store refuses anything else), then call
 /// `POST /files/{fileId}/complete`.

@@ -22,7 +22,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(convert))
 }
 
-/// Create a lead (endpoint 11); one of `name`, `email`, `phone` is required.
+/// Create a lead; one of `name`, `email`, `phone` is required.
 #[utoipa::path(post, path = "/api/v1/leads", tag = "leads",
     request_body = CreateLead,
     responses((status = 201, description = "The new lead, with `assignee` embedded", body = Envelope<Lead>)))]
@@ -86,7 +86,7 @@ async fn update(
     ))
 }
 
-/// Convert a lead into a contact (endpoint 9): links the contact with the lead's email or
+/// Convert a lead into a contact: links the contact with the lead's email or
 /// phone, or creates one; the lead becomes `converted`. Converting twice is 409.
 #[utoipa::path(post, path = "/api/v1/leads/{id}/convert", tag = "leads",
     params(("id" = Uuid, Path, description = "Lead id")),

@@ -1,4 +1,4 @@
-//! Message attributes (endpoint 13 and the operations beside it).
+//! Message attributes.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
@@ -88,7 +88,7 @@ async fn update(
     ))
 }
 
-/// Delete a message attribute (endpoint 13).
+/// Delete a message attribute.
 #[utoipa::path(delete, path = "/api/v1/message-attributes/{id}", tag = "message-attributes",
     params(("id" = Uuid, Path, description = "Message attribute id")),
     responses((status = 200, description = "The attribute is gone", body = Envelope<Deleted>)))]

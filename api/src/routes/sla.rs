@@ -1,4 +1,4 @@
-//! SLA policies, SLA statistics (endpoint 14), and the organization's business hours the
+//! SLA policies, SLA statistics, and the organization's business hours the
 //! policies may count in.
 
 use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
@@ -104,7 +104,7 @@ async fn delete(
 }
 
 /// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`
-/// (endpoint 14): overall, per target and per priority.
+///: overall, per target and per priority.
 #[utoipa::path(get, path = "/api/v1/statistics/sla", tag = "sla",
     params(SlaStatsQuery),
     responses((status = 200, description = "The figures", body = Envelope<SlaStats>)))]

@@ -1,4 +1,4 @@
-//! Teams (endpoint 10 and the operations beside it) and their members.
+//! Teams and their members.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
@@ -54,7 +54,7 @@ async fn list(
     ))
 }
 
-/// Get a team with members, `memberCount`, `conversationCount` and `creator` (endpoint 10).
+/// Get a team with members, `memberCount`, `conversationCount` and `creator`.
 #[utoipa::path(get, path = "/api/v1/teams/{id}", tag = "teams",
     params(("id" = Uuid, Path, description = "Team id")),
     responses((status = 200, description = "The team", body = Envelope<Team>)))]

@@ -1,4 +1,4 @@
-//! Templates (endpoint 7, duplicate, and the operations beside it).
+//! Templates, their duplication and analytics.
 
 use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
@@ -101,7 +101,7 @@ async fn delete(
     }
 }
 
-/// Copy a template (endpoint 7): a new `draft` named `<name> (Copy)`, on `?channel=` if given.
+/// Copy a template: a new `draft` named `<name> (Copy)`, on `?channel=` if given.
 #[utoipa::path(post, path = "/api/v1/templates/{id}/duplicate", tag = "templates",
     params(("id" = Uuid, Path, description = "Template id"), ChannelParam),
     responses((status = 201, description = "The copy", body = Envelope<Template>)))]
@@ -119,7 +119,7 @@ async fn duplicate(
     Ok(Reply::created(copy))
 }
 
-/// Analytics of a template (endpoint 8), from its broadcasts; `?channel=` narrows to
+/// Analytics of a template, from its broadcasts; `?channel=` narrows to
 /// broadcasts on that channel.
 #[utoipa::path(get, path = "/api/v1/templates/{id}/analytics", tag = "templates",
     params(("id" = Uuid, Path, description = "Template id"), ChannelParam),

@@ -1,4 +1,4 @@
-//! Tickets (endpoint 15 and the operations beside it): replies, assignees, an activity for
+//! Tickets: replies, assignees, an activity for
 //! every change, and the SLA clock. Every change and its event (`ticket.*`) commit together.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
@@ -177,7 +177,7 @@ async fn unassign(
     ))
 }
 
-/// The ticket's SLA state (endpoint 15), `secondsRemaining` as of now; `null` when no policy
+/// The ticket's SLA state, `secondsRemaining` as of now; `null` when no policy
 /// applies. Takes an API key with `tickets:read`, or the ticket's own `accessToken` in
 /// `X-Ticket-Access-Token` (which grants this read only).
 #[utoipa::path(get, path = "/api/v1/tickets/{id}/sla", tag = "tickets",

@@ -54,7 +54,7 @@ async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Webhook> {
         .ok_or(AppError::NotFound.into())
 }
 
-/// The events a webhook can subscribe to (endpoint 17); this list is authoritative.
+/// The events a webhook can subscribe to; this list is authoritative.
 #[utoipa::path(get, path = "/api/v1/webhooks/events", tag = "webhooks",
     responses((status = 200, description = "Event names and what fires them", body = Envelope<Vec<EventInfo>>)))]
 async fn events(_t: Tenant) -> AppResult<Reply<Vec<EventInfo>>> {
@@ -190,7 +190,7 @@ async fn test(
     ))
 }
 
-/// The delivery history of a webhook (endpoint 18): every attempt, newest first, with the
+/// The delivery history of a webhook: every attempt, newest first, with the
 /// receiver's answer.
 #[utoipa::path(get, path = "/api/v1/webhooks/{id}/logs", tag = "webhooks",
     params(("id" = Uuid, Path, description = "Webhook id"), PageParams, AttemptFilter),

@@ -50,10 +50,7 @@ use uuid::Uuid;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
 /// Every pool's options. sqlx proves a connection alive when the pool hands it out and again
-/// when it comes back, a round trip each, and both stay: skipping the first for connections
-/// idle under a second gained nothing beyond the runs' noise, and API requests then answered
-/// 503 through a Postgres restart that the pool otherwise waits out (docs/benchmarks.md,
-/// 2026-11-27).
+/// when it comes back, a round trip each (docs/decisions.md, "Pool checks").
 fn options(max_connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)

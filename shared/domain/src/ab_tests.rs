@@ -1,4 +1,4 @@
-//! A/B broadcasts (issue 29): the broadcast's own template and variables are variant A, and
+//! A/B broadcasts: the broadcast's own template and variables are variant A, and
 //! `abTest.variants` gives 1 to 3 more (B, C, D). A test share of the audience, drawn at random,
 //! is split among them at random; when the wait ends the variant with the best rate of the
 //! winner metric (from receipts) is sent to the rest, unless the caller picked one first

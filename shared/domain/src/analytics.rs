@@ -1,4 +1,4 @@
-//! Template analytics (endpoint 8), from the broadcasts' counters and the daily figures.
+//! Template analytics, from the broadcasts' counters and the daily figures.
 
 use serde::Serialize;
 use uuid::Uuid;

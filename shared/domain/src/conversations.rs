@@ -1,5 +1,5 @@
 //! Conversations with a contact on a channel: their messages, assignees, teams, tags, handover
-//! to a human agent, and SLA state (endpoint 16 and the operations beside it).
+//! to a human agent, and SLA state.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

@@ -1,4 +1,4 @@
-//! Operator control (issue 30): what the operator API, the CLI and the operator page show and
+//! Operator control: what the operator API, the CLI and the operator page show and
 //! do. Dead work is work given up on a queue (a recipient failed, a webhook delivery
 //! exhausted, an import failed, an SLA check that could not run); an action retries or
 //! discards what a filter matches, pauses or resumes a queue or an organization's sending, and

@@ -1,4 +1,4 @@
-//! When a broadcast's message may go to one contact (issue 29): at a wall time in the contact's
+//! When a broadcast's message may go to one contact: at a wall time in the contact's
 //! own zone (`sendIn: contact_timezone`), outside the quiet hours, and within the frequency cap.
 //! The worker decides at sending time ([`SendPlan::decide`]); a recipient whose time has not
 //! come is `held` until it does. `priority: high` broadcasts are exempt from quiet hours and

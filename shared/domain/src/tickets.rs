@@ -1,5 +1,5 @@
 //! Support tickets: status and priority, assignees, replies from agents and customers, an
-//! activity for every change, and SLA state (endpoint 15 and the operations beside it).
+//! activity for every change, and SLA state.
 
 use serde::{Deserialize, Serialize, Serializer};
 use uuid::Uuid;

@@ -20,7 +20,7 @@ pub const KEY_CACHE_IN_USE: &str = "parley_api_key_cache_in_use";
 pub const QUEUE_DEPTH: &str = "parley_queue_depth";
 /// How long the oldest job waiting in each queue (ready, or parked in its lane) has waited,
 /// from its id's time or its park time (worker): the queue's latency, which KEDA scales on
-/// beside the depth and `ParleyQueueLatencyHigh` alerts on (issue 30).
+/// beside the depth and `ParleyQueueLatencyHigh` alerts on.
 pub const QUEUE_AGE: &str = "parley_queue_oldest_ready_seconds";
 /// Jobs run, by queue and outcome (`ok`, `error`: enqueued again, `given_up`) (worker).
 pub const JOBS: &str = "parley_jobs_total";

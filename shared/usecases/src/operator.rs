@@ -1,12 +1,12 @@
-//! Operator control (issue 30), for the operator API and the CLI alike: the queues and the
+//! Operator control, for the operator API and the CLI alike: the queues and the
 //! largest backlogs, dead work, retries and discards (run by the workers' operator loop in
 //! batches, with progress), pauses, and the audit log every action is written to.
 
 use parley_db as db;
 use parley_db::operator::{DeadScope, NewAction};
 use parley_domain::operator::{
-    ActionKind, ActionStatus, DeadAction, DeadFilter, DeadItem, MATCHED_COUNTED, OperatorAction,
-    Pauses, QueueOverview, QueuesOverview,
+    ActionKind, ActionStatus, DeadAction, DeadFilter, DeadItem, DeadQueue, MATCHED_COUNTED,
+    OperatorAction, Pauses, QueueOverview, QueuesOverview,
 };
 use parley_jobs::QueueName;
 use parley_types::error::AppError;
@@ -205,6 +205,20 @@ pub async fn set_queue_paused(
     .await?;
     tx.commit().await?;
     Ok(action)
+}
+
+/// Sends dead items of `queue` again (a batch of an operator's retry; recipients go through
+/// [`crate::broadcasts::retry_recipients`]): back to waiting in one transaction, then the
+/// imports among them enqueued (one lost between the two is found by the reconciler).
+/// Returns how many.
+pub async fn retry_dead(ctx: Ctx<'_>, queue: DeadQueue, ids: &[Uuid]) -> Result<usize> {
+    let mut tx = ctx.pool.begin().await?;
+    let retried = db::operator::retry(&mut tx, queue, ids).await?;
+    tx.commit().await?;
+    for import in retried.imports {
+        ctx.jobs.import_contacts(import).await.map_err(redis)?;
+    }
+    Ok(retried.count)
 }
 
 /// What is paused now.

@@ -1,4 +1,4 @@
-//! Conversations: messages and their counters, events once per change, endpoint 16's filters
+//! Conversations: messages and their counters, events once per change, the list's filters
 //! and pages, assignment, handover, snoozing.
 
 use std::collections::HashSet;

@@ -1,5 +1,5 @@
 //! Tickets: activities for every change, replies, events once per change, filters, and
-//! endpoint 15 with a key or the ticket's access token.
+//! the SLA state with a key or the ticket's access token.
 
 use std::collections::HashSet;
 
