@@ -50,6 +50,19 @@ async fn start() -> Api {
         String::from_utf8_lossy(&out.stderr)
     );
     let org: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let key = org["apiKey"].as_str().unwrap().to_owned();
+    // A port found free may be taken by another test's process before this one binds it: then
+    // this one exits at once, and starts again on another port.
+    for _ in 0..5 {
+        if let Some(api) = try_start(&key).await {
+            return api;
+        }
+    }
+    panic!("the API found no free port in 5 tries");
+}
+
+/// The API on a port found free, ready; `None` when the port was taken meanwhile.
+async fn try_start(key: &str) -> Option<Api> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -71,22 +84,34 @@ async fn start() -> Api {
     .stderr(Stdio::piped())
     .spawn()
     .expect("parley-api starts");
-    let api = Api {
+    let mut api = Api {
         child,
         base: format!("http://{addr}"),
-        key: org["apiKey"].as_str().unwrap().to_owned(),
+        key: key.to_owned(),
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    // Ready, not merely listening: /readyz answers 200 once Postgres and Redis answer it.
+    // Ready, not merely listening: /readyz answers 200 once Postgres and Redis answer it. And
+    // ours: a process that could not bind the port has exited (it binds before it serves).
     let ready = |r: Result<reqwest::Response, reqwest::Error>| r.is_ok_and(|r| r.status() == 200);
-    while !ready(reqwest::get(format!("{}/readyz", api.base)).await) {
+    loop {
+        if let Some(status) = api.child.try_wait().unwrap() {
+            let err = read_all(api.child.stderr.take());
+            assert!(err.contains("Address already in use"), "{status}: {err}");
+            return None;
+        }
+        if ready(reqwest::get(format!("{}/readyz", api.base)).await) {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if api.child.try_wait().unwrap().is_none() {
+                return Some(api);
+            }
+            continue;
+        }
         assert!(
             Instant::now() < deadline,
             "the API answers /readyz with 200"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    api
 }
 
 /// Waits for the process to exit; answers its status, stdout and stderr.
@@ -99,21 +124,16 @@ fn finish(api: &mut Api, within: Duration) -> (std::process::ExitStatus, String,
         assert!(Instant::now() < deadline, "the API exits after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mut out = String::new();
-    let mut err = String::new();
-    api.child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    api.child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let out = read_all(api.child.stdout.take());
+    let err = read_all(api.child.stderr.take());
     (status, out, err)
+}
+
+/// All a child's pipe says, to its end.
+fn read_all(pipe: Option<impl Read>) -> String {
+    let mut text = String::new();
+    pipe.expect("piped").read_to_string(&mut text).unwrap();
+    text
 }
 
 #[tokio::test]

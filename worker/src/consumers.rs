@@ -12,9 +12,9 @@ use parley_jobs::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::job::Job;
 use crate::paused_queues::runs;
+use crate::state::WorkerState;
 
 /// A worker name unique to this process and attempt: two processes sharing a name would take
 /// each other's in-flight jobs (docs/jobs.md).
@@ -46,7 +46,7 @@ where
 /// Runs the consumer of `J`'s queue until `shutdown`, starting it again if it dies. While an
 /// operator has the queue paused, no consumer runs (the one running stops taking jobs and
 /// lets its jobs finish): the queue's jobs wait in Redis.
-async fn consume<J: Job>(ctx: Ctx, shutdown: CancellationToken) {
+async fn consume<J: Job>(ctx: WorkerState, shutdown: CancellationToken) {
     let queue = J::QUEUE;
     let mut paused = ctx.paused.subscribe();
     loop {
@@ -107,7 +107,7 @@ async fn consume<J: Job>(ctx: Ctx, shutdown: CancellationToken) {
 }
 
 /// Runs the consumer of `queue` until `shutdown`, then lets its in-flight jobs finish.
-pub async fn run(ctx: Ctx, shutdown: CancellationToken, queue: QueueName) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken, queue: QueueName) {
     match queue {
         QueueName::BroadcastDispatch => consume::<DispatchBroadcast>(ctx, shutdown).await,
         QueueName::RecipientDelivery => consume::<DeliverRecipients>(ctx, shutdown).await,

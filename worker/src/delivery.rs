@@ -25,10 +25,10 @@ use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, QueueName};
 use uuid::Uuid;
 
 use crate::claims::HeldClaims;
-use crate::context::Ctx;
 use crate::db_retry::retry_transient;
 use crate::job::{Job, JobResult};
 use crate::provider::{Message, SendResult};
+use crate::state::WorkerState;
 use crate::status_watch::StatusWatch;
 use chrono::SubsecRound;
 use parley_domain::send_rules::{Decision, HoldReason};
@@ -54,12 +54,12 @@ impl Job for DeliverRecipients {
     }
 
     /// Runs holding its organization's slot ([`crate::fair`]).
-    async fn run(self, ctx: &Ctx) -> JobResult {
+    async fn run(self, ctx: &WorkerState) -> JobResult {
         Ok(crate::fair::holding_slot(ctx, &self, send_batch(ctx, &self)).await?)
     }
 }
 
-async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
+async fn send_batch(ctx: &WorkerState, job: &DeliverRecipients) -> anyhow::Result<()> {
     // The claims first: a job out of the queue holds its recipients from its first step on,
     // so the reconciler never finds them both unqueued and unclaimed.
     let lease = ctx.settings().recipient_lease;
@@ -98,7 +98,7 @@ async fn send_batch(ctx: &Ctx, job: &DeliverRecipients) -> anyhow::Result<()> {
 /// pending (the broadcast stopped, or the worker is shutting down).
 #[tracing::instrument(skip_all, fields(organization_id = %broadcast.organization_id, channel = %broadcast.channel, recipients = job.recipient_ids.len()))]
 async fn send_all(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     job: &DeliverRecipients,
     broadcast: &DeliveryContext,
     hold: &HeldClaims,
@@ -206,7 +206,7 @@ async fn send_all(
 /// took over is not written: that job's stands), and counts what was written.
 #[tracing::instrument(skip_all, fields(outcomes = chunk.len(), last))]
 async fn record(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     hold: &HeldClaims,
     channel: Channel,
     chunk: Vec<(Uuid, RecipientOutcome)>,
@@ -242,7 +242,11 @@ struct Decided {
 /// Applies the broadcast's local time, quiet hours and frequency cap (by the worker's clock)
 /// to the claimed recipients. A contact that will not be sent to anyway (deleted, do-not-
 /// contact, opted out, no address) is left to [`send_one`] and takes no place under the cap.
-async fn decide(ctx: &Ctx, b: &DeliveryContext, claimed: Vec<Claimed>) -> anyhow::Result<Decided> {
+async fn decide(
+    ctx: &WorkerState,
+    b: &DeliveryContext,
+    claimed: Vec<Claimed>,
+) -> anyhow::Result<Decided> {
     let plan = b.send_plan();
     let cap = b.frequency_cap();
     let mut decided = Decided {
@@ -422,7 +426,7 @@ fn address(channel: Channel, r: &Claimed) -> Option<&str> {
 
 #[tracing::instrument(level = "debug", skip_all, fields(recipient_id = %r.id))]
 async fn send_one(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     b: &DeliveryContext,
     messages: &Messages,
     r: Claimed,
@@ -483,7 +487,7 @@ fn reachable_address<'r>(b: &DeliveryContext, r: &'r Claimed) -> Result<&'r str,
 
 /// Waits for the channel's rate limit while the broadcast is sending; `false` when the
 /// recipient goes back (the broadcast stopped, or the limiter is unavailable).
-async fn take_turn(ctx: &Ctx, b: &DeliveryContext, watch: &StatusWatch) -> bool {
+async fn take_turn(ctx: &WorkerState, b: &DeliveryContext, watch: &StatusWatch) -> bool {
     if !watch.is_sending() {
         return false;
     }
@@ -531,7 +535,7 @@ fn compose(
 
 /// Sends through the provider and keeps the broadcast's failure streak (auto-pause) current.
 async fn send(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     b: &DeliveryContext,
     message: &Message<'_>,
     watch: &StatusWatch,
@@ -553,12 +557,12 @@ async fn send(
     }
 }
 
-fn failures_key(ctx: &Ctx, broadcast: Uuid) -> String {
+fn failures_key(ctx: &WorkerState, broadcast: Uuid) -> String {
     ctx.redis.key(&format!("broadcast:{broadcast}:failures"))
 }
 
 /// Counts a provider failure; pauses the broadcast when they run past the limit in a row.
-async fn note_failure(ctx: &Ctx, b: &DeliveryContext, code: &str, message: &str) {
+async fn note_failure(ctx: &WorkerState, b: &DeliveryContext, code: &str, message: &str) {
     let broadcast = b.id;
     let key = failures_key(ctx, broadcast);
     let mut conn = ctx.redis.conn.clone();
@@ -589,7 +593,7 @@ async fn note_failure(ctx: &Ctx, b: &DeliveryContext, code: &str, message: &str)
     }
 }
 
-async fn reset_failures(ctx: &Ctx, b: &DeliveryContext) {
+async fn reset_failures(ctx: &WorkerState, b: &DeliveryContext) {
     let key = failures_key(ctx, b.id);
     let mut conn = ctx.redis.conn.clone();
     let _: Result<(), _> = redis::cmd("SET")

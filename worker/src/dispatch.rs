@@ -12,8 +12,8 @@ use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
 use parley_jobs::{DispatchBroadcast, Lane};
 use parley_usecases::sending;
 
-use crate::context::Ctx;
 use crate::job::{Job, JobResult};
+use crate::state::WorkerState;
 
 /// Contacts turned into recipients by the first transaction: small, so sending starts soon.
 const FIRST_SLICE: i32 = 2_000;
@@ -34,12 +34,12 @@ impl Job for DispatchBroadcast {
         tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id)
     }
 
-    async fn run(self, ctx: &Ctx) -> JobResult {
+    async fn run(self, ctx: &WorkerState) -> JobResult {
         Ok(run(ctx, &self).await?)
     }
 }
 
-async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
+async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     let id = job.broadcast_id;
     let token = uuid::Uuid::now_v7();
     let per_org = ctx.settings().broadcasts_per_org;
@@ -114,7 +114,7 @@ async fn run(ctx: &Ctx, job: &DispatchBroadcast) -> anyhow::Result<()> {
 /// organization's sending spots (`PARLEY_BROADCASTS_PER_ORG`), starts now rather than at the
 /// reconciler's next look.
 #[tracing::instrument(skip(ctx), fields(organization_id = %org))]
-pub async fn start_next(ctx: &Ctx, org: uuid::Uuid) -> anyhow::Result<()> {
+pub async fn start_next(ctx: &WorkerState, org: uuid::Uuid) -> anyhow::Result<()> {
     if let Some(next) = db::delivery::next_queued(&ctx.pool, org).await? {
         ctx.jobs.dispatch(next, false).await?;
     }

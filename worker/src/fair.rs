@@ -7,11 +7,15 @@ use std::future::Future;
 
 use parley_jobs::{Fair, SLOT_RENEW};
 
-use crate::context::Ctx;
 use crate::renewal::Renewal;
+use crate::state::WorkerState;
 
 /// Runs `work` holding `job`'s slot.
-pub async fn holding_slot<J: Fair, T>(ctx: &Ctx, job: &J, work: impl Future<Output = T>) -> T {
+pub async fn holding_slot<J: Fair, T>(
+    ctx: &WorkerState,
+    job: &J,
+    work: impl Future<Output = T>,
+) -> T {
     let _renewal = job.slot().map(|(org, slot)| {
         let (jobs, slot) = (ctx.jobs.clone(), slot.to_owned());
         Renewal::every(SLOT_RENEW, move || {

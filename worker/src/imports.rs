@@ -15,9 +15,9 @@ use parley_jobs::ImportContacts;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::context::Ctx;
 use crate::job::{Job, JobResult};
 use crate::renewal::Renewal;
+use crate::state::WorkerState;
 
 /// Rows per transaction.
 const BATCH: usize = 5_000;
@@ -43,7 +43,7 @@ impl Job for ImportContacts {
         tracing::info_span!("import", import_id = %self.import_id)
     }
 
-    async fn run(self, ctx: &Ctx) -> JobResult {
+    async fn run(self, ctx: &WorkerState) -> JobResult {
         Ok(run(ctx, self.import_id).await?)
     }
 }
@@ -61,7 +61,7 @@ struct Batch {
     rows_read: i64,
 }
 
-async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
+async fn run(ctx: &WorkerState, id: Uuid) -> anyhow::Result<()> {
     let per_org = ctx.settings().imports_per_org;
     // A job's hold on its import (PARLEY_IMPORT_LEASE_SECS), renewed every third of it while
     // the job runs (a slow download filling a batch must not lose it) and by every batch.
@@ -128,7 +128,7 @@ async fn run(ctx: &Ctx, id: Uuid) -> anyhow::Result<()> {
 /// Parses `reader` and applies its batches, then ends the import.
 #[tracing::instrument(skip_all, fields(organization_id = %org, format = %format, rows_done))]
 async fn run_file(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     id: Uuid,
     token: Uuid,
     org: Uuid,

@@ -18,7 +18,7 @@ use parley_jobs::{PAYLOAD_VERSION, Payload};
 use parley_types::metric_names::{JOB_DURATION, JOBS};
 use tracing::Instrument;
 
-use crate::context::Ctx;
+use crate::state::WorkerState;
 
 /// Why a job did not finish.
 #[derive(Debug)]
@@ -51,11 +51,15 @@ pub trait Job: Payload {
         1
     }
 
-    fn run(self, ctx: &Ctx) -> impl Future<Output = JobResult> + Send;
+    fn run(self, ctx: &WorkerState) -> impl Future<Output = JobResult> + Send;
 }
 
 /// Runs one job of any queue, as apalis calls it.
-pub async fn handle<J: Job>(job: J, ctx: Data<Ctx>, task: TaskId) -> Result<(), BoxDynError> {
+pub async fn handle<J: Job>(
+    job: J,
+    ctx: Data<WorkerState>,
+    task: TaskId,
+) -> Result<(), BoxDynError> {
     let outer = job.span();
     let span =
         tracing::info_span!(parent: &outer, "job", queue = J::QUEUE.as_str(), job_id = %task);

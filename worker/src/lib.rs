@@ -4,7 +4,6 @@
 
 pub mod claims;
 pub mod consumers;
-pub mod context;
 pub mod db_retry;
 pub mod delivery;
 pub mod dispatch;
@@ -31,6 +30,7 @@ pub mod response_prefix;
 pub mod sla_checks;
 pub mod sla_scheduler;
 pub mod ssrf;
+pub mod state;
 pub mod status_watch;
 pub mod ticker;
 pub mod wakeups;
@@ -51,12 +51,12 @@ use parley_types::time::Clock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::provider::Provider;
 use crate::rate_limit::RateLimiter;
+use crate::state::WorkerState;
 
 pub struct Worker {
-    ctx: Ctx,
+    ctx: WorkerState,
     probes: Probes,
     listener: TcpListener,
 }
@@ -102,7 +102,7 @@ impl Worker {
             config.worker.provider_max_attempts,
         );
         let claims = claims::Claims::new(redis.clone());
-        let ctx = Ctx {
+        let ctx = WorkerState {
             pool: pool.clone(),
             jobs: config.jobs(&redis),
             outcomes: outcomes::Outcomes::spawn(pool.clone(), claims.clone()),

@@ -11,19 +11,19 @@ use parley_jobs::{QueueName, queue_config};
 use parley_types::metric_names::RETENTION_DELETED;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
+use crate::state::WorkerState;
 
 /// A pass runs every this many ticks.
 const EVERY_TICKS: u32 = 240;
 
 /// Runs the upkeep until `shutdown`.
-pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
     let period = ctx.settings().tick_interval * EVERY_TICKS;
     periodic::run(period, shutdown, Maintenance(ctx)).await
 }
 
-struct Maintenance(Ctx);
+struct Maintenance(WorkerState);
 
 impl Periodic for Maintenance {
     async fn pass(&mut self, n: u64) {
@@ -76,7 +76,7 @@ const RECIPIENTS_BATCH: i64 = 5_000;
 /// Expired idempotency keys deleted per statement.
 const KEYS_BATCH: i64 = 1_000;
 
-async fn pass(ctx: &Ctx) {
+async fn pass(ctx: &WorkerState) {
     let webhooks = &ctx.config.webhooks;
     sweep(
         "webhook_event",
@@ -134,7 +134,7 @@ async fn pass(ctx: &Ctx) {
 /// the set of done job ids, which nothing here reads. And moves due jobs that a producer left
 /// scheduled (it stopped between its push and its promotion) to the ready list, so they can
 /// never pile up past what apalis' fetch can promote.
-async fn vacuum_queues(ctx: &Ctx) {
+async fn vacuum_queues(ctx: &WorkerState) {
     for queue in QueueName::ALL {
         if let Err(err) = ctx.jobs.promote(*queue).await {
             tracing::warn!(%err, queue = queue.as_str(), "scheduled jobs not promoted");

@@ -13,8 +13,8 @@ use parley_types::list::Cursor;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
+use crate::state::WorkerState;
 
 /// Items a batch of an action takes.
 const BATCH: i64 = 1_000;
@@ -27,11 +27,11 @@ const SWEEP_EVERY: u64 = 40;
 /// How long after a resume its organization is swept.
 const SWEEP_FOR_SECS: f64 = 3600.0;
 
-pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
     periodic::run(ctx.settings().tick_interval, shutdown, Operator(ctx)).await
 }
 
-struct Operator(Ctx);
+struct Operator(WorkerState);
 
 impl Periodic for Operator {
     async fn pass(&mut self, n: u64) {
@@ -60,7 +60,7 @@ impl Periodic for Operator {
 /// A job that read an organization's pause just before its resume writes its recipients held
 /// just after, and a resume's batches skip rows locked at that moment: for an hour after a
 /// resume, its organization's held-by-pause recipients are released again (one batch each).
-async fn sweep_resumed(ctx: &Ctx) -> anyhow::Result<()> {
+async fn sweep_resumed(ctx: &WorkerState) -> anyhow::Result<()> {
     for org in db::operator::recent_resumes(&ctx.pool, SWEEP_FOR_SECS).await? {
         let n = db::operator::release_paused(&ctx.pool, org, ctx.clock.now(), BATCH).await?;
         if n > 0 {
@@ -74,7 +74,7 @@ async fn sweep_resumed(ctx: &Ctx) -> anyhow::Result<()> {
 /// its lock, from the states that allow it; then its dispatch enqueues them). Those whose
 /// outcome is uncertain (`attempts_exhausted`, `timeout`) only when the filter names the code.
 async fn retry_recipients(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     filter: &DeadFilter,
     items: &[DeadItem],
 ) -> anyhow::Result<usize> {
@@ -110,7 +110,7 @@ async fn retry_recipients(
 /// Runs one batch of the oldest running action whose lease is free. A batch that fails is
 /// tried again after the lease; [`MAX_FAILURES`] in a row fail the action (its `error` says
 /// why), so that no action loops for ever.
-async fn advance(ctx: &Ctx) -> anyhow::Result<()> {
+async fn advance(ctx: &WorkerState) -> anyhow::Result<()> {
     let Some(a) = db::operator::take_running(&ctx.pool, LEASE_SECS).await? else {
         return Ok(());
     };
@@ -125,7 +125,7 @@ async fn advance(ctx: &Ctx) -> anyhow::Result<()> {
 /// Batches of an action that may fail in a row before it is `failed`.
 pub const MAX_FAILURES: i16 = 5;
 
-async fn run_batch(ctx: &Ctx, a: &db::operator::RunningAction) -> anyhow::Result<()> {
+async fn run_batch(ctx: &WorkerState, a: &db::operator::RunningAction) -> anyhow::Result<()> {
     let limit = BATCH.min(i64::from(a.left.max(0)));
     let (done, cursor, finished) = match (a.action, &a.filter, a.organization_id) {
         (ActionKind::Retry | ActionKind::Discard, Some(filter), _) if limit > 0 => {

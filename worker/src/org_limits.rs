@@ -8,8 +8,8 @@ use parley_db::org_limits::{self, OrgLimits};
 use parley_jobs::QueueName;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
+use crate::state::WorkerState;
 
 /// Ticks between two reads.
 const EVERY_TICKS: u32 = 20;
@@ -17,12 +17,12 @@ const EVERY_TICKS: u32 = 20;
 /// deployment sets them for its few exceptional organizations, not for every one.
 const MAX_ORGS: i64 = 10_000;
 
-pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
     let period = ctx.settings().tick_interval * EVERY_TICKS;
     periodic::run(period, shutdown, Sync(ctx)).await
 }
 
-struct Sync(Ctx);
+struct Sync(WorkerState);
 
 impl Periodic for Sync {
     async fn pass(&mut self, _: u64) {
@@ -33,7 +33,7 @@ impl Periodic for Sync {
 }
 
 /// Reads the limits and applies them.
-pub async fn sync(ctx: &Ctx) -> anyhow::Result<()> {
+pub async fn sync(ctx: &WorkerState) -> anyhow::Result<()> {
     let all = org_limits::all(&ctx.pool, MAX_ORGS).await?;
     let slots = |pick: fn(&OrgLimits) -> Option<i32>| -> Vec<(uuid::Uuid, usize)> {
         all.iter()

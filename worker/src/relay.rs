@@ -13,9 +13,9 @@ use secrecy::ExposeSecret;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
 use crate::reporter::Family;
+use crate::state::WorkerState;
 
 /// Events relayed, and due deliveries enqueued, per statement.
 const BATCH: i64 = 1_000;
@@ -23,7 +23,7 @@ const BATCH: i64 = 1_000;
 const RECOVERIES_PER_PASS: usize = 4;
 
 /// Runs the relay until `shutdown`.
-pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
     let mut relay = Relay {
         listener: None,
         listen_again_at: Some(Instant::now()),
@@ -35,7 +35,7 @@ pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
 }
 
 struct Relay {
-    ctx: Ctx,
+    ctx: WorkerState,
     /// Wakes the relay on the events' `NOTIFY`; none while Postgres refuses to listen.
     listener: Option<PgListener>,
     /// Without a listener: when to try to listen again (at most once a second).
@@ -112,7 +112,7 @@ impl Periodic for Relay {
     }
 }
 
-async fn listen(ctx: &Ctx) -> Option<PgListener> {
+async fn listen(ctx: &WorkerState) -> Option<PgListener> {
     // A session of its own, on PARLEY_DATABASE_SESSION_URL: a transaction pooler would hand
     // the LISTEN to a server connection other clients then share.
     let url = ctx.config.database_session_url.expose_secret();
@@ -132,7 +132,7 @@ async fn listen(ctx: &Ctx) -> Option<PgListener> {
     }
 }
 
-async fn relay(ctx: &Ctx) -> anyhow::Result<()> {
+async fn relay(ctx: &WorkerState) -> anyhow::Result<()> {
     loop {
         let (deliveries, relayed) = outbox::relay(&ctx.pool, BATCH).await?;
         ctx.jobs.deliver_webhooks(&deliveries).await?;
@@ -147,7 +147,7 @@ async fn relay(ctx: &Ctx) -> anyhow::Result<()> {
 /// (or that long ago when none waits: a job behind a long queue is late, not lost), and not
 /// attempted since. A delivery whose first job still runs is not sent twice: its claim keeps
 /// the new job off it.
-async fn enqueue_due(ctx: &Ctx) -> anyhow::Result<()> {
+async fn enqueue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     let lost_after = ctx
         .jobs
         .lost_after(QueueName::WebhookDelivery, ctx.settings().reconcile_after)

@@ -6,8 +6,8 @@ use parley_jobs::CheckSla;
 use parley_types::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
 use uuid::Uuid;
 
-use crate::context::Ctx;
 use crate::job::{Job, JobResult};
+use crate::state::WorkerState;
 
 /// The checks of a failed job stay in Postgres, marked enqueued; the scheduler enqueues them
 /// again.
@@ -22,12 +22,12 @@ impl Job for CheckSla {
         self.check_ids.len() as u64
     }
 
-    async fn run(self, ctx: &Ctx) -> JobResult {
+    async fn run(self, ctx: &WorkerState) -> JobResult {
         Ok(run(ctx, &self.check_ids).await?)
     }
 }
 
-async fn run(ctx: &Ctx, ids: &[Uuid]) -> anyhow::Result<()> {
+async fn run(ctx: &WorkerState, ids: &[Uuid]) -> anyhow::Result<()> {
     let now = ctx.clock.now();
     let found = parley_usecases::sla::run_checks(&ctx.pool, ids, now).await?;
     for f in &found {

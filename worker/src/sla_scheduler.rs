@@ -10,9 +10,9 @@ use parley_jobs::{QueueName, SLA_BATCH};
 use parley_types::metric_names::{RECONCILED, SLA_BACKLOG};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
 use crate::reporter::Family;
+use crate::state::WorkerState;
 
 /// Checks taken from Postgres per statement.
 const BATCH: i64 = 1_000;
@@ -22,11 +22,11 @@ const MAX_READY_JOBS: u64 = 32;
 const RECONCILE_EVERY: u64 = 8;
 
 /// Runs the scheduler until `shutdown`.
-pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
     periodic::run(ctx.settings().tick_interval, shutdown, Scheduler(ctx)).await
 }
 
-struct Scheduler(Ctx);
+struct Scheduler(WorkerState);
 
 impl Periodic for Scheduler {
     async fn pass(&mut self, n: u64) {
@@ -36,7 +36,7 @@ impl Periodic for Scheduler {
     }
 }
 
-async fn pass(ctx: &Ctx, reconcile: bool) -> anyhow::Result<()> {
+async fn pass(ctx: &WorkerState, reconcile: bool) -> anyhow::Result<()> {
     let queue = QueueName::SlaCheck;
     let mut ready = ctx.jobs.depth(queue).await?.ready;
     while ready < MAX_READY_JOBS {

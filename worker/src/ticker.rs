@@ -10,9 +10,9 @@ use parley_jobs::QueueName;
 use parley_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::periodic::{self, Periodic};
 use crate::reporter::Family;
+use crate::state::WorkerState;
 use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED};
 
 /// Rows moved into Redis per pass, so a backlog never floods a queue at once.
@@ -23,7 +23,7 @@ const RELEASE_BATCHES: usize = 10;
 const RECONCILE_EVERY: u64 = 4;
 
 /// Runs the ticker until `shutdown`.
-pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
     let ticker = Ticker {
         ctx: ctx.clone(),
         emptied_at: None,
@@ -35,7 +35,7 @@ pub async fn run(ctx: Ctx, shutdown: CancellationToken) {
 const QUICK_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 struct Ticker {
-    ctx: Ctx,
+    ctx: WorkerState,
     /// When Redis was last found emptied (and that time by Postgres' clock): for a claim lease after
     /// it reconciliation waits (the jobs still running take their claims back meanwhile), then
     /// until [`QUICK_FOR`] after it, work enqueued before it is presumed lost after a claim
@@ -87,7 +87,7 @@ impl Periodic for Ticker {
     }
 }
 
-async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
+async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     let woken = db::conversations::wake_snoozed(&ctx.pool, BATCH).await?;
     if woken > 0 {
         tracing::info!(woken, "snoozed conversations woken");
@@ -129,7 +129,7 @@ async fn queue_due(ctx: &Ctx) -> anyhow::Result<()> {
 
 /// Enqueues pending recipients, (broadcast, recipient), in their broadcasts' lanes.
 pub(crate) async fn enqueue_recipients(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     recipients: Vec<(uuid::Uuid, uuid::Uuid)>,
 ) -> anyhow::Result<()> {
     let mut by_broadcast: std::collections::HashMap<uuid::Uuid, Vec<uuid::Uuid>> =
@@ -162,7 +162,7 @@ pub(crate) async fn enqueue_recipients(
 /// imports keep the quick wait for all their work: a second job for one takes its lease in
 /// Postgres or leaves it to the job that holds it.
 async fn reconcile(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     quick: Option<(std::time::Duration, Timestamp)>,
 ) -> anyhow::Result<()> {
     let usual = ctx.settings().reconcile_after;
@@ -243,7 +243,7 @@ async fn reconcile(
 /// in the first minute (whose jobs wait in the new queue) is not taken for lost after a lease.
 /// A queue whose marker could not be read is checked again next time (its marker is absent
 /// still, if it was lost).
-async fn redis_emptied(ctx: &Ctx) -> bool {
+async fn redis_emptied(ctx: &WorkerState) -> bool {
     let mut emptied = false;
     for queue in QueueName::ALL {
         match ctx.jobs.mark_present(*queue).await {
@@ -258,7 +258,7 @@ async fn redis_emptied(ctx: &Ctx) -> bool {
 
 /// Exports the depth and age of every queue, when this worker reports them (0 otherwise: see
 /// [`crate::reporter`]).
-async fn export_depths(ctx: &Ctx) {
+async fn export_depths(ctx: &WorkerState) {
     let reports = ctx.reporter.reports(Family::Queues).await;
     for queue in QueueName::ALL {
         let depth = if reports {

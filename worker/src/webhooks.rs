@@ -13,9 +13,9 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
 use parley_config::WebhookSettings;
 use parley_db as db;
-use parley_db::webhooks::{AttemptRecord, Due, WebhookJobReport};
+use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
 use parley_domain::signature;
-use parley_domain::webhooks::{PAYLOAD_VERSION, Payload, PayloadMetadata};
+use parley_domain::webhooks::{WEBHOOK_BODY_VERSION, WebhookBody, WebhookBodyMetadata};
 use parley_jobs::{DeliverWebhooks, QueueName};
 use parley_types::fields::storable;
 use parley_types::metric_names::{
@@ -25,10 +25,10 @@ use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 use crate::claims::HeldClaims;
-use crate::context::Ctx;
 use crate::job::{Job, JobResult};
 use crate::response_prefix::read_prefix;
 use crate::ssrf;
+use crate::state::WorkerState;
 
 /// Bytes of the receiver's answer kept in the log.
 const BODY_KEPT: usize = 4 * 1024;
@@ -86,12 +86,12 @@ impl Job for DeliverWebhooks {
     }
 
     /// Runs holding its organization's slot ([`crate::fair`]).
-    async fn run(self, ctx: &Ctx) -> JobResult {
+    async fn run(self, ctx: &WorkerState) -> JobResult {
         Ok(crate::fair::holding_slot(ctx, &self, run(ctx, &self)).await?)
     }
 }
 
-async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
+async fn run(ctx: &WorkerState, job: &DeliverWebhooks) -> anyhow::Result<()> {
     let settings = &ctx.config.webhooks;
     // The same short, heartbeat-kept claims as recipients: a dead worker's deliveries are
     // free again within a lease, when apalis hands its jobs back. What a job records is fenced
@@ -106,14 +106,14 @@ async fn run(ctx: &Ctx, job: &DeliverWebhooks) -> anyhow::Result<()> {
         return Ok(());
     };
     let result = async {
-        let due: Vec<Due> = db::webhooks::load_due(&ctx.pool, hold.ids())
+        let due: Vec<DueAttempt> = db::webhooks::load_due(&ctx.pool, hold.ids())
             .await?
             .into_iter()
             .filter(|d| d.pending && d.due)
             .collect();
         // Each webhook's deliveries go out over the slots it can spare, all webhooks at once,
         // so a slow endpoint holds its own slots and delays nobody else's deliveries.
-        let mut by_webhook: std::collections::BTreeMap<Uuid, Vec<Due>> = Default::default();
+        let mut by_webhook: std::collections::BTreeMap<Uuid, Vec<DueAttempt>> = Default::default();
         for d in due {
             by_webhook.entry(d.webhook_id).or_default().push(d);
         }
@@ -168,9 +168,9 @@ struct GroupResult {
 /// so a job lasts at most the window plus one timeout.
 #[tracing::instrument(skip_all, fields(webhook_id = %webhook, deliveries = group.len()))]
 async fn send_group(
-    ctx: &Ctx,
+    ctx: &WorkerState,
     webhook: Uuid,
-    group: Vec<Due>,
+    group: Vec<DueAttempt>,
 ) -> Result<GroupResult, redis::RedisError> {
     let slots = ctx.endpoint_slots.acquire(webhook, group.len()).await?;
     let deadline = Instant::now() + SEND_WINDOW;
@@ -223,7 +223,12 @@ async fn send_group(
 
 /// The wait for `webhook`'s next delivery slot at `rate` per second, reserved if it comes
 /// before `deadline`; `None` (nothing reserved) otherwise, or when Redis does not answer.
-async fn rate_slot(ctx: &Ctx, webhook: Uuid, rate: i32, deadline: Instant) -> Option<Duration> {
+async fn rate_slot(
+    ctx: &WorkerState,
+    webhook: Uuid,
+    rate: i32,
+    deadline: Instant,
+) -> Option<Duration> {
     let key = ctx.redis.key(&format!("rate:webhook:{webhook}"));
     let within = deadline.saturating_duration_since(Instant::now());
     let rate = u32::try_from(rate).unwrap_or(1);
@@ -245,7 +250,7 @@ fn status_class(status: Option<u16>) -> &'static str {
 }
 
 #[tracing::instrument(level = "debug", skip_all, fields(delivery_id = %d.delivery_id, event = %d.event, attempt = d.attempts + 1))]
-async fn attempt(ctx: &Ctx, d: Due) -> AttemptRecord {
+async fn attempt(ctx: &WorkerState, d: DueAttempt) -> AttemptRecord {
     let settings = &ctx.config.webhooks;
     let attempt = d.attempts + 1;
     let record = |succeeded: bool,
@@ -325,21 +330,21 @@ async fn attempt(ctx: &Ctx, d: Due) -> AttemptRecord {
 
 /// One `POST`: (status, the answer's first 4 KiB, `Retry-After`, a redirect's `Location`).
 async fn send(
-    ctx: &Ctx,
-    d: &Due,
+    ctx: &WorkerState,
+    d: &DueAttempt,
     attempt: i32,
 ) -> Result<(u16, String, Option<Duration>, Option<String>), String> {
     let data =
         serde_json::value::RawValue::from_string(d.data.clone()).map_err(|e| e.to_string())?;
-    let payload = Payload {
+    let payload = WebhookBody {
         event: &d.event,
         timestamp: d.occurred_at,
         organization_id: d.organization_id,
         data: &data,
-        metadata: PayloadMetadata {
+        metadata: WebhookBodyMetadata {
             delivery_id: d.delivery_id,
             attempt,
-            version: PAYLOAD_VERSION,
+            version: WEBHOOK_BODY_VERSION,
         },
     };
     let body = serde_json::to_vec(&payload).map_err(|e| e.to_string())?;

@@ -12,13 +12,12 @@ use uuid::Uuid;
 use parley_domain::Channel;
 use parley_domain::ab_tests::{AbSettings, PickedBy, draw};
 use parley_domain::broadcasts::{
-    BroadcastStatus, RecipientStatus, SendPriority, TemplateVariables,
+    BroadcastStatus, Ending, RecipientStatus, SendPriority, SendingTotals, TemplateVariables,
 };
 use parley_domain::segments::SegmentFilter;
 use parley_domain::send_rules::{
     FrequencyCap, FrequencyCaps, LocalSend, PastTimePolicy, QuietHours, SendIn, SendPlan,
 };
-use parley_domain::webhooks::EventName;
 use parley_types::time::Timestamp;
 
 fn secs(d: Duration) -> f64 {
@@ -766,56 +765,64 @@ pub async fn record<'a>(
     .map(|_| ())
 }
 
-/// Ends a broadcast whose audience is written and whose recipients are all past `pending`:
-/// `completed`, or `failed` when none was sent, with its `broadcast.sent` or
-/// `broadcast.failed` event in the same transaction. Returns the final status and the
-/// organization when this call ended it.
-pub async fn finish_if_done(
+/// A broadcast that is `sending` with its audience written, locked, and its totals read after
+/// the lock (in a statement of their own: one statement that waited for the lock would read
+/// totals from before the wait, and miss the pending recipients a retry under the lock has
+/// just given it). `None` for any other broadcast.
+pub async fn lock_sending_totals(
     tx: &mut PgConnection,
     id: Uuid,
-) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
-    // The broadcast's lock first, then the totals in a statement of their own: one statement
-    // that waited for the lock would re-check the broadcast's new row against the totals it
-    // read before the wait, and end a broadcast to which a retry (under the lock) has just
-    // given pending recipients.
-    let sending = sqlx::query_scalar!(
-        "SELECT id FROM broadcasts WHERE id = $1 AND status = 'sending' AND fanout_done
-         FOR UPDATE",
+) -> Result<Option<(Uuid, SendingTotals)>, sqlx::Error> {
+    let Some(locked) = sqlx::query!(
+        r#"SELECT organization_id,
+            (ab_test IS NOT NULL AND winning_variant IS NULL) AS "winner_awaited!"
+         FROM broadcasts WHERE id = $1 AND status = 'sending' AND fanout_done
+         FOR UPDATE"#,
         id,
     )
     .fetch_optional(&mut *tx)
-    .await?;
-    if sending.is_none() {
-        return Ok(None);
-    }
-    let ended = sqlx::query!(
-        r#"UPDATE broadcasts b SET
-            status = CASE WHEN coalesce(k.sent, 0) > 0 THEN 'completed' ELSE 'failed' END,
-            error_message = CASE WHEN coalesce(k.sent, 0) > 0 THEN b.error_message
-                                 ELSE 'no recipient could be sent to' END,
-            completed_at = clock_timestamp(),
-            dispatch_lease_until = NULL, dispatch_lease_token = NULL
-         FROM broadcasts x LEFT JOIN broadcast_totals k ON k.broadcast_id = x.id
-         WHERE x.id = $1 AND b.id = x.id AND b.status = 'sending' AND b.fanout_done
-           AND coalesce(k.pending, 0) = 0 AND coalesce(k.held, 0) = 0
-           AND (b.ab_test IS NULL OR b.winning_variant IS NOT NULL)
-         RETURNING b.status AS "status: BroadcastStatus", b.organization_id"#,
-        id,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some((status, org)) = ended.map(|r| (r.status, r.organization_id)) else {
+    .await?
+    else {
         return Ok(None);
     };
-    if let Some(broadcast) = super::broadcasts::get(&mut *tx, org, id).await? {
-        let event = if status == BroadcastStatus::Completed {
-            EventName::BroadcastSent
-        } else {
-            EventName::BroadcastFailed
-        };
-        super::outbox::emit(tx, org, event, &broadcast).await?;
-    }
-    Ok(Some((status, org)))
+    let totals = sqlx::query!(
+        r#"SELECT coalesce(sent, 0)::int8 AS "sent!", coalesce(pending, 0)::int8 AS "pending!",
+            coalesce(held, 0)::int8 AS "held!"
+         FROM broadcast_totals WHERE broadcast_id = $1"#,
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let (sent, pending, held) = totals.map_or((0, 0, 0), |t| (t.sent, t.pending, t.held));
+    Ok(Some((
+        locked.organization_id,
+        SendingTotals {
+            sent,
+            pending,
+            held,
+            winner_awaited: locked.winner_awaited,
+        },
+    )))
+}
+
+/// Ends a broadcast locked by [`lock_sending_totals`] as `ending` says.
+pub async fn end_sending(
+    tx: &mut PgConnection,
+    id: Uuid,
+    ending: Ending,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE broadcasts SET status = $2, error_message = coalesce($3, error_message),
+            completed_at = clock_timestamp(),
+            dispatch_lease_until = NULL, dispatch_lease_token = NULL
+         WHERE id = $1",
+        id,
+        ending.status.as_str(),
+        ending.error_message,
+    )
+    .execute(&mut *tx)
+    .await
+    .map(|_| ())
 }
 
 /// Pauses a sending broadcast on the service's own account.

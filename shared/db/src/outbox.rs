@@ -107,14 +107,14 @@ pub async fn take_due(
     limit: i64,
     per_webhook: i64,
     lost_after: Duration,
-) -> Result<Due, sqlx::Error> {
+) -> Result<TakenDeliveries, sqlx::Error> {
     let ours: bool = sqlx::query_scalar!(
         r#"SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due')) AS "locked!""#,
     )
     .fetch_one(&mut *tx)
     .await?;
     if !ours {
-        return Ok(Due::default());
+        return Ok(TakenDeliveries::default());
     }
     // A delivery taken again while its last enqueue is not followed by a recorded attempt
     // (`enqueued_at >= next_attempt_at`) is a requeue of lost work; past the ceiling it is
@@ -185,7 +185,7 @@ pub async fn take_due(
     )
     .fetch_all(&mut *tx)
     .await?;
-    let mut due = Due::default();
+    let mut due = TakenDeliveries::default();
     for r in rows {
         if r.status == DeliveryStatus::Pending {
             due.taken.push((r.organization_id, r.webhook_id, r.id));
@@ -199,7 +199,7 @@ pub async fn take_due(
 /// What [`take_due`] found: deliveries to enqueue (organization, webhook, delivery), and those
 /// it gave up.
 #[derive(Debug, Default)]
-pub struct Due {
+pub struct TakenDeliveries {
     pub taken: Vec<(Uuid, Uuid, Uuid)>,
     pub given_up: Vec<Uuid>,
 }

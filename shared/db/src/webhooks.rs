@@ -241,7 +241,7 @@ pub async fn redeliver(
 
 /// What an attempt needs: the delivery, its event and its webhook.
 #[derive(Debug, Clone)]
-pub struct Due {
+pub struct DueAttempt {
     pub delivery_id: Uuid,
     pub organization_id: Uuid,
     pub webhook_id: Uuid,
@@ -265,7 +265,10 @@ pub struct Due {
 
 /// The deliveries among `ids` with their event and webhook. Only the primary keys lead to the
 /// rows (see `db::delivery::pending_for_send`); the caller keeps those pending and due.
-pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>, sqlx::Error> {
+pub async fn load_due(
+    db: impl PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<DueAttempt>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"SELECT d.id AS delivery_id, d.organization_id, d.webhook_id, d.event, d.attempts,
                 d.status = 'pending' AS "pending!", d.next_attempt_at <= clock_timestamp() AS "due!",
@@ -283,7 +286,7 @@ pub async fn load_due(db: impl PgExecutor<'_>, ids: &[Uuid]) -> Result<Vec<Due>,
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| Due {
+        .map(|r| DueAttempt {
             delivery_id: r.delivery_id,
             organization_id: r.organization_id,
             webhook_id: r.webhook_id,
@@ -318,7 +321,7 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     /// When to try again; `None` with a failure means the delivery is given up.
     pub next_attempt_at: Option<Timestamp>,
-    /// The delivery's `enqueued_at` when the attempt began (see [`Due::enqueued_at`]).
+    /// The delivery's `enqueued_at` when the attempt began (see [`DueAttempt::enqueued_at`]).
     pub enqueued_at: Option<Timestamp>,
 }
 
@@ -335,12 +338,12 @@ pub struct WebhookJobReport {
 
 /// Writes a job's outcome in one transaction: the attempts' log, the deliveries, the webhooks'
 /// failure streaks, and the deliveries put back. Returns the webhooks this disabled (failing
-/// since longer than `disable_after`).
+/// since longer than `disable_after`), as (organization, id).
 pub async fn record_outcome(
     tx: &mut PgConnection,
     outcome: &WebhookJobReport,
     disable_after: Duration,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
     let disabled = record_attempts(tx, &outcome.attempts, disable_after).await?;
     defer(&mut *tx, &outcome.busy, outcome.busy_for).await?;
     mark_stalled(&mut *tx, &outcome.stalled, outcome.stall_for).await?;
@@ -348,12 +351,12 @@ pub async fn record_outcome(
 }
 
 /// Logs the attempts, moves their deliveries on, and updates their webhooks' failure streaks;
-/// returns the webhooks this disabled.
+/// returns the webhooks this disabled (organization, id).
 async fn record_attempts(
     tx: &mut PgConnection,
     records: &[AttemptRecord],
     disable_after: Duration,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
     if records.is_empty() {
         return Ok(Vec::new());
     }
@@ -476,12 +479,12 @@ async fn advance_deliveries(
 
 /// A success ends a webhook's failure streak; a failure (of a webhook with no success in
 /// these records) starts one or lengthens it, and a streak longer than `disable_after`
-/// disables the webhook. Returns the webhooks disabled.
+/// disables the webhook. Returns the webhooks disabled (organization, id).
 async fn update_failure_streaks(
     tx: &mut PgConnection,
     records: &[AttemptRecord],
     disable_after: Duration,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
     let ok: HashSet<Uuid> = records
         .iter()
         .filter(|r| r.succeeded)
@@ -518,31 +521,16 @@ async fn update_failure_streaks(
                 || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
          WHERE id = ANY($1) AND is_active
            AND failing_since <= clock_timestamp() - make_interval(secs => $2)
-         RETURNING id, organization_id"#,
+         RETURNING organization_id, id"#,
         &failed,
         disable_after.as_secs_f64(),
     )
     .fetch_all(&mut *tx)
     .await?;
-    // The organization's other webhooks hear of it (this one is inactive now: it gets none).
-    let mut events = Vec::new();
-    for d in &disabled {
-        if let Some(webhook) = get(&mut *tx, d.organization_id, d.id).await? {
-            let mut data =
-                serde_json::to_value(&webhook).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
-            // A URL may carry a token: the other endpoints get its host only.
-            if let Some(w) = data.as_object_mut() {
-                let host = url::Url::parse(&webhook.url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_owned));
-                w.remove("url");
-                w.insert("host".to_owned(), serde_json::json!(host));
-            }
-            events.push((d.organization_id, EventName::WebhookDisabled, data));
-        }
-    }
-    super::outbox::emit_many(tx, &events).await?;
-    Ok(disabled.into_iter().map(|d| d.id).collect())
+    Ok(disabled
+        .into_iter()
+        .map(|d| (d.organization_id, d.id))
+        .collect())
 }
 
 /// Marks webhooks whose slots were all stuck as stalled for `stall_for`. Renewed at most every

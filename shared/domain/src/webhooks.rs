@@ -121,6 +121,22 @@ pub struct Webhook {
 }
 parley_types::keyed!(Webhook);
 
+impl Webhook {
+    /// What a `webhook.disabled` event says of this webhook to its organization's other
+    /// webhooks: all of it but its URL, which may carry a token; its host instead.
+    pub fn disabled_event(&self) -> Result<serde_json::Value, serde_json::Error> {
+        let mut data = serde_json::to_value(self)?;
+        if let Some(w) = data.as_object_mut() {
+            let host = url::Url::parse(&self.url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned));
+            w.remove("url");
+            w.insert("host".to_owned(), serde_json::json!(host));
+        }
+        Ok(data)
+    }
+}
+
 /// The highest `rateLimit` a webhook takes (deliveries per second).
 pub const MAX_RATE_LIMIT: i32 = 10_000;
 
@@ -448,29 +464,55 @@ pub struct WebhookRecovery {
 }
 parley_types::keyed!(WebhookRecovery);
 
-/// The body of every delivery (the specification fixes its snake_case fields).
+/// The body of every webhook delivery (the specification fixes its snake_case fields).
 #[derive(Debug, Serialize)]
-pub struct Payload<'a> {
+pub struct WebhookBody<'a> {
     pub event: &'a str,
     /// When the event happened (ISO 8601, UTC).
     pub timestamp: Timestamp,
     pub organization_id: Uuid,
     pub data: &'a serde_json::value::RawValue,
-    pub metadata: PayloadMetadata,
+    pub metadata: WebhookBodyMetadata,
 }
 
 #[derive(Debug, Serialize)]
-pub struct PayloadMetadata {
+pub struct WebhookBodyMetadata {
     pub delivery_id: Uuid,
     pub attempt: i32,
     pub version: &'static str,
 }
 
-pub const PAYLOAD_VERSION: &str = "1";
+/// The `metadata.version` every webhook body carries (a job's payload has its own version:
+/// `parley_jobs::PAYLOAD_VERSION`).
+pub const WEBHOOK_BODY_VERSION: &str = "1";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_disabled_webhook_is_told_by_its_host_not_its_url() {
+        let at = Timestamp::now();
+        let webhook = Webhook {
+            id: Uuid::nil(),
+            organization_id: Uuid::nil(),
+            url: "https://hooks.example.com/in?token=s3cret".to_owned(),
+            events: vec!["broadcast.sent".to_owned()],
+            description: None,
+            is_active: false,
+            failing_since: Some(at),
+            disabled_at: Some(at),
+            disabled_reason: Some("every attempt failed".to_owned()),
+            rate_limit: None,
+            previous_secret_expires_at: None,
+            created_at: at,
+            updated_at: at,
+        };
+        let data = webhook.disabled_event().unwrap();
+        assert_eq!(data["host"], "hooks.example.com");
+        assert!(data.get("url").is_none());
+        assert!(!data.to_string().contains("s3cret"));
+    }
 
     fn url(s: &str) -> WebhookUrl {
         WebhookUrl::parse(s).unwrap()

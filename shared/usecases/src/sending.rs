@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use parley_db as db;
-use parley_domain::broadcasts::BroadcastStatus;
+use parley_domain::broadcasts::{self as rules, BroadcastStatus};
+use parley_domain::webhooks::EventName;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -33,17 +34,33 @@ pub async fn fan_out(
     Ok(written)
 }
 
-/// Ends the broadcast if its audience is written and no recipient is pending, with its event;
-/// returns its final status and organization when this call ended it.
+/// Ends the broadcast if it is sending, its audience is written and nothing of it can still
+/// be sent ([`parley_domain::broadcasts::ending`]), with its `broadcast.sent` or
+/// `broadcast.failed` event in the same transaction; returns its final status and
+/// organization when this call ended it. The place every end of a sending broadcast is
+/// decided: the dispatcher's, a delivery job's and the ticker's.
 #[tracing::instrument(skip_all, fields(broadcast_id = %id))]
 pub async fn finish_if_done(
     pool: &PgPool,
     id: Uuid,
 ) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let ended = db::delivery::finish_if_done(&mut tx, id).await?;
+    let Some((org, totals)) = db::delivery::lock_sending_totals(&mut tx, id).await? else {
+        return Ok(None);
+    };
+    let Some(ending) = rules::ending(totals) else {
+        return Ok(None);
+    };
+    db::delivery::end_sending(&mut tx, id, ending).await?;
+    if let Some(broadcast) = db::broadcasts::get(&mut *tx, org, id).await? {
+        let event = match ending.status {
+            BroadcastStatus::Completed => EventName::BroadcastSent,
+            _ => EventName::BroadcastFailed,
+        };
+        db::outbox::emit(&mut tx, org, event, &broadcast).await?;
+    }
     tx.commit().await?;
-    Ok(ended)
+    Ok(Some((ending.status, org)))
 }
 
 /// Retention: deletes up to `limit` recipients of the broadcast that ended longest ago, more

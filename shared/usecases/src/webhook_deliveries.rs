@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use parley_db as db;
-use parley_db::outbox::Due;
+use parley_db::outbox::TakenDeliveries;
 use parley_db::webhooks::WebhookJobReport;
+use parley_domain::webhooks::EventName;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -18,7 +19,7 @@ pub async fn take_due(
     limit: i64,
     per_webhook: i64,
     lost_after: Duration,
-) -> Result<Due, sqlx::Error> {
+) -> Result<TakenDeliveries, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let due = db::outbox::take_due(&mut tx, limit, per_webhook, lost_after).await?;
     tx.commit().await?;
@@ -26,7 +27,9 @@ pub async fn take_due(
 }
 
 /// Writes a webhook job's outcome: the attempts' log, the deliveries, the webhooks' failure
-/// streaks, the deliveries put back. Returns the webhooks this disabled.
+/// streaks, the deliveries put back; a webhook this disabled is told to its organization's
+/// other webhooks (`webhook.disabled`; it is inactive now and gets none). Returns the
+/// webhooks this disabled.
 #[tracing::instrument(skip_all, fields(attempts = outcome.attempts.len()))]
 pub async fn record_outcome(
     pool: &PgPool,
@@ -38,8 +41,18 @@ pub async fn record_outcome(
     }
     let mut tx = pool.begin().await?;
     let disabled = db::webhooks::record_outcome(&mut tx, outcome, disable_after).await?;
+    let mut events = Vec::new();
+    for &(org, id) in &disabled {
+        if let Some(webhook) = db::webhooks::get(&mut *tx, org, id).await? {
+            let data = webhook
+                .disabled_event()
+                .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+            events.push((org, EventName::WebhookDisabled, data));
+        }
+    }
+    db::outbox::emit_many(&mut tx, &events).await?;
     tx.commit().await?;
-    Ok(disabled)
+    Ok(disabled.into_iter().map(|(_, id)| id).collect())
 }
 
 /// Moves the running recovery moved least recently on by `batch` failed deliveries; returns

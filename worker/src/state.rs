@@ -1,4 +1,5 @@
-//! What every job handler can reach.
+//! What every job handler and periodic pass of the worker can reach (the API's is
+//! `AppState`); the use cases get their own `parley_usecases::Ctx` from it.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use crate::reporter::Reporter;
 use crate::wakeups::Wakeups;
 
 #[derive(Clone)]
-pub struct Ctx {
+pub struct WorkerState {
     pub pool: PgPool,
     pub redis: Redis,
     pub jobs: Jobs,
@@ -43,7 +44,7 @@ pub struct Ctx {
     pub paused: crate::paused_queues::PausedQueues,
 }
 
-impl Ctx {
+impl WorkerState {
     pub fn settings(&self) -> &WorkerSettings {
         &self.config.worker
     }
