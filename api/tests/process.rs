@@ -1,7 +1,7 @@
 //! The API as a process: one JSON log line per request carrying its request id and no
 //! secret, and SIGTERM letting a request in flight finish before the process exits 0.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,6 +12,8 @@ struct Api {
     child: Child,
     base: String,
     key: String,
+    /// Its stdout, read to its end by a thread of its own.
+    out: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Drop for Api {
@@ -37,7 +39,8 @@ fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     command
 }
 
-/// Starts `parley-api serve` on a free port with JSON logs on stdout, and a key of a new
+/// Starts `parley-api serve` on a port of its own choosing (read from its "listening" log
+/// line, so no other process can hold it) with JSON logs on stdout, and a key of a new
 /// organization.
 async fn start() -> Api {
     parley_tests::prepare_database().await;
@@ -50,30 +53,11 @@ async fn start() -> Api {
         String::from_utf8_lossy(&out.stderr)
     );
     let org: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let key = org["apiKey"].as_str().unwrap().to_owned();
-    // A port found free may be taken by another test's process before this one binds it: then
-    // this one exits at once, and starts again on another port.
-    for _ in 0..5 {
-        if let Some(api) = try_start(&key).await {
-            return api;
-        }
-    }
-    panic!("the API found no free port in 5 tries");
-}
-
-/// The API on a port found free, ready; `None` when the port was taken meanwhile.
-async fn try_start(key: &str) -> Option<Api> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
     let prefix = format!("parley-test-{}", std::process::id());
-    let child = command(
+    let mut child = command(
         &["serve"],
         &[
-            ("PARLEY_API_ADDR", &addr),
+            ("PARLEY_API_ADDR", "127.0.0.1:0"),
             ("PARLEY_API_METRICS_ADDR", "127.0.0.1:0"),
             ("PARLEY_REDIS_PREFIX", &prefix),
             ("PARLEY_LOG_FORMAT", "json"),
@@ -84,34 +68,48 @@ async fn try_start(key: &str) -> Option<Api> {
     .stderr(Stdio::piped())
     .spawn()
     .expect("parley-api starts");
+    // Its stdout, line by line as it comes, and whole at the end.
+    let (lines, arrived) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            all.push_str(&line);
+            all.push('\n');
+            let _ = lines.send(line);
+        }
+        all
+    });
     let mut api = Api {
         child,
-        base: format!("http://{addr}"),
-        key: key.to_owned(),
+        base: String::new(),
+        key: org["apiKey"].as_str().unwrap().to_owned(),
+        out: Some(out),
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // Ready, not merely listening: /readyz answers 200 once Postgres and Redis answer it. And
-    // ours: a process that could not bind the port has exited (it binds before it serves).
-    let ready = |r: Result<reqwest::Response, reqwest::Error>| r.is_ok_and(|r| r.status() == 200);
-    loop {
-        if let Some(status) = api.child.try_wait().unwrap() {
+    let addr = loop {
+        let Ok(line) = arrived.recv_timeout(Duration::from_secs(20)) else {
             let err = read_all(api.child.stderr.take());
-            assert!(err.contains("Address already in use"), "{status}: {err}");
-            return None;
+            panic!("the API says where it listens: {err}");
+        };
+        if let Ok(line) = serde_json::from_str::<Value>(&line)
+            && line["message"] == "parley-api listening"
+        {
+            break line["addr"].as_str().unwrap().to_owned();
         }
-        if ready(reqwest::get(format!("{}/readyz", api.base)).await) {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            if api.child.try_wait().unwrap().is_none() {
-                return Some(api);
-            }
-            continue;
-        }
+    };
+    api.base = format!("http://{addr}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Ready, not merely listening: /readyz answers 200 once Postgres and Redis answer it.
+    let ready = |r: Result<reqwest::Response, reqwest::Error>| r.is_ok_and(|r| r.status() == 200);
+    while !ready(reqwest::get(format!("{}/readyz", api.base)).await) {
         assert!(
             Instant::now() < deadline,
             "the API answers /readyz with 200"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    api
 }
 
 /// Waits for the process to exit; answers its status, stdout and stderr.
@@ -124,7 +122,12 @@ fn finish(api: &mut Api, within: Duration) -> (std::process::ExitStatus, String,
         assert!(Instant::now() < deadline, "the API exits after SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let out = read_all(api.child.stdout.take());
+    let out = api
+        .out
+        .take()
+        .expect("stdout read once")
+        .join()
+        .expect("stdout read");
     let err = read_all(api.child.stderr.take());
     (status, out, err)
 }

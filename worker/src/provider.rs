@@ -79,7 +79,7 @@ enum CallError {
 
 pub struct Provider {
     client: reqwest::Client,
-    /// Parsed once, not at each call.
+    /// Parsed once, not at each call (docs/decisions.md, "Provider URLs parsed once").
     urls: HashMap<Channel, reqwest::Url>,
     retry: ExponentialBuilder,
 }

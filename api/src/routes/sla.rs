@@ -103,8 +103,8 @@ async fn delete(
     }
 }
 
-/// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`
-///: overall, per target and per priority.
+/// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`:
+/// overall, per target and per priority.
 #[utoipa::path(get, path = "/api/v1/statistics/sla", tag = "sla",
     params(SlaStatsQuery),
     responses((status = 200, description = "The figures", body = Envelope<SlaStats>)))]

@@ -1124,6 +1124,7 @@ pub struct ReceiptsApplied {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use BroadcastStatus::*;
 
     #[test]
     fn a_broadcast_ends_once_nothing_can_be_sent_and_fails_when_none_was() {
@@ -1156,7 +1157,6 @@ mod tests {
             })
         );
     }
-    use BroadcastStatus::*;
 
     fn at(offset_secs: i64) -> Timestamp {
         Timestamp(chrono::Utc::now() + chrono::Duration::seconds(offset_secs))
