@@ -157,31 +157,36 @@ async fn org_limits_sets_shows_and_gives_back_an_organizations_own_limits() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no organization"));
 }
 
-#[test]
-fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
-    let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))
-        .arg("migrate")
+/// What `parley-api <command>` says on stderr when it refuses to start with `env` (exit code
+/// 2, the configuration's).
+fn refused_at_start(command: &str, env: &[(&str, &str)]) -> String {
+    let mut parley = Command::new(env!("CARGO_BIN_EXE_parley-api"));
+    parley
+        .arg(command)
         .env_clear()
         .env("REDIS_URL", "redis://127.0.0.1:6379")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
+        .current_dir(std::env::temp_dir());
+    for (name, value) in env {
+        parley.env(name, value);
+    }
+    let out = parley.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
+    let stderr = refused_at_start("migrate", &[]);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("DATABASE_URL"), "{stderr}");
 
-    let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))
-        .arg("migrate")
-        .env_clear()
-        .env("DATABASE_URL", database_url())
-        .env("REDIS_URL", "redis://127.0.0.1:6379")
-        .env("PARLEY_API_ADDR", "not-an-address")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stderr = refused_at_start(
+        "migrate",
+        &[
+            ("DATABASE_URL", &database_url()),
+            ("PARLEY_API_ADDR", "not-an-address"),
+        ],
+    );
     assert!(
         stderr.contains("PARLEY_API_ADDR") && stderr.trim().lines().count() == 1,
         "{stderr}"
@@ -193,19 +198,15 @@ fn missing_or_malformed_configuration_is_one_line_naming_the_variable() {
 #[test]
 fn a_placeholder_secret_is_refused_at_start() {
     let shipped = "change-me-to-a-random-token-of-32-characters-or-more";
-    let out = Command::new(env!("CARGO_BIN_EXE_parley-api"))
-        .arg("serve")
-        .env_clear()
-        .env("DATABASE_URL", database_url())
-        .env("REDIS_URL", "redis://127.0.0.1:6379")
-        .env("PARLEY_ADMIN_TOKEN", shipped)
-        .env("PARLEY_API_ADDR", "127.0.0.1:0")
-        .env("PARLEY_API_METRICS_ADDR", "127.0.0.1:0")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stderr = refused_at_start(
+        "serve",
+        &[
+            ("DATABASE_URL", &database_url()),
+            ("PARLEY_ADMIN_TOKEN", shipped),
+            ("PARLEY_API_ADDR", "127.0.0.1:0"),
+            ("PARLEY_API_METRICS_ADDR", "127.0.0.1:0"),
+        ],
+    );
     assert!(
         stderr.contains("PARLEY_ADMIN_TOKEN") && stderr.contains("placeholder"),
         "{stderr}"

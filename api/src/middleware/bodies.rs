@@ -60,11 +60,11 @@ pub struct Bodies {
     short: usize,
     /// Hits are counted per organization (`PARLEY_METRICS_ORG_LABEL`).
     org_label: bool,
-    held: Arc<Mutex<Held>>,
+    counts: Arc<Mutex<Counts>>,
 }
 
 #[derive(Default)]
-struct Held {
+struct Counts {
     addresses: HashMap<IpAddr, Count>,
     orgs: HashMap<Uuid, Count>,
     /// Bytes in memory, all requests together.
@@ -88,9 +88,9 @@ impl Count {
     }
 }
 
-/// Who holds: a client address (when known) and an organization (when known).
+/// Who sends a body: a client address (when known) and an organization (when known).
 #[derive(Debug, Clone, Copy)]
-struct Holder {
+struct Sender {
     address: Option<IpAddr>,
     org: Option<Uuid>,
 }
@@ -114,7 +114,7 @@ impl Bodies {
             limits,
             short,
             org_label,
-            held: Default::default(),
+            counts: Default::default(),
         }
     }
 
@@ -185,61 +185,61 @@ impl Bodies {
         }
     }
 
-    /// A reader for `holder`, or why not.
-    fn start(&self, holder: Holder) -> Result<Reading, Refusal> {
-        let mut held = self.held.lock();
-        if let Some(a) = holder.address
-            && held.addresses.get(&a).map_or(0, |c| c.readers) >= self.limits.readers_per_address
+    /// A reader for `sender`, or why not.
+    fn start(&self, sender: Sender) -> Result<Reading, Refusal> {
+        let mut counts = self.counts.lock();
+        if let Some(a) = sender.address
+            && counts.addresses.get(&a).map_or(0, |c| c.readers) >= self.limits.readers_per_address
         {
             return Err(Refusal::AddressReaders);
         }
-        if let Some(o) = holder.org
-            && held.orgs.get(&o).map_or(0, |c| c.readers) >= self.limits.readers_per_org
+        if let Some(o) = sender.org
+            && counts.orgs.get(&o).map_or(0, |c| c.readers) >= self.limits.readers_per_org
         {
             return Err(Refusal::OrgReaders(o));
         }
-        if let Some(a) = holder.address {
-            held.addresses.entry(a).or_default().readers += 1;
+        if let Some(a) = sender.address {
+            counts.addresses.entry(a).or_default().readers += 1;
         }
-        if let Some(o) = holder.org {
-            held.orgs.entry(o).or_default().readers += 1;
+        if let Some(o) = sender.org {
+            counts.orgs.entry(o).or_default().readers += 1;
         }
         Ok(Reading {
             bodies: self.clone(),
-            holder,
+            sender,
         })
     }
 
-    /// Counts `n` more bytes in memory for `holder`, or says which limit they would pass.
-    fn buffer(&self, holder: Holder, n: usize) -> Result<(), Refusal> {
-        let mut held = self.held.lock();
-        if held.bytes + n > self.limits.bytes {
+    /// Counts `n` more bytes in memory for `sender`, or says which limit they would pass.
+    fn buffer(&self, sender: Sender, n: usize) -> Result<(), Refusal> {
+        let mut counts = self.counts.lock();
+        if counts.bytes + n > self.limits.bytes {
             return Err(Refusal::Bytes);
         }
-        if let Some(a) = holder.address
-            && held.addresses.get(&a).map_or(0, |c| c.bytes) + n > self.limits.bytes_per_address
+        if let Some(a) = sender.address
+            && counts.addresses.get(&a).map_or(0, |c| c.bytes) + n > self.limits.bytes_per_address
         {
             return Err(Refusal::AddressBytes);
         }
-        if let Some(o) = holder.org
-            && held.orgs.get(&o).map_or(0, |c| c.bytes) + n > self.limits.bytes_per_org
+        if let Some(o) = sender.org
+            && counts.orgs.get(&o).map_or(0, |c| c.bytes) + n > self.limits.bytes_per_org
         {
             return Err(Refusal::OrgBytes(o));
         }
-        held.bytes += n;
-        if let Some(a) = holder.address {
-            held.addresses.entry(a).or_default().bytes += n;
+        counts.bytes += n;
+        if let Some(a) = sender.address {
+            counts.addresses.entry(a).or_default().bytes += n;
         }
-        if let Some(o) = holder.org {
-            held.orgs.entry(o).or_default().bytes += n;
+        if let Some(o) = sender.org {
+            counts.orgs.entry(o).or_default().bytes += n;
         }
         Ok(())
     }
 
     /// Gives back what [`Bodies::start`] and [`Bodies::buffer`] took.
-    fn release(&self, holder: Holder, readers: usize, bytes: usize) {
-        let mut held = self.held.lock();
-        held.bytes -= bytes;
+    fn give_back(&self, sender: Sender, readers: usize, bytes: usize) {
+        let mut counts = self.counts.lock();
+        counts.bytes -= bytes;
         fn give<K: std::hash::Hash + Eq>(
             map: &mut HashMap<K, Count>,
             key: K,
@@ -254,75 +254,75 @@ impl Bodies {
                 }
             }
         }
-        if let Some(a) = holder.address {
-            give(&mut held.addresses, a, readers, bytes);
+        if let Some(a) = sender.address {
+            give(&mut counts.addresses, a, readers, bytes);
         }
-        if let Some(o) = holder.org {
-            give(&mut held.orgs, o, readers, bytes);
+        if let Some(o) = sender.org {
+            give(&mut counts.orgs, o, readers, bytes);
         }
     }
 
-    /// A place for a long body of `holder`: one per organization and per client address,
+    /// A place for a long body of `sender`: one per organization and per client address,
     /// `long_bodies` in all.
-    fn start_long(&self, holder: Holder) -> Result<LongBody, Refusal> {
-        let mut held = self.held.lock();
-        if held.long >= self.limits.long_bodies {
+    fn start_long(&self, sender: Sender) -> Result<LongBody, Refusal> {
+        let mut counts = self.counts.lock();
+        if counts.long >= self.limits.long_bodies {
             return Err(Refusal::Long);
         }
-        if let Some(o) = holder.org
-            && held.long_orgs.contains(&o)
+        if let Some(o) = sender.org
+            && counts.long_orgs.contains(&o)
         {
             return Err(Refusal::OrgLong(o));
         }
-        if let Some(a) = holder.address
-            && held.long_addresses.contains(&a)
+        if let Some(a) = sender.address
+            && counts.long_addresses.contains(&a)
         {
             return Err(Refusal::AddressLong);
         }
-        if let Some(o) = holder.org {
-            held.long_orgs.insert(o);
+        if let Some(o) = sender.org {
+            counts.long_orgs.insert(o);
         }
-        if let Some(a) = holder.address {
-            held.long_addresses.insert(a);
+        if let Some(a) = sender.address {
+            counts.long_addresses.insert(a);
         }
-        held.long += 1;
+        counts.long += 1;
         Ok(LongBody {
             bodies: self.clone(),
-            holder,
+            sender,
         })
     }
 
-    /// What is held now: bytes in all, readers and bytes of `address`.
+    /// What is counted now: bytes in all, readers and bytes of `address`.
     #[cfg(test)]
-    fn holding(&self, address: IpAddr) -> (usize, usize, usize) {
-        let held = self.held.lock();
-        let c = held.addresses.get(&address).copied().unwrap_or_default();
-        (held.bytes, c.readers, c.bytes)
+    fn counted(&self, address: IpAddr) -> (usize, usize, usize) {
+        let counts = self.counts.lock();
+        let c = counts.addresses.get(&address).copied().unwrap_or_default();
+        (counts.bytes, c.readers, c.bytes)
     }
 }
 
 /// A request reading its body; its reader is given back when dropped.
 struct Reading {
     bodies: Bodies,
-    holder: Holder,
+    sender: Sender,
 }
 
 impl Drop for Reading {
     fn drop(&mut self) {
-        self.bodies.release(self.holder, 1, 0);
+        self.bodies.give_back(self.sender, 1, 0);
     }
 }
 
 /// Bytes of a request's body in memory, given back when its answer is made.
 struct Buffered {
     bodies: Bodies,
-    holder: Holder,
+    sender: Sender,
     bytes: usize,
 }
 
 impl Buffered {
     fn add(&mut self, n: usize) -> Result<(), Refusal> {
-        self.bodies.buffer(self.holder, n)?;
+        self.bodies.buffer(self.sender, n)?;
         self.bytes += n;
         Ok(())
     }
@@ -330,25 +330,25 @@ impl Buffered {
 
 impl Drop for Buffered {
     fn drop(&mut self) {
-        self.bodies.release(self.holder, 0, self.bytes);
+        self.bodies.give_back(self.sender, 0, self.bytes);
     }
 }
 
 /// A long body read into memory.
 struct LongBody {
     bodies: Bodies,
-    holder: Holder,
+    sender: Sender,
 }
 
 impl Drop for LongBody {
     fn drop(&mut self) {
-        let mut held = self.bodies.held.lock();
-        held.long -= 1;
-        if let Some(o) = self.holder.org {
-            held.long_orgs.remove(&o);
+        let mut counts = self.bodies.counts.lock();
+        counts.long -= 1;
+        if let Some(o) = self.sender.org {
+            counts.long_orgs.remove(&o);
         }
-        if let Some(a) = self.holder.address {
-            held.long_addresses.remove(&a);
+        if let Some(a) = self.sender.address {
+            counts.long_addresses.remove(&a);
         }
     }
 }
@@ -391,7 +391,7 @@ pub const NO_ORG: Uuid = Uuid::nil();
 
 /// The organization a request's body counts for: its key's or ticket's; none for an operator's
 /// (counted by address only); [`NO_ORG`] for a request without a tenant's credential.
-fn holder_org(req: &Request) -> Option<Uuid> {
+fn sender_org(req: &Request) -> Option<Uuid> {
     match crate::middleware::auth::org_of(req) {
         Some(org) => Some(org),
         None if req.extensions().get::<crate::extract::Operator>().is_some() => None,
@@ -419,22 +419,22 @@ pub async fn read(State(bodies): State<Bodies>, req: Request, next: Next) -> Res
     if matches!(*req.method(), Method::GET | Method::HEAD) {
         return ApiError(AppError::PayloadTooLarge).into_response();
     }
-    let holder = Holder {
+    let sender = Sender {
         address: req.extensions().get::<ClientAddr>().map(|a| a.key()),
-        org: holder_org(&req),
+        org: sender_org(&req),
     };
     // An import's file past the short limit goes to disk (`crate::body_spool`), not memory.
     let kept_in_memory = req
         .extensions()
         .get::<MatchedPath>()
         .is_none_or(|p| p.as_str() != crate::routes::imports::PATH);
-    let reading = match bodies.start(holder) {
+    let reading = match bodies.start(sender) {
         Ok(reading) => reading,
         Err(why) => return ApiError(bodies.refused(why)).into_response(),
     };
     let mut buffered = Buffered {
         bodies: bodies.clone(),
-        holder,
+        sender,
         bytes: 0,
     };
     let (parts, body) = req.into_parts();
@@ -459,7 +459,7 @@ pub async fn read(State(bodies): State<Bodies>, req: Request, next: Next) -> Res
                 read.extend_from_slice(&chunk);
                 if read.len() > bodies.short {
                     let long = if kept_in_memory {
-                        match bodies.start_long(holder) {
+                        match bodies.start_long(sender) {
                             Ok(long) => Some(long),
                             Err(why) => return ApiError(bodies.refused(why)).into_response(),
                         }
@@ -478,7 +478,7 @@ pub async fn read(State(bodies): State<Bodies>, req: Request, next: Next) -> Res
                     let first = futures::stream::once(std::future::ready(Ok(Bytes::from(read))));
                     let req = Request::from_parts(parts, Body::from_stream(first.chain(rest)));
                     let response = next.run(req).await;
-                    // Its place and its first bytes are held to the answer: the body is in
+                    // Its place and its first bytes are counted to the answer: the body is in
                     // memory until then.
                     drop((buffered, long));
                     // The handler met the rest of the body too slow: the answer says so.
@@ -503,7 +503,7 @@ pub async fn read(State(bodies): State<Bodies>, req: Request, next: Next) -> Res
 }
 
 /// The rest of a long body, at the pace of its start once its handler reads it (the wait for
-/// the organization's turn and a slot is not the client's); a reader held until it ends or is
+/// the organization's turn and a slot is not the client's); a reader counted until it ends or is
 /// dropped.
 struct Paced<S> {
     inner: S,
@@ -566,8 +566,8 @@ mod tests {
         }
     }
 
-    fn holder(a: u8, org: Option<u128>) -> Holder {
-        Holder {
+    fn sender(a: u8, org: Option<u128>) -> Sender {
+        Sender {
             address: Some(IpAddr::from([10, 0, 0, a])),
             org: org.map(Uuid::from_u128),
         }
@@ -576,21 +576,21 @@ mod tests {
     #[test]
     fn readers_are_bounded_per_address_and_per_organization() {
         let bodies = Bodies::new(limits(), 50, false);
-        let a = bodies.start(holder(1, Some(1))).unwrap();
-        let _b = bodies.start(holder(1, Some(1))).unwrap();
+        let a = bodies.start(sender(1, Some(1))).unwrap();
+        let _b = bodies.start(sender(1, Some(1))).unwrap();
         assert_eq!(
-            bodies.start(holder(1, Some(2))).err(),
+            bodies.start(sender(1, Some(2))).err(),
             Some(Refusal::AddressReaders)
         );
-        let _c = bodies.start(holder(2, Some(1))).unwrap();
+        let _c = bodies.start(sender(2, Some(1))).unwrap();
         assert_eq!(
-            bodies.start(holder(3, Some(1))).err(),
+            bodies.start(sender(3, Some(1))).err(),
             Some(Refusal::OrgReaders(Uuid::from_u128(1)))
         );
         // Another organization from another address goes on.
-        let _d = bodies.start(holder(3, Some(2))).unwrap();
+        let _d = bodies.start(sender(3, Some(2))).unwrap();
         drop(a);
-        let _e = bodies.start(holder(1, None)).unwrap();
+        let _e = bodies.start(sender(1, None)).unwrap();
     }
 
     #[test]
@@ -598,31 +598,31 @@ mod tests {
         let bodies = Bodies::new(limits(), 50, false);
         let mut one = Buffered {
             bodies: bodies.clone(),
-            holder: holder(1, Some(1)),
+            sender: sender(1, Some(1)),
             bytes: 0,
         };
         one.add(90).unwrap();
         assert_eq!(one.add(11), Err(Refusal::AddressBytes));
         let mut two = Buffered {
             bodies: bodies.clone(),
-            holder: holder(2, Some(1)),
+            sender: sender(2, Some(1)),
             bytes: 0,
         };
         assert_eq!(two.add(61), Err(Refusal::OrgBytes(Uuid::from_u128(1))));
         two.add(60).unwrap();
         let mut three = Buffered {
             bodies: bodies.clone(),
-            holder: holder(3, Some(2)),
+            sender: sender(3, Some(2)),
             bytes: 0,
         };
         assert_eq!(three.add(51), Err(Refusal::Bytes));
         three.add(50).unwrap();
-        assert_eq!(bodies.holding(IpAddr::from([10, 0, 0, 1])), (200, 0, 90));
+        assert_eq!(bodies.counted(IpAddr::from([10, 0, 0, 1])), (200, 0, 90));
         drop((one, two, three));
-        assert_eq!(bodies.holding(IpAddr::from([10, 0, 0, 1])), (0, 0, 0));
-        let held = bodies.held.lock();
+        assert_eq!(bodies.counted(IpAddr::from([10, 0, 0, 1])), (0, 0, 0));
+        let counts = bodies.counts.lock();
         assert!(
-            held.addresses.is_empty() && held.orgs.is_empty(),
+            counts.addresses.is_empty() && counts.orgs.is_empty(),
             "nothing kept"
         );
     }
@@ -630,25 +630,29 @@ mod tests {
     #[test]
     fn long_bodies_are_bounded_in_all_and_one_per_organization_and_address() {
         let bodies = Bodies::new(limits(), 50, false);
-        let one = bodies.start_long(holder(1, Some(1))).unwrap();
+        let one = bodies.start_long(sender(1, Some(1))).unwrap();
         assert!(matches!(
-            bodies.start_long(holder(2, Some(1))),
+            bodies.start_long(sender(2, Some(1))),
             Err(Refusal::OrgLong(_))
         ));
         assert!(matches!(
-            bodies.start_long(holder(1, None)),
+            bodies.start_long(sender(1, None)),
             Err(Refusal::AddressLong)
         ));
-        let _two = bodies.start_long(holder(2, None)).unwrap();
+        let _two = bodies.start_long(sender(2, None)).unwrap();
         assert!(matches!(
-            bodies.start_long(holder(3, None)),
+            bodies.start_long(sender(3, None)),
             Err(Refusal::Long)
         ));
         drop(one);
-        let _three = bodies.start_long(holder(1, Some(1))).unwrap();
-        let held = bodies.held.lock();
+        let _three = bodies.start_long(sender(1, Some(1))).unwrap();
+        let counts = bodies.counts.lock();
         assert_eq!(
-            (held.long, held.long_orgs.len(), held.long_addresses.len()),
+            (
+                counts.long,
+                counts.long_orgs.len(),
+                counts.long_addresses.len()
+            ),
             (2, 1, 2)
         );
     }
@@ -681,7 +685,7 @@ mod tests {
         };
         let bodies = Bodies::new(limits, 50, false);
         let (tx, rx) = futures::channel::mpsc::unbounded::<Result<Bytes, axum::Error>>();
-        let reading = bodies.start(holder(1, None)).unwrap();
+        let reading = bodies.start(sender(1, None)).unwrap();
         let too_slow = Arc::new(AtomicBool::new(false));
         let mut pace = Pace::new(Instant::now(), &limits);
         // Its deadline passed while the request waited for its turn: the first read gives the
@@ -711,6 +715,6 @@ mod tests {
         assert!(too_slow.load(Ordering::Relaxed));
         assert!(rest.next().await.is_none(), "then it ends");
         drop(rest);
-        assert_eq!(bodies.holding(IpAddr::from([10, 0, 0, 1])), (0, 0, 0));
+        assert_eq!(bodies.counted(IpAddr::from([10, 0, 0, 1])), (0, 0, 0));
     }
 }

@@ -159,9 +159,7 @@ pub async fn dead(
                              ELSE '(enqueued, no outcome)' END AS error_message,
                     c.due_at AS "failed_at!: Timestamp", NULL::int4 AS attempts
                  FROM sla_checks c
-                 WHERE c.due_at < statement_timestamp() - make_interval(secs => $9)
-                   AND (c.enqueued_at IS NULL
-                        OR c.enqueued_at < statement_timestamp() - make_interval(secs => $9))
+                 WHERE sla_check_dead(c.due_at, c.enqueued_at, $9)
                    AND ($1::uuid IS NULL OR c.organization_id = $1)
                    AND ($2::text IS NULL OR $2 = 'not_run')
                    AND ($3::timestamptz IS NULL OR c.due_at >= $3)
@@ -226,10 +224,7 @@ pub async fn retry(
         DeadQueue::SlaCheck => {
             out.count = sqlx::query!(
                 "UPDATE sla_checks SET enqueued_at = NULL
-                 WHERE id = ANY ($1)
-                   AND due_at < statement_timestamp() - make_interval(secs => $2)
-                   AND (enqueued_at IS NULL
-                        OR enqueued_at < statement_timestamp() - make_interval(secs => $2))",
+                 WHERE id = ANY ($1) AND sla_check_dead(due_at, enqueued_at, $2)",
                 ids,
                 SLA_CHECK_DEAD_AFTER_SECS as f64,
             )
@@ -284,10 +279,7 @@ pub async fn discard(
         // Only checks still dead: one the scheduler enqueued meanwhile is running.
         DeadQueue::SlaCheck => sqlx::query!(
             "DELETE FROM sla_checks
-             WHERE id = ANY ($1)
-               AND due_at < statement_timestamp() - make_interval(secs => $2)
-               AND (enqueued_at IS NULL
-                    OR enqueued_at < statement_timestamp() - make_interval(secs => $2))",
+             WHERE id = ANY ($1) AND sla_check_dead(due_at, enqueued_at, $2)",
             ids,
             SLA_CHECK_DEAD_AFTER_SECS as f64,
         )
