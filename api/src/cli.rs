@@ -75,9 +75,10 @@ pub enum OrgCommand {
     Limits {
         #[arg(long)]
         org: Uuid,
-        /// Delivery jobs ready or running at once (PARLEY_DELIVERY_JOBS_PER_ORG).
-        #[arg(long, value_parser = setting(10_000))]
-        delivery_jobs: Option<Setting>,
+        /// Send jobs ready or running at once (PARLEY_SEND_JOBS_PER_ORG); also read as
+        /// `--delivery-jobs`, its former name, for one release.
+        #[arg(long, alias = "delivery-jobs", value_parser = setting(10_000))]
+        send_jobs: Option<Setting>,
         /// Webhook delivery jobs ready or running at once (PARLEY_WEBHOOK_JOBS_PER_ORG).
         #[arg(long, value_parser = setting(10_000))]
         webhook_jobs: Option<Setting>,
@@ -219,7 +220,7 @@ pub enum OperatorKeyCommand {
 /// Which dead work.
 #[derive(Debug, Args)]
 pub struct FilterArgs {
-    /// recipient-delivery, webhook-delivery, contact-import or sla-check.
+    /// recipient-send, webhook-delivery, contact-import or sla-check.
     #[arg(long, value_parser = dead_queue)]
     pub queue: DeadQueue,
     #[arg(long)]
@@ -275,7 +276,7 @@ mod tests {
             "limits",
             "--org",
             "0190f5c4-0000-7000-8000-000000000001",
-            "--delivery-jobs",
+            "--send-jobs",
             "10",
             "--imports",
             "default",
@@ -288,7 +289,7 @@ mod tests {
         let Some(Command::Org {
             command:
                 OrgCommand::Limits {
-                    delivery_jobs,
+                    send_jobs,
                     imports,
                     rates,
                     webhook_jobs,
@@ -298,7 +299,7 @@ mod tests {
         else {
             panic!("not org limits");
         };
-        assert_eq!(delivery_jobs, Some(Setting::Value(10)));
+        assert_eq!(send_jobs, Some(Setting::Value(10)));
         assert_eq!(imports, Some(Setting::Default));
         assert_eq!(webhook_jobs, None);
         assert_eq!(
@@ -309,7 +310,7 @@ mod tests {
             ]
         );
         for bad in [
-            ["--delivery-jobs", "0"],
+            ["--send-jobs", "0"],
             ["--delivery-jobs", "10001"],
             ["--rate", "fax=5"],
             ["--rate", "email"],

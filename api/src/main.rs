@@ -42,6 +42,7 @@ async fn main() -> ExitCode {
         _ => observability::LogTo::Stderr,
     };
     observability::init_tracing(config.log_format, logs);
+    config.warn_of_former_names();
     match run(command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -72,7 +73,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             command:
                 OrgCommand::Limits {
                     org,
-                    delivery_jobs,
+                    send_jobs,
                     webhook_jobs,
                     imports,
                     broadcasts,
@@ -81,7 +82,7 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
         } => {
             let pool = db::pool(config.database_url.expose_secret(), 2)?;
             let changes = db::org_limits::Changes {
-                delivery_jobs: delivery_jobs.unwrap_or_default(),
+                send_jobs: send_jobs.unwrap_or_default(),
                 webhook_jobs: webhook_jobs.unwrap_or_default(),
                 imports: imports.unwrap_or_default(),
                 broadcasts: broadcasts.unwrap_or_default(),

@@ -119,18 +119,19 @@ async fn org_limits_sets_shows_and_gives_back_an_organizations_own_limits() {
         "limits",
         "--org",
         org_id,
-        "--delivery-jobs",
+        "--send-jobs",
         "10",
         "--rate",
         "email=50",
     ]));
     assert_eq!(set["organizationId"], org_id);
-    assert_eq!(set["deliveryJobs"], 10);
+    assert_eq!(set["sendJobs"], 10);
     assert_eq!(set["imports"], Value::Null);
     assert_eq!(set["rates"], serde_json::json!({"email": 50}));
     // Shown unchanged, then one given back.
     let shown = json_line(&parley_api(&["org", "limits", "--org", org_id]));
-    assert_eq!(shown["deliveryJobs"], 10);
+    assert_eq!(shown["sendJobs"], 10);
+    // Given back under the flag's former name, still read for a release.
     let back = json_line(&parley_api(&[
         "org",
         "limits",
@@ -139,11 +140,11 @@ async fn org_limits_sets_shows_and_gives_back_an_organizations_own_limits() {
         "--delivery-jobs",
         "default",
     ]));
-    assert_eq!(back["deliveryJobs"], Value::Null);
+    assert_eq!(back["sendJobs"], Value::Null);
     assert_eq!(back["rates"], serde_json::json!({"email": 50}));
     // Out of range, unknown channels and organizations are refused.
     for bad in [
-        &["--delivery-jobs", "0"][..],
+        &["--send-jobs", "0"][..],
         &["--rate", "fax=5"][..],
         &["--imports", "1001"][..],
     ] {

@@ -29,7 +29,9 @@ def check(ok, message):
 
 def queues():
     text = (ROOT / "shared/jobs/src/lib.rs").read_text()
-    return set(re.findall(r'QueueName::[A-Za-z]+ => "([a-z-]+)"', text))
+    # The names `QueueName::as_str` gives (not the Redis key names of `key_name`).
+    body = text.split("pub fn as_str(self)", 1)[1].split("\n    }\n", 1)[0]
+    return set(re.findall(r'QueueName::[A-Za-z]+ => "([a-z-]+)"', body))
 
 
 def metric_names():

@@ -258,7 +258,7 @@ pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
         ("PARLEY_DB_MAX_CONNECTIONS".to_owned(), "4".to_owned()),
         ("PARLEY_TICK_MS".to_owned(), "100".to_owned()),
         ("PARLEY_RECONCILE_AFTER_SECS".to_owned(), "2".to_owned()),
-        ("PARLEY_RECIPIENT_LEASE_SECS".to_owned(), "3".to_owned()),
+        ("PARLEY_CLAIM_LEASE_SECS".to_owned(), "3".to_owned()),
         ("PARLEY_PROVIDER_RETRY_BASE_MS".to_owned(), "50".to_owned()),
         ("PARLEY_WORKER_DRAIN_SECS".to_owned(), "5".to_owned()),
         (

@@ -48,7 +48,7 @@ async fn worker_serving(app: &TestApp, extra: &[(&str, &str)]) -> (Child, String
         .env("PARLEY_DB_MAX_CONNECTIONS", "4")
         .env("PARLEY_TICK_MS", "100")
         .env("PARLEY_RECONCILE_AFTER_SECS", "2")
-        .env("PARLEY_RECIPIENT_LEASE_SECS", "3")
+        .env("PARLEY_CLAIM_LEASE_SECS", "3")
         .env("RUST_LOG", "warn")
         .current_dir(std::env::temp_dir())
         .stdout(Stdio::null())
@@ -166,7 +166,7 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     let env = [
         ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
         ("PARLEY_CHANNEL_EMAIL_RATE", "100"),
-        ("PARLEY_RECIPIENT_LEASE_SECS", "6"),
+        ("PARLEY_CLAIM_LEASE_SECS", "6"),
         ("PARLEY_RECONCILE_AFTER_SECS", "30"),
     ];
     let first = Killed(worker_with(&app, &env).await);

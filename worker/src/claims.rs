@@ -2,7 +2,7 @@
 //! worker at a time per recipient, so a recipient in two jobs (a job enqueued again by the
 //! reconciler or by apalis' orphan recovery while the first still runs) is sent by one.
 //!
-//! A delivery job's claims are short leases ([`HeldClaims`]): a heartbeat keeps them every third of
+//! A send job's claims are short leases ([`TakenClaims`]): a heartbeat keeps them every third of
 //! the lease, so a SIGKILLed worker's recipients are free again within one lease. A job that
 //! finds a recipient claimed by another job has lost it: it no longer sends it and does not
 //! write its outcome. Claims are coordination only; the truth of what was sent is the
@@ -167,7 +167,7 @@ impl Claims {
             .await
     }
 
-    pub async fn release(&self, ids: &[Uuid], token: Uuid) -> Result<u64, redis::RedisError> {
+    pub async fn give_back(&self, ids: &[Uuid], token: Uuid) -> Result<u64, redis::RedisError> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -183,7 +183,7 @@ impl Claims {
 /// A job's claims while it works: kept by a heartbeat every third of the lease and checked
 /// again before each outcome write ([`ClaimFence`]); the ids another job took over are lost to this
 /// one.
-pub struct HeldClaims {
+pub struct TakenClaims {
     claims: Claims,
     ids: Vec<Uuid>,
     token: Uuid,
@@ -191,19 +191,19 @@ pub struct HeldClaims {
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for HeldClaims {
+impl Drop for TakenClaims {
     fn drop(&mut self) {
         self.heartbeat.abort();
     }
 }
 
-impl HeldClaims {
+impl TakenClaims {
     /// Claims what it can of `ids`; `None` when another job holds them all.
     pub async fn take(
         claims: &Claims,
         ids: &[Uuid],
         lease: Duration,
-    ) -> Result<Option<HeldClaims>, redis::RedisError> {
+    ) -> Result<Option<TakenClaims>, redis::RedisError> {
         let token = Uuid::now_v7();
         let ids = claims.take(ids, token, lease).await?;
         if ids.is_empty() {
@@ -222,7 +222,7 @@ impl HeldClaims {
                 }
             }
         });
-        Ok(Some(HeldClaims {
+        Ok(Some(TakenClaims {
             claims: claims.clone(),
             ids,
             token,
@@ -250,12 +250,12 @@ impl HeldClaims {
     }
 
     /// Gives the claims back (they would expire within a lease anyway).
-    pub async fn release(mut self) {
+    pub async fn give_back(mut self) {
         // Stopped first, so that no keep of the heartbeat comes after the drop.
         self.heartbeat.abort();
         let _ = (&mut self.heartbeat).await;
-        if let Err(err) = self.claims.release(&self.ids, self.token).await {
-            tracing::warn!(%err, "claims not released; they expire");
+        if let Err(err) = self.claims.give_back(&self.ids, self.token).await {
+            tracing::warn!(%err, "claims not given back; they expire");
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use apalis::layers::WorkerBuilderExt;
 use apalis::prelude::*;
 use parley_jobs::{
-    CheckSla, DeliverRecipients, DeliverWebhooks, DispatchBroadcast, ImportContacts, QueueName,
+    CheckSla, DeliverWebhooks, DispatchBroadcast, ImportContacts, QueueName, SendRecipients,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -110,7 +110,7 @@ async fn consume<J: Job>(ctx: WorkerState, shutdown: CancellationToken) {
 pub async fn run(ctx: WorkerState, shutdown: CancellationToken, queue: QueueName) {
     match queue {
         QueueName::BroadcastDispatch => consume::<DispatchBroadcast>(ctx, shutdown).await,
-        QueueName::RecipientDelivery => consume::<DeliverRecipients>(ctx, shutdown).await,
+        QueueName::RecipientSend => consume::<SendRecipients>(ctx, shutdown).await,
         QueueName::WebhookDelivery => consume::<DeliverWebhooks>(ctx, shutdown).await,
         QueueName::SlaCheck => consume::<CheckSla>(ctx, shutdown).await,
         QueueName::ContactImport => consume::<ImportContacts>(ctx, shutdown).await,

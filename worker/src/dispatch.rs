@@ -1,5 +1,5 @@
 //! The broadcast-dispatch job: claims a broadcast (one dispatcher at a time, by lease), writes
-//! its recipients in slices of the audience and parks them in delivery batches in the
+//! its recipients in slices of the audience and parks them in send jobs in the
 //! broadcast's lane, without ever holding the whole audience in memory. After a resume it
 //! enqueues every pending recipient. A job writes slices for [`TURN`] at most, then gives the
 //! broadcast to a new job at the queue's back, so a large audience does not hold a dispatch
@@ -43,12 +43,12 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     let id = job.broadcast_id;
     let token = uuid::Uuid::now_v7();
     let per_org = ctx.settings().broadcasts_per_org;
-    let Some(state) = db::delivery::begin_dispatch(&ctx.pool, id, LEASE, token, per_org).await?
+    let Some(state) = db::sending::begin_dispatch(&ctx.pool, id, LEASE, token, per_org).await?
     else {
         return Ok(());
     };
     if state.ab_test {
-        db::delivery::capture_variants(&ctx.pool, id).await?;
+        db::sending::capture_variants(&ctx.pool, id).await?;
     }
     let lane = Lane {
         organization_id: state.organization_id,
@@ -68,7 +68,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
             if started.elapsed() >= TURN {
                 return Ok(Turn::Over);
             }
-            if db::delivery::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
+            if db::sending::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
                 return Ok(Turn::Done);
             }
             let org = state.organization_id;
@@ -78,19 +78,19 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
                 tracing::warn!("dispatch lease lost to another dispatcher; leaving the rest to it");
                 return Ok(Turn::Done);
             };
-            ctx.jobs.deliver(&lane, &recipients).await?;
+            ctx.jobs.enqueue_sends(&lane, &recipients).await?;
             done = finished;
             size = (size * 2).min(MAX_SLICE);
         }
         if job.requeue {
             let mut after = None;
             loop {
-                let ids = db::delivery::take_pending(&ctx.pool, id, after, i64::from(FIRST_SLICE))
-                    .await?;
+                let ids =
+                    db::sending::take_pending(&ctx.pool, id, after, i64::from(FIRST_SLICE)).await?;
                 let Some(last) = ids.iter().max().copied() else {
                     break;
                 };
-                ctx.jobs.deliver(&lane, &ids).await?;
+                ctx.jobs.enqueue_sends(&lane, &ids).await?;
                 after = Some(last);
             }
         }
@@ -102,7 +102,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     }
     .await;
     let handed_on = matches!(result, Ok(Turn::Over));
-    db::delivery::release_dispatch(&ctx.pool, id, token, handed_on).await?;
+    db::sending::end_dispatch_turn(&ctx.pool, id, token, handed_on).await?;
     if let Turn::Over = result? {
         // Released first, so that the next job takes the lease at once.
         ctx.jobs.dispatch(id, job.requeue).await?;
@@ -115,7 +115,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
 /// reconciler's next look.
 #[tracing::instrument(skip(ctx), fields(organization_id = %org))]
 pub async fn start_next(ctx: &WorkerState, org: uuid::Uuid) -> anyhow::Result<()> {
-    if let Some(next) = db::delivery::next_queued(&ctx.pool, org).await? {
+    if let Some(next) = db::sending::next_queued(&ctx.pool, org).await? {
         ctx.jobs.dispatch(next, false).await?;
     }
     Ok(())

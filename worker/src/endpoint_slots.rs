@@ -13,20 +13,20 @@ use uuid::Uuid;
 const ACQUIRE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local hold = tonumber(ARGV[3])
+local lease = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
 local n = math.max(math.min(free, tonumber(ARGV[2])), 0)
 for i = 1, n do
-  redis.call('ZADD', KEYS[1], now + hold, ARGV[3 + i])
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[3 + i])
 end
 if n > 0 then
-  redis.call('PEXPIRE', KEYS[1], hold)
+  redis.call('PEXPIRE', KEYS[1], lease)
   return {n, 0}
 end
 local youngest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local held = 0
-if youngest[2] then held = now - (tonumber(youngest[2]) - hold) end
+if youngest[2] then held = now - (tonumber(youngest[2]) - lease) end
 return {0, held}
 ";
 
@@ -35,10 +35,10 @@ pub struct EndpointSlots {
     redis: Redis,
     limit: u32,
     /// How long a slot lives if its holder never gives it back.
-    hold: Duration,
+    lease: Duration,
 }
 
-/// Slots held; give them back with [`EndpointSlots::release`].
+/// Slots taken; give them back with [`EndpointSlots::give_back`].
 pub struct Slots {
     key: String,
     tokens: Vec<String>,
@@ -58,8 +58,12 @@ const STUCK_AFTER: Duration = Duration::from_millis(150);
 const PATIENCE: Duration = Duration::from_secs(5);
 
 impl EndpointSlots {
-    pub fn new(redis: Redis, limit: u32, hold: Duration) -> Self {
-        EndpointSlots { redis, limit, hold }
+    pub fn new(redis: Redis, limit: u32, lease: Duration) -> Self {
+        EndpointSlots {
+            redis,
+            limit,
+            lease,
+        }
     }
 
     /// (tokens taken, how long the youngest slot has been held when none was free).
@@ -74,7 +78,7 @@ impl EndpointSlots {
             .key(key)
             .arg(self.limit)
             .arg(want)
-            .arg(self.hold.as_millis() as u64)
+            .arg(self.lease.as_millis() as u64)
             .arg(&tokens)
             .invoke_async(&mut conn)
             .await?;
@@ -85,7 +89,7 @@ impl EndpointSlots {
     /// Up to `want` slots of `webhook` (at most half of them, so two jobs share a busy
     /// endpoint). When none is free the job waits while the endpoint is moving, and gets none
     /// (to put its deliveries back) when it is stuck.
-    pub async fn acquire(&self, webhook: Uuid, want: usize) -> Result<Slots, redis::RedisError> {
+    pub async fn take(&self, webhook: Uuid, want: usize) -> Result<Slots, redis::RedisError> {
         let key = self.redis.key(&format!("webhook:{webhook}:inflight"));
         let want = want.min((self.limit as usize / 2).max(1));
         let started = std::time::Instant::now();
@@ -98,7 +102,7 @@ impl EndpointSlots {
         }
     }
 
-    pub async fn release(&self, slots: Slots) {
+    pub async fn give_back(&self, slots: Slots) {
         if slots.tokens.is_empty() {
             return;
         }
@@ -109,7 +113,7 @@ impl EndpointSlots {
             .query_async(&mut conn)
             .await;
         if let Err(err) = done {
-            tracing::warn!(%err, "endpoint slots not released; they expire");
+            tracing::warn!(%err, "endpoint slots not given back; they expire");
         }
     }
 }

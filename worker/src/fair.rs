@@ -11,7 +11,7 @@ use crate::renewal::Renewal;
 use crate::state::WorkerState;
 
 /// Runs `work` holding `job`'s slot.
-pub async fn holding_slot<J: Fair, T>(
+pub async fn in_org_slot<J: Fair, T>(
     ctx: &WorkerState,
     job: &J,
     work: impl Future<Output = T>,

@@ -5,7 +5,6 @@
 pub mod claims;
 pub mod consumers;
 pub mod db_retry;
-pub mod delivery;
 pub mod dispatch;
 pub mod endpoint_slots;
 pub mod fair;
@@ -27,6 +26,7 @@ pub mod relay;
 pub mod renewal;
 pub mod reporter;
 pub mod response_prefix;
+pub mod send;
 pub mod sla_checks;
 pub mod sla_scheduler;
 pub mod ssrf;
@@ -184,7 +184,7 @@ impl Worker {
             tasks.abort_all();
         }
         // Another worker reports the shared gauges at its next export, not a lease later.
-        self.ctx.reporter.release().await;
+        self.ctx.reporter.step_down().await;
         serving.await?.context("serving the metrics address")
     }
 }

@@ -141,7 +141,7 @@ async fn run_batch(ctx: &WorkerState, a: &db::operator::RunningAction) -> anyhow
             let items = db::operator::dead(&ctx.pool, queue, filter, &scope, limit).await?;
             let ids: Vec<uuid::Uuid> = items.iter().map(|i| i.id).collect();
             let done = match (a.action, queue) {
-                (ActionKind::Retry, DeadQueue::RecipientDelivery) => {
+                (ActionKind::Retry, DeadQueue::RecipientSend) => {
                     retry_recipients(ctx, filter, &items).await?
                 }
                 (ActionKind::Retry, _) => {

@@ -1,5 +1,5 @@
 //! Limits an operator set for single organizations (`parley-api org limits`), read from
-//! Postgres every 20 ticks (5 s by default) by every worker: the numbers of delivery and
+//! Postgres every 20 ticks (5 s by default) by every worker: the numbers of send and
 //! webhook slots go to Redis, where the lanes' refill reads them, and the rates to this
 //! worker's rate limiter. A change takes effect within that period; a Redis that lost them
 //! gets them back at the next pass.
@@ -41,7 +41,7 @@ pub async fn sync(ctx: &WorkerState) -> anyhow::Result<()> {
             .collect()
     };
     ctx.jobs
-        .set_org_slots(QueueName::RecipientDelivery, &slots(|l| l.delivery_jobs))
+        .set_org_slots(QueueName::RecipientSend, &slots(|l| l.send_jobs))
         .await?;
     ctx.jobs
         .set_org_slots(QueueName::WebhookDelivery, &slots(|l| l.webhook_jobs))

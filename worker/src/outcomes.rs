@@ -1,4 +1,4 @@
-//! The worker's one writer of recipient outcomes: every delivery job of the process hands its
+//! The worker's one writer of recipient outcomes: every send job of the process hands its
 //! outcomes here, and each statement takes all that arrived while the previous one ran (group
 //! commit across jobs, up to [`MAX_ROWS`]).
 //!
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use parley_db as db;
-use parley_db::delivery::RecipientOutcome;
+use parley_db::sending::RecipientOutcome;
 use parley_types::metric_names::{OUTCOME_STATEMENTS, OUTCOME_WRITE_FAILURES};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
@@ -207,7 +207,7 @@ async fn write(pool: &PgPool, batch: &[Handed], statements: &AtomicU64) -> Resul
         return Ok(());
     }
     let rows = || batch.iter().flat_map(|h| &h.chunk);
-    let result = retry_transient(|| db::delivery::record(pool, rows())).await;
+    let result = retry_transient(|| db::sending::record(pool, rows())).await;
     statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(OUTCOME_STATEMENTS).increment(1);
     result

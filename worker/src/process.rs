@@ -35,6 +35,7 @@ pub fn main() -> ExitCode {
 
 async fn run(config: Config) -> ExitCode {
     observability::init_tracing(config.log_format, observability::LogTo::Stdout);
+    config.warn_of_former_names();
     let shutdown = CancellationToken::new();
     tokio::spawn(parley_runtime::shutdown::cancel_on_signal(shutdown.clone()));
     let result = async {

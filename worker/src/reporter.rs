@@ -23,7 +23,7 @@ return 0
 ";
 
 /// Deletes the leases KEYS that ARGV[1] holds.
-const RELEASE: &str = r"
+const STEP_DOWN: &str = r"
 for _, key in ipairs(KEYS) do
   if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
 end
@@ -89,17 +89,17 @@ impl Reporter {
 
     /// Gives up the families this worker reports (when it stops), so another takes them at
     /// its next export rather than a lease later.
-    pub async fn release(&self) {
+    pub async fn step_down(&self) {
         let mut conn = self.redis.conn.clone();
         for family in Family::ALL {
             // One key a call: the keys need not share a cluster slot.
-            let released: Result<i64, _> = redis::Script::new(RELEASE)
+            let stepped_down: Result<i64, _> = redis::Script::new(STEP_DOWN)
                 .key(self.key(family))
                 .arg(&self.id)
                 .invoke_async(&mut conn)
                 .await;
-            if let Err(err) = released {
-                tracing::warn!(%err, "reporter lease not released; it lapses by itself");
+            if let Err(err) = stepped_down {
+                tracing::warn!(%err, "reporter lease not given up; it lapses by itself");
             }
         }
     }

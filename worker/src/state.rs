@@ -23,7 +23,7 @@ pub struct WorkerState {
     pub pool: PgPool,
     pub redis: Redis,
     pub jobs: Jobs,
-    /// The process's writer of recipient outcomes, shared by its delivery jobs.
+    /// The process's writer of recipient outcomes, shared by its send jobs.
     pub outcomes: Outcomes,
     pub config: Arc<Config>,
     pub provider: Arc<Provider>,

@@ -46,7 +46,7 @@ impl StatusWatch {
                         return;
                     }
                 }
-                match db::delivery::status(&pool, broadcast).await {
+                match db::sending::status(&pool, broadcast).await {
                     Ok(status) => {
                         // Deleted (None): nothing more to send.
                         let go = status == Some(BroadcastStatus::Sending);

@@ -52,7 +52,7 @@ impl Periodic for Ticker {
         }
         // Jobs move from their lanes as jobs start and end; this pass covers a lane whose
         // producer failed to top the ready list up.
-        for queue in [QueueName::RecipientDelivery, QueueName::WebhookDelivery] {
+        for queue in [QueueName::RecipientSend, QueueName::WebhookDelivery] {
             if let Err(err) = ctx.jobs.refill(queue).await {
                 tracing::warn!(%err, queue = queue.as_str(), "ready list not topped up from the lanes this tick");
             }
@@ -64,12 +64,12 @@ impl Periodic for Ticker {
                 );
                 // By Postgres' clock, which the bound is compared with (the worker's, if
                 // Postgres does not answer).
-                let wall = db::delivery::now(&ctx.pool)
+                let wall = db::sending::now(&ctx.pool)
                     .await
                     .unwrap_or_else(|_| Timestamp::now());
                 self.emptied_at = Some((tokio::time::Instant::now(), wall));
             }
-            let lease = ctx.settings().recipient_lease;
+            let lease = ctx.settings().claim_lease;
             // None: no reconciliation this pass; Some(quick): the quick window, if any.
             let window = match self.emptied_at.map(|(at, wall)| (at.elapsed(), wall)) {
                 // Running jobs are still taking their claims back: none is presumed lost yet.
@@ -92,13 +92,13 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     if woken > 0 {
         tracing::info!(woken, "snoozed conversations woken");
     }
-    for id in db::delivery::queue_due(&ctx.pool, BATCH).await? {
+    for id in db::sending::queue_due(&ctx.pool, BATCH).await? {
         tracing::info!(broadcast_id = %id, "scheduled broadcast queued");
         ctx.jobs.dispatch(id, false).await?;
     }
     // A/B tests whose wait ended: the winner goes to the rest.
     let usecases = ctx.use_cases();
-    for (org, id) in db::delivery::due_picks(&ctx.pool, ctx.clock.now(), BATCH).await? {
+    for (org, id) in db::sending::due_picks(&ctx.pool, ctx.clock.now(), BATCH).await? {
         match parley_usecases::broadcasts::pick_variant(usecases, org, id, None, PickedBy::Auto)
             .await
         {
@@ -114,7 +114,7 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     // (a million recipients at 09:00) is released faster than workers send, and another's
     // recipients due at the same time wait seconds behind it, not minutes.
     for _ in 0..RELEASE_BATCHES {
-        let due = db::delivery::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;
+        let due = db::sending::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;
         let full = due.len() as i64 == BATCH;
         if !due.is_empty() {
             tracing::debug!(recipients = due.len(), "held recipients released");
@@ -138,7 +138,7 @@ pub(crate) async fn enqueue_recipients(
         by_broadcast.entry(broadcast).or_default().push(recipient);
     }
     let broadcasts: Vec<uuid::Uuid> = by_broadcast.keys().copied().collect();
-    let lanes = db::delivery::lanes(&ctx.pool, &broadcasts).await?;
+    let lanes = db::sending::lanes(&ctx.pool, &broadcasts).await?;
     for (broadcast, recipients) in by_broadcast {
         let Some(lane) = lanes.get(&broadcast) else {
             continue;
@@ -148,7 +148,7 @@ pub(crate) async fn enqueue_recipients(
             id: broadcast,
             high: lane.high,
         };
-        ctx.jobs.deliver(&lane, &recipients).await?;
+        ctx.jobs.enqueue_sends(&lane, &recipients).await?;
     }
     Ok(())
 }
@@ -171,7 +171,7 @@ async fn reconcile(
     ctx.jobs.mend_lanes(QueueName::WebhookDelivery).await?;
     let after = |queue, wait| ctx.jobs.lost_after(queue, wait);
     let dispatch_after = after(QueueName::BroadcastDispatch, shortest).await?;
-    for id in db::delivery::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
+    for id in db::sending::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
         metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
         ctx.jobs.dispatch(id, false).await?;
     }
@@ -180,38 +180,38 @@ async fn reconcile(
         metrics::counter!(RECONCILED, "kind" => "import").increment(1);
         ctx.jobs.import_contacts(id).await?;
     }
-    let recipient_after = after(QueueName::RecipientDelivery, usual).await?;
+    let recipient_after = after(QueueName::RecipientSend, usual).await?;
     // Work behind its broadcast's waiting jobs (parked in its lane, or ready) is late, not
     // lost: each broadcast is bounded by its oldest waiting job.
     let waiting = ctx.jobs.waiting_since().await?;
     let at = |ms: i64| Timestamp(chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default());
     let oldest = waiting.since.iter().map(|(_, t)| *t).min();
-    let mut bounds = db::delivery::StaleBounds {
+    let mut bounds = db::sending::StaleBounds {
         after: recipient_after,
         before: None,
         waiting: waiting.since.iter().map(|(b, t)| (*b, at(*t))).collect(),
         waiting_else: oldest.filter(|_| waiting.truncated).map(at),
         wait: usual,
     };
-    let mut ids: Vec<uuid::Uuid> = db::delivery::stale_recipients(&ctx.pool, &bounds, BATCH)
+    let mut ids: Vec<uuid::Uuid> = db::sending::stale_recipients(&ctx.pool, &bounds, BATCH)
         .await?
         .into_iter()
         .map(|(_, id)| id)
         .collect();
     let mut requeue_after = recipient_after;
     if let Some((lease, emptied)) = quick {
-        requeue_after = after(QueueName::RecipientDelivery, lease).await?;
+        requeue_after = after(QueueName::RecipientSend, lease).await?;
         bounds.after = requeue_after;
         bounds.before = Some(emptied);
         bounds.wait = lease;
-        let lost_with_redis = db::delivery::stale_recipients(&ctx.pool, &bounds, BATCH).await?;
+        let lost_with_redis = db::sending::stale_recipients(&ctx.pool, &bounds, BATCH).await?;
         ids.extend(lost_with_redis.into_iter().map(|(_, id)| id));
         ids.sort_unstable();
         ids.dedup();
     }
     let held = ctx.claims.held(&ids).await?;
     let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
-    let stale = db::delivery::requeue(&ctx.pool, &lost, requeue_after).await?;
+    let stale = db::sending::requeue(&ctx.pool, &lost, requeue_after).await?;
     crate::metrics::given_up("recipient", &stale.given_up);
     let stale = stale.requeued;
     if !stale.is_empty() {
@@ -222,7 +222,7 @@ async fn reconcile(
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }
-    for id in db::delivery::done_but_sending(&ctx.pool, BATCH).await? {
+    for id in db::sending::done_but_sending(&ctx.pool, BATCH).await? {
         if let Some((status, org)) = parley_usecases::sending::finish_if_done(&ctx.pool, id).await?
         {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended by the reconciler");
@@ -276,10 +276,7 @@ async fn export_depths(ctx: &WorkerState) {
             .set(depth.ready as f64);
         metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "scheduled")
             .set(depth.scheduled as f64);
-        if matches!(
-            queue,
-            QueueName::RecipientDelivery | QueueName::WebhookDelivery
-        ) {
+        if matches!(queue, QueueName::RecipientSend | QueueName::WebhookDelivery) {
             metrics::gauge!(QUEUE_DEPTH, "queue" => queue.as_str(), "state" => "parked")
                 .set(depth.parked as f64);
         }

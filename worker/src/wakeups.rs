@@ -207,19 +207,18 @@ mod tests {
     // "not yet", a wait with a deadline for "soon".
     #[tokio::test]
     async fn a_consumer_fetches_on_its_wakeup_and_at_its_poll_besides() {
-        let wakeups = Wakeups::new(&[QueueName::RecipientDelivery, QueueName::SlaCheck]);
-        let mut delivery =
-            wakeups.strategy(QueueName::RecipientDelivery, Duration::from_secs(3600));
-        assert!(!drive(&mut delivery), "nothing to fetch yet");
+        let wakeups = Wakeups::new(&[QueueName::RecipientSend, QueueName::SlaCheck]);
+        let mut send = wakeups.strategy(QueueName::RecipientSend, Duration::from_secs(3600));
+        assert!(!drive(&mut send), "nothing to fetch yet");
 
         wakeups.wake(QueueName::SlaCheck);
-        assert!(!drive(&mut delivery), "another queue's wake-up");
-        wakeups.wake(QueueName::RecipientDelivery);
-        assert!(drive(&mut delivery), "its own wake-up");
+        assert!(!drive(&mut send), "another queue's wake-up");
+        wakeups.wake(QueueName::RecipientSend);
+        assert!(drive(&mut send), "its own wake-up");
         // One more look soon after a wake-up (its poll is an hour away), then none: the
         // wake-up was taken once.
-        assert!(ready_within(&mut delivery, 5).await, "the look again");
-        assert!(!drive(&mut delivery), "then the poll, an hour away");
+        assert!(ready_within(&mut send, 5).await, "the look again");
+        assert!(!drive(&mut send), "then the poll, an hour away");
 
         // The poll, without a wake-up (of a queue never woken).
         let quiet = Wakeups::new(&[QueueName::SlaCheck]);

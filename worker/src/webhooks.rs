@@ -24,7 +24,7 @@ use parley_types::metric_names::{
 use parley_types::time::Timestamp;
 use uuid::Uuid;
 
-use crate::claims::HeldClaims;
+use crate::claims::TakenClaims;
 use crate::job::{Job, JobResult};
 use crate::response_prefix::read_prefix;
 use crate::ssrf;
@@ -87,7 +87,7 @@ impl Job for DeliverWebhooks {
 
     /// Runs holding its organization's slot ([`crate::fair`]).
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(crate::fair::holding_slot(ctx, &self, run(ctx, &self)).await?)
+        Ok(crate::fair::in_org_slot(ctx, &self, run(ctx, &self)).await?)
     }
 }
 
@@ -96,17 +96,17 @@ async fn run(ctx: &WorkerState, job: &DeliverWebhooks) -> anyhow::Result<()> {
     // The same short, heartbeat-kept claims as recipients: a dead worker's deliveries are
     // free again within a lease, when apalis hands its jobs back. What a job records is fenced
     // in Postgres (a failure stands only while the delivery was not enqueued again).
-    let lease = ctx.settings().recipient_lease;
-    let hold = HeldClaims::take(&ctx.claims, &job.delivery_ids, lease).await?;
+    let lease = ctx.settings().claim_lease;
+    let taken = TakenClaims::take(&ctx.claims, &job.delivery_ids, lease).await?;
     // This job left the ready list: the next job in turn takes its place.
     if let Err(err) = ctx.jobs.refill(QueueName::WebhookDelivery).await {
         tracing::warn!(%err, "webhook queue not topped up from the lanes; the ticker will");
     }
-    let Some(hold) = hold else {
+    let Some(taken) = taken else {
         return Ok(());
     };
     let result = async {
-        let due: Vec<DueAttempt> = db::webhooks::load_due(&ctx.pool, hold.ids())
+        let due: Vec<DueAttempt> = db::webhooks::load_due(&ctx.pool, taken.ids())
             .await?
             .into_iter()
             .filter(|d| d.pending && d.due)
@@ -150,7 +150,7 @@ async fn run(ctx: &WorkerState, job: &DeliverWebhooks) -> anyhow::Result<()> {
         anyhow::Ok(())
     }
     .await;
-    hold.release().await;
+    taken.give_back().await;
     result
 }
 
@@ -172,7 +172,7 @@ async fn send_group(
     webhook: Uuid,
     group: Vec<DueAttempt>,
 ) -> Result<GroupResult, redis::RedisError> {
-    let slots = ctx.endpoint_slots.acquire(webhook, group.len()).await?;
+    let slots = ctx.endpoint_slots.take(webhook, group.len()).await?;
     let deadline = Instant::now() + SEND_WINDOW;
     let mut waiting = group.into_iter();
     let mut in_flight = futures::stream::FuturesUnordered::new();
@@ -210,7 +210,7 @@ async fn send_group(
     while let Some(record) = in_flight.next().await {
         sent.attempted.push(record);
     }
-    ctx.endpoint_slots.release(slots).await;
+    ctx.endpoint_slots.give_back(slots).await;
     sent.busy = put_back
         .into_iter()
         .chain(waiting)

@@ -78,7 +78,7 @@ const CROSS_FIELD_RULES: &[(&str, &str, &str)] = &[
 
 /// What a dead-work filter may not combine (`parley_domain::operator::DeadFilter::checked`).
 const DEAD_FILTER_RULE: &str = "`to` must be after `from`; `broadcastId` is for the \
-    recipient-delivery queue only, `webhookId` for the webhook-delivery queue only";
+    recipient-send queue only, `webhookId` for the webhook-delivery queue only";
 
 fn free_json_schema() -> Value {
     json!({

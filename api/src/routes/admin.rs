@@ -258,7 +258,9 @@ async fn resume_organization(
 #[serde(rename_all = "kebab-case")]
 pub enum QueueParam {
     BroadcastDispatch,
-    RecipientDelivery,
+    /// Also read under its former name, `recipient-delivery`, for one release.
+    #[serde(alias = "recipient-delivery")]
+    RecipientSend,
     WebhookDelivery,
     SlaCheck,
     ContactImport,
@@ -268,7 +270,7 @@ impl QueueParam {
     fn name(self) -> &'static str {
         match self {
             QueueParam::BroadcastDispatch => "broadcast-dispatch",
-            QueueParam::RecipientDelivery => "recipient-delivery",
+            QueueParam::RecipientSend => "recipient-send",
             QueueParam::WebhookDelivery => "webhook-delivery",
             QueueParam::SlaCheck => "sla-check",
             QueueParam::ContactImport => "contact-import",

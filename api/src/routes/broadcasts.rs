@@ -194,7 +194,7 @@ async fn cancel(
     act(&state, &tenant, id, Action::Cancel).await
 }
 
-/// Send again, once each, to the recipients whose delivery failed (optionally only those with
+/// Send again, once each, to the recipients whose send failed (optionally only those with
 /// one of `errorCodes`): they go back to `pending`, the broadcast back to `sending`, and it
 /// ends again when they are done. A recipient marked do-not-contact or opted out since is
 /// skipped.

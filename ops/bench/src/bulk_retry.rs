@@ -139,7 +139,7 @@ async fn main() -> anyhow::Result<()> {
         .post(format!("http://{API_ADDR}/admin/v1/dead/retry"))
         .bearer_auth(TOKEN)
         .json(
-            &json!({"filter": {"queue": "recipient-delivery", "broadcastId": broadcast},
+            &json!({"filter": {"queue": "recipient-send", "broadcastId": broadcast},
             "limit": n}),
         )
         .send()

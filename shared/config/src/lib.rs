@@ -77,6 +77,9 @@ pub struct Config {
     /// Object storage; `None` (no `S3_BUCKET`) turns the file routes into 503s.
     pub storage: Option<StorageSettings>,
     pub uploads: UploadSettings,
+    /// Renamed variables this configuration read under their former name, as (name, former
+    /// name): the process logs a warning for each at start.
+    pub former_names: Vec<(&'static str, &'static str)>,
 }
 
 /// How much one request may take of the API (see `docs/api.md`, "Limits").
@@ -220,12 +223,12 @@ pub struct WorkerSettings {
     /// Jobs run at once on the webhook queue, whose jobs mostly wait on receivers
     /// (`PARLEY_WEBHOOK_WORKER_CONCURRENCY`).
     pub webhook_concurrency: usize,
-    /// How recipient delivery is shared: jobs kept in the ready list, topped up from the
-    /// broadcasts' lanes in turn (`PARLEY_DELIVERY_READY_JOBS`: what a new broadcast's first
+    /// How sending to recipients is shared: jobs kept in the ready list, topped up from the
+    /// broadcasts' lanes in turn (`PARLEY_SEND_READY_JOBS`: what a new broadcast's first
     /// job waits behind), and jobs of one organization ready or running at once across all
-    /// workers (`PARLEY_DELIVERY_JOBS_PER_ORG`: an organization at its limit waits its turn,
+    /// workers (`PARLEY_SEND_JOBS_PER_ORG`: an organization at its limit waits its turn,
     /// the others do not).
-    pub delivery_share: FairShare,
+    pub send_share: FairShare,
     /// The same for webhook delivery, from the webhooks' lanes
     /// (`PARLEY_WEBHOOK_READY_JOBS`, `PARLEY_WEBHOOK_JOBS_PER_ORG`).
     pub webhook_share: FairShare,
@@ -245,11 +248,11 @@ pub struct WorkerSettings {
     /// A pending recipient whose job is older than this is enqueued again.
     pub reconcile_after: Duration,
     /// How long a worker holds a recipient it is sending; past it, another may take it over.
-    pub recipient_lease: Duration,
+    pub claim_lease: Duration,
     /// How long a job holds an import (`PARLEY_IMPORT_LEASE_SECS`), renewed every third of it
     /// while it runs; past it, another job may take the import over.
     pub import_lease: Duration,
-    /// How long after a broadcast ends its recipients' delivery records are kept (its counters
+    /// How long after a broadcast ends its recipients' rows are kept (its counters
     /// stay).
     pub recipient_retention: Duration,
     /// First retry delay of a provider call that failed with 429 or 5xx.
@@ -275,7 +278,7 @@ impl Config {
     /// The job producer of both binaries: the fair queues shared as configured.
     pub fn jobs(&self, redis: &parley_jobs::redis_conn::Redis) -> parley_jobs::Jobs {
         parley_jobs::Jobs::new(redis)
-            .with_share(QueueName::RecipientDelivery, self.worker.delivery_share)
+            .with_share(QueueName::RecipientSend, self.worker.send_share)
             .with_share(QueueName::WebhookDelivery, self.worker.webhook_share)
             .with_org_label(self.metrics_org_label)
     }
@@ -316,10 +319,21 @@ impl Config {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Vars::read(lookup)?.into())
     }
+
+    /// Logs a warning for each variable read under its former name (call once logging is up).
+    pub fn warn_of_former_names(&self) {
+        for (name, former) in &self.former_names {
+            tracing::warn!(
+                setting = name,
+                former,
+                "setting read under its former name, which a later release will no longer read: rename it"
+            );
+        }
+    }
 }
 
 impl From<Vars> for Config {
-    fn from(v: Vars) -> Self {
+    fn from(mut v: Vars) -> Self {
         let secs = Duration::from_secs;
         let ms = Duration::from_millis;
         let channel =
@@ -342,6 +356,7 @@ impl From<Vars> for Config {
             _ => None,
         };
         Config {
+            former_names: std::mem::take(&mut v.former_names),
             database_session_url: v
                 .PARLEY_DATABASE_SESSION_URL
                 .unwrap_or_else(|| v.DATABASE_URL.clone())
@@ -395,9 +410,9 @@ impl From<Vars> for Config {
                 concurrency: v.PARLEY_WORKER_CONCURRENCY,
                 threads: v.PARLEY_WORKER_THREADS,
                 webhook_concurrency: v.PARLEY_WEBHOOK_WORKER_CONCURRENCY,
-                delivery_share: FairShare {
-                    ready: v.PARLEY_DELIVERY_READY_JOBS,
-                    per_org: v.PARLEY_DELIVERY_JOBS_PER_ORG,
+                send_share: FairShare {
+                    ready: v.PARLEY_SEND_READY_JOBS,
+                    per_org: v.PARLEY_SEND_JOBS_PER_ORG,
                 },
                 webhook_share: FairShare {
                     ready: v.PARLEY_WEBHOOK_READY_JOBS,
@@ -409,7 +424,7 @@ impl From<Vars> for Config {
                 drain_timeout: secs(v.PARLEY_WORKER_DRAIN_SECS),
                 tick_interval: ms(v.PARLEY_TICK_MS),
                 reconcile_after: secs(v.PARLEY_RECONCILE_AFTER_SECS),
-                recipient_lease: secs(v.PARLEY_RECIPIENT_LEASE_SECS),
+                claim_lease: secs(v.PARLEY_CLAIM_LEASE_SECS),
                 import_lease: secs(v.PARLEY_IMPORT_LEASE_SECS),
                 recipient_retention: secs(v.PARLEY_RECIPIENT_RETENTION_DAYS * 86_400),
                 provider_retry_base: ms(v.PARLEY_PROVIDER_RETRY_BASE_MS),
@@ -499,6 +514,43 @@ mod tests {
     ];
 
     #[test]
+    fn a_renamed_setting_is_read_under_its_former_name_and_noted() {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = BASE.to_vec();
+            pairs.extend_from_slice(extra);
+            load(&pairs)
+        };
+        let c = with(&[]).unwrap();
+        assert_eq!(c.worker.send_share.per_org, 3);
+        assert!(c.former_names.is_empty());
+        let c = with(&[("PARLEY_DELIVERY_JOBS_PER_ORG", "7")]).unwrap();
+        assert_eq!(c.worker.send_share.per_org, 7);
+        assert_eq!(
+            c.former_names,
+            vec![("PARLEY_SEND_JOBS_PER_ORG", "PARLEY_DELIVERY_JOBS_PER_ORG")]
+        );
+        let c = with(&[("PARLEY_SEND_JOBS_PER_ORG", "5")]).unwrap();
+        assert_eq!(c.worker.send_share.per_org, 5);
+        assert!(c.former_names.is_empty());
+        // Both, agreeing: fine; disagreeing: refused, naming the new one.
+        let both = [
+            ("PARLEY_SEND_READY_JOBS", "9"),
+            ("PARLEY_DELIVERY_READY_JOBS", " 9 "),
+        ];
+        assert_eq!(with(&both).unwrap().worker.send_share.ready, 9);
+        let err = with(&[
+            ("PARLEY_SEND_READY_JOBS", "9"),
+            ("PARLEY_DELIVERY_READY_JOBS", "10"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.var, "PARLEY_SEND_READY_JOBS");
+        assert!(err.problem.contains("PARLEY_DELIVERY_READY_JOBS"), "{err}");
+        // The former name's value is checked as the new one's would be.
+        let err = with(&[("PARLEY_DELIVERY_JOBS_PER_ORG", "0")]).unwrap_err();
+        assert_eq!(err.var, "PARLEY_SEND_JOBS_PER_ORG");
+    }
+
+    #[test]
     fn defaults_apply() {
         let c = load(&BASE).unwrap();
         assert_eq!(c.api_addr.to_string(), "127.0.0.1:8080");
@@ -580,14 +632,14 @@ mod tests {
     fn worker_and_channel_settings() {
         let mut pairs = BASE.to_vec();
         pairs.extend([
-            ("PARLEY_WORKER_QUEUES", "recipient-delivery"),
+            ("PARLEY_WORKER_QUEUES", "recipient-send"),
             ("PARLEY_WORKER_THREADS", "2"),
             ("PARLEY_CHANNEL_EMAIL_URL", "http://127.0.0.1:9000/send"),
             ("PARLEY_CHANNEL_EMAIL_RATE", "50"),
             ("PARLEY_CHANNEL_SOCIAL_A_SECRET", "s3cret"),
         ]);
         let c = load(&pairs).unwrap();
-        assert_eq!(c.worker.queues, vec![QueueName::RecipientDelivery]);
+        assert_eq!(c.worker.queues, vec![QueueName::RecipientSend]);
         assert_eq!(c.worker.threads, Some(2));
         assert_eq!(load(&BASE).unwrap().worker.threads, None);
         assert_eq!(c.channel(Channel::Email).rate, Some(50));
@@ -602,12 +654,12 @@ mod tests {
         let mut pairs = BASE.to_vec();
         pairs.push((
             "PARLEY_WORKER_QUEUES",
-            "sla-check, recipient-delivery,sla-check,,recipient-delivery",
+            "sla-check, recipient-send,sla-check,,recipient-delivery",
         ));
         assert_eq!(
             load(&pairs).unwrap().worker.queues,
-            vec![QueueName::SlaCheck, QueueName::RecipientDelivery],
-            "each queue once, in the order first named"
+            vec![QueueName::SlaCheck, QueueName::RecipientSend],
+            "each queue once (under its name or its former one), in the order first named"
         );
         for (var, value) in [
             ("PARLEY_WORKER_QUEUES", "emails"),

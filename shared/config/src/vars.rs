@@ -127,9 +127,9 @@ pub(crate) struct Vars {
     #[arg(long, default_value_t = 16, value_parser = positive::<usize>())]
     pub PARLEY_WEBHOOK_WORKER_CONCURRENCY: usize,
     #[arg(long, default_value_t = 8, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
-    pub PARLEY_DELIVERY_READY_JOBS: usize,
+    pub PARLEY_SEND_READY_JOBS: usize,
     #[arg(long, default_value_t = 3, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10000))]
-    pub PARLEY_DELIVERY_JOBS_PER_ORG: usize,
+    pub PARLEY_SEND_JOBS_PER_ORG: usize,
     #[arg(long, default_value_t = 16, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub PARLEY_WEBHOOK_READY_JOBS: usize,
     #[arg(long, default_value_t = 8, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10000))]
@@ -147,7 +147,7 @@ pub(crate) struct Vars {
     #[arg(long, default_value_t = 30, value_parser = positive::<u64>())]
     pub PARLEY_RECONCILE_AFTER_SECS: u64,
     #[arg(long, default_value_t = 6, value_parser = positive::<u64>())]
-    pub PARLEY_RECIPIENT_LEASE_SECS: u64,
+    pub PARLEY_CLAIM_LEASE_SECS: u64,
     #[arg(long, default_value_t = 60, value_parser = RangedU64ValueParser::<u64>::new().range(2..=3600))]
     pub PARLEY_IMPORT_LEASE_SECS: u64,
     #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=36_500))]
@@ -226,6 +226,43 @@ pub(crate) struct Vars {
     pub PARLEY_UPLOAD_URL_TTL_SECS: u64,
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_PRESIGN_SECS))]
     pub PARLEY_DOWNLOAD_URL_TTL_SECS: u64,
+    /// The renamed variables read under their former name: (name, former name).
+    #[arg(skip)]
+    pub former_names: Vec<(&'static str, &'static str)>,
+}
+
+/// Variables renamed, as (name, former name). For one release the former name is read when
+/// the name is not set; both set to different values is an error.
+pub const RENAMED: &[(&str, &str)] = &[
+    ("PARLEY_SEND_READY_JOBS", "PARLEY_DELIVERY_READY_JOBS"),
+    ("PARLEY_SEND_JOBS_PER_ORG", "PARLEY_DELIVERY_JOBS_PER_ORG"),
+    ("PARLEY_CLAIM_LEASE_SECS", "PARLEY_RECIPIENT_LEASE_SECS"),
+];
+
+/// `var`'s value: under its name, else under its former name (noted in `former`). Blank counts
+/// as unset.
+fn look_up(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &str,
+    former: &mut Vec<(&'static str, &'static str)>,
+) -> Result<Option<String>, ConfigError> {
+    let set = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+    let value = set(var);
+    let Some(&(name, old)) = RENAMED.iter().find(|(name, _)| *name == var) else {
+        return Ok(value);
+    };
+    match (value, set(old)) {
+        (Some(new), Some(before)) if new.trim() != before.trim() => Err(ConfigError {
+            var: var.to_owned(),
+            problem: format!("differs from {old}, its former name: set only {var}"),
+        }),
+        (Some(new), _) => Ok(Some(new)),
+        (None, Some(before)) => {
+            former.push((name, old));
+            Ok(Some(before))
+        }
+        (None, None) => Ok(None),
+    }
 }
 
 /// The queues of `PARLEY_WORKER_QUEUES`.
@@ -241,20 +278,21 @@ impl Vars {
     pub(crate) fn read(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let command = Vars::command();
         let mut placeholder = None;
-        let args: Vec<String> = command
-            .get_arguments()
-            .filter_map(|arg| arg.get_long())
-            .filter_map(|var| {
-                let raw = lookup(var)?;
-                // A secret is taken as written; other values without surrounding blanks.
-                let value = if holds_secret(var) { &raw } else { raw.trim() };
-                if holds_secret(var) && is_placeholder(value) && placeholder.is_none() {
-                    placeholder = Some(var.to_owned());
-                }
-                (!raw.trim().is_empty()).then(|| format!("--{var}={value}"))
-            })
-            .collect();
-        let vars = Vars::try_parse_from(args).map_err(config_error)?;
+        let mut former = Vec::new();
+        let mut args = Vec::new();
+        for var in command.get_arguments().filter_map(|arg| arg.get_long()) {
+            let Some(raw) = look_up(&lookup, var, &mut former)? else {
+                continue;
+            };
+            // A secret is taken as written; other values without surrounding blanks.
+            let value = if holds_secret(var) { &raw } else { raw.trim() };
+            if holds_secret(var) && is_placeholder(value) && placeholder.is_none() {
+                placeholder = Some(var.to_owned());
+            }
+            args.push(format!("--{var}={value}"));
+        }
+        let mut vars = Vars::try_parse_from(args).map_err(config_error)?;
+        vars.former_names = former;
         match placeholder {
             Some(var) => Err(ConfigError {
                 var,

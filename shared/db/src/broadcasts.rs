@@ -1,5 +1,5 @@
 //! Broadcasts as the API reads and changes them. The worker's side (fan-out, claims,
-//! outcomes, reconciliation) is in `db::delivery`.
+//! outcomes, reconciliation) is in `db::sending`.
 
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;

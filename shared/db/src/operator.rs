@@ -58,7 +58,7 @@ pub async fn dead(
         };
     }
     Ok(match queue {
-        DeadQueue::RecipientDelivery => items!(
+        DeadQueue::RecipientSend => items!(
             sqlx::query!(
                 r#"SELECT r.id, r.organization_id, r.broadcast_id AS "broadcast_id?",
                     NULL::uuid AS webhook_id, r.error_code, r.error_message,
@@ -85,7 +85,7 @@ pub async fn dead(
             )
             .fetch_all(db)
             .await?,
-            DeadQueue::RecipientDelivery
+            DeadQueue::RecipientSend
         ),
         DeadQueue::WebhookDelivery => items!(
             sqlx::query!(
@@ -195,7 +195,7 @@ pub async fn retry(
 ) -> Result<Retried, sqlx::Error> {
     let mut out = Retried::default();
     match queue {
-        DeadQueue::RecipientDelivery => {}
+        DeadQueue::RecipientSend => {}
         DeadQueue::WebhookDelivery => {
             out.count = sqlx::query!(
                 "UPDATE webhook_deliveries SET status = 'pending', discarded_at = NULL,
@@ -252,7 +252,7 @@ pub async fn discard(
     ids: &[Uuid],
 ) -> Result<usize, sqlx::Error> {
     let done = match queue {
-        DeadQueue::RecipientDelivery => sqlx::query!(
+        DeadQueue::RecipientSend => sqlx::query!(
             "UPDATE broadcast_recipients SET discarded_at = clock_timestamp()
              WHERE id = ANY ($1) AND status = 'failed' AND discarded_at IS NULL",
             ids,
@@ -576,27 +576,29 @@ pub async fn recent_resumes(
     .await
 }
 
-/// Pauses or resumes a queue; false if it is already so.
+/// Pauses or resumes a queue, stored under `names[0]` (a resume also lifts a pause stored
+/// under one of its former names, the rest of `names`); false if it is already so.
 pub async fn set_queue_paused(
     db: impl PgExecutor<'_>,
-    queue: &str,
+    names: &[&str],
     paused: bool,
     by: &str,
 ) -> Result<bool, sqlx::Error> {
     let n = if paused {
         sqlx::query!(
             "INSERT INTO paused_queues (queue, paused_by) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            queue,
+            names[0],
             by,
         )
         .execute(db)
         .await?
     } else {
-        sqlx::query!("DELETE FROM paused_queues WHERE queue = $1", queue)
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        sqlx::query!("DELETE FROM paused_queues WHERE queue = ANY($1)", &names)
             .execute(db)
             .await?
     };
-    Ok(n.rows_affected() == 1)
+    Ok(n.rows_affected() >= 1)
 }
 
 pub async fn paused_queues(db: impl PgExecutor<'_>) -> Result<Vec<PausedQueue>, sqlx::Error> {

@@ -15,8 +15,9 @@ use uuid::Uuid;
 #[serde(rename_all = "camelCase")]
 pub struct OrgLimits {
     pub organization_id: Uuid,
-    /// Delivery jobs ready or running at once, across all workers.
-    pub delivery_jobs: Option<i32>,
+    /// Send jobs ready or running at once, across all workers (stored in the column
+    /// `delivery_jobs`, its former name).
+    pub send_jobs: Option<i32>,
     /// Webhook delivery jobs ready or running at once.
     pub webhook_jobs: Option<i32>,
     /// Imports running at once.
@@ -42,7 +43,7 @@ pub enum Setting {
 /// Changes to an organization's limits.
 #[derive(Debug, Clone, Default)]
 pub struct Changes {
-    pub delivery_jobs: Setting,
+    pub send_jobs: Setting,
     pub webhook_jobs: Setting,
     pub imports: Setting,
     pub broadcasts: Setting,
@@ -52,7 +53,7 @@ pub struct Changes {
 impl Changes {
     fn is_empty(&self) -> bool {
         [
-            self.delivery_jobs,
+            self.send_jobs,
             self.webhook_jobs,
             self.imports,
             self.broadcasts,
@@ -76,7 +77,7 @@ impl Setting {
 
 struct Row {
     organization_id: Uuid,
-    delivery_jobs: Option<i32>,
+    send_jobs: Option<i32>,
     webhook_jobs: Option<i32>,
     imports: Option<i32>,
     broadcasts: Option<i32>,
@@ -88,7 +89,7 @@ impl From<Row> for OrgLimits {
     fn from(r: Row) -> Self {
         OrgLimits {
             organization_id: r.organization_id,
-            delivery_jobs: r.delivery_jobs,
+            send_jobs: r.send_jobs,
             webhook_jobs: r.webhook_jobs,
             imports: r.imports,
             broadcasts: r.broadcasts,
@@ -102,7 +103,7 @@ impl From<Row> for OrgLimits {
 pub async fn get(db: impl PgExecutor<'_>, org: Uuid) -> Result<OrgLimits, sqlx::Error> {
     let row = sqlx::query_as!(
         Row,
-        r#"SELECT organization_id, delivery_jobs, webhook_jobs, imports, broadcasts,
+        r#"SELECT organization_id, delivery_jobs AS send_jobs, webhook_jobs, imports, broadcasts,
             rates AS "rates: Json<HashMap<Channel, i32>>", updated_at
          FROM organization_limits WHERE organization_id = $1"#,
         org,
@@ -157,14 +158,14 @@ pub async fn set(
     }
     let next = OrgLimits {
         organization_id: org,
-        delivery_jobs: pick(changes.delivery_jobs, current.delivery_jobs),
+        send_jobs: pick(changes.send_jobs, current.send_jobs),
         webhook_jobs: pick(changes.webhook_jobs, current.webhook_jobs),
         imports: pick(changes.imports, current.imports),
         broadcasts: pick(changes.broadcasts, current.broadcasts),
         rates,
         updated_at: None,
     };
-    let all_default = next.delivery_jobs.is_none()
+    let all_default = next.send_jobs.is_none()
         && next.webhook_jobs.is_none()
         && next.imports.is_none()
         && next.broadcasts.is_none()
@@ -185,7 +186,7 @@ pub async fn set(
                 delivery_jobs = $2, webhook_jobs = $3, imports = $4, broadcasts = $5,
                 rates = $6, updated_at = now()",
             org,
-            next.delivery_jobs,
+            next.send_jobs,
             next.webhook_jobs,
             next.imports,
             next.broadcasts,
@@ -203,7 +204,7 @@ pub async fn set(
 pub async fn all(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<OrgLimits>, sqlx::Error> {
     let rows = sqlx::query_as!(
         Row,
-        r#"SELECT organization_id, delivery_jobs, webhook_jobs, imports, broadcasts,
+        r#"SELECT organization_id, delivery_jobs AS send_jobs, webhook_jobs, imports, broadcasts,
             rates AS "rates: Json<HashMap<Channel, i32>>", updated_at
          FROM organization_limits ORDER BY updated_at DESC LIMIT $1"#,
         limit,

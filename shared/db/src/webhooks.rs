@@ -264,7 +264,7 @@ pub struct DueAttempt {
 }
 
 /// The deliveries among `ids` with their event and webhook. Only the primary keys lead to the
-/// rows (see `db::delivery::pending_for_send`); the caller keeps those pending and due.
+/// rows (see `db::sending::pending_for_send`); the caller keeps those pending and due.
 pub async fn load_due(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],

@@ -329,7 +329,7 @@ pub struct Broadcast {
     pub paused_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
     pub cancelled_at: Option<Timestamp>,
-    /// When retention deleted the recipients' delivery records
+    /// When retention deleted the recipients' rows
     /// (`PARLEY_RECIPIENT_RETENTION_DAYS` after the broadcast ended); the counts stay.
     pub recipients_purged_at: Option<Timestamp>,
     pub created_at: Timestamp,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 parley_types::text_enum!(
     /// A queue whose given-up work is dead work.
     DeadQueue {
-        RecipientDelivery = "recipient-delivery",
+        RecipientSend = "recipient-send" | "recipient-delivery",
         WebhookDelivery = "webhook-delivery",
         ContactImport = "contact-import",
         SlaCheck = "sla-check",
@@ -54,7 +54,7 @@ const MAX_ERROR_CODE: usize = 64;
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeadFilter {
-    /// The queue: `recipient-delivery`, `webhook-delivery`, `contact-import` or `sla-check`.
+    /// The queue: `recipient-send`, `webhook-delivery`, `contact-import` or `sla-check`.
     pub queue: DeadQueue,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organization_id: Option<Uuid>,
@@ -110,7 +110,7 @@ impl DeadFilter {
             ));
         }
         let stray = match queue {
-            DeadQueue::RecipientDelivery => self.webhook_id.map(|_| "webhookId"),
+            DeadQueue::RecipientSend => self.webhook_id.map(|_| "webhookId"),
             DeadQueue::WebhookDelivery => self.broadcast_id.map(|_| "broadcastId"),
             DeadQueue::ContactImport | DeadQueue::SlaCheck => self
                 .broadcast_id
@@ -320,11 +320,20 @@ mod tests {
     #[test]
     fn an_action_reads_its_filter_beside_ids_and_limit() {
         let a: DeadAction = serde_json::from_value(serde_json::json!({
-            "filter": {"queue": "recipient-delivery", "errorCode": "rejected"}, "limit": 10
+            "filter": {"queue": "recipient-send", "errorCode": "rejected"}, "limit": 10
         }))
         .unwrap();
-        assert_eq!(a.filter.queue, DeadQueue::RecipientDelivery);
+        assert_eq!(a.filter.queue, DeadQueue::RecipientSend);
         assert_eq!(a.max_items().unwrap(), 10);
+        // The queue's former name is read, as JSON and as stored text, and never written.
+        let former: DeadFilter =
+            serde_json::from_value(serde_json::json!({"queue": "recipient-delivery"})).unwrap();
+        assert_eq!(former.queue, DeadQueue::RecipientSend);
+        assert_eq!("recipient-delivery".parse(), Ok(DeadQueue::RecipientSend));
+        assert_eq!(
+            serde_json::to_value(DeadQueue::RecipientSend).unwrap(),
+            "recipient-send"
+        );
         let ids: Vec<Uuid> = (0..1001).map(|_| Uuid::nil()).collect();
         assert!(
             serde_json::from_value::<DeadAction>(

@@ -1,7 +1,7 @@
 //! Fair share for the queues of tenant work (recipient and webhook deliveries): lanes, taken
 //! in turn.
 //!
-//! A delivery job does not go straight into the queue, where it would wait behind every job
+//! A send or webhook job does not go straight into the queue, where it would wait behind every job
 //! pushed before it (a broadcast of 1,000,000 is 5,000 jobs). It is parked in its lane (its
 //! broadcast's, or its webhook's), and the queue's ready list is topped up to a few jobs
 //! ([`Lanes::take`]) from the lanes in turn: organizations round-robin, and within an
@@ -37,7 +37,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lane {
     pub organization_id: Uuid,
-    /// Whose jobs it holds: a broadcast's (recipient delivery) or a webhook's.
+    /// Whose jobs it holds: a broadcast's (recipient-send) or a webhook's.
     pub id: Uuid,
     /// Transactional work: its lanes are taken before any bulk lane.
     pub high: bool,
@@ -440,7 +440,7 @@ impl Lanes {
     }
 
     /// Gives a job's slot back.
-    pub(crate) async fn release_slot<C: redis::aio::ConnectionLike>(
+    pub(crate) async fn give_back_slot<C: redis::aio::ConnectionLike>(
         &self,
         conn: &mut C,
         org: Uuid,

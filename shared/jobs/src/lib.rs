@@ -32,7 +32,7 @@ fn version() -> u16 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QueueName {
     BroadcastDispatch,
-    RecipientDelivery,
+    RecipientSend,
     WebhookDelivery,
     SlaCheck,
     ContactImport,
@@ -41,7 +41,7 @@ pub enum QueueName {
 impl QueueName {
     pub const ALL: &'static [QueueName] = &[
         QueueName::BroadcastDispatch,
-        QueueName::RecipientDelivery,
+        QueueName::RecipientSend,
         QueueName::WebhookDelivery,
         QueueName::SlaCheck,
         QueueName::ContactImport,
@@ -50,15 +50,51 @@ impl QueueName {
     pub fn as_str(self) -> &'static str {
         match self {
             QueueName::BroadcastDispatch => "broadcast-dispatch",
-            QueueName::RecipientDelivery => "recipient-delivery",
+            QueueName::RecipientSend => "recipient-send",
             QueueName::WebhookDelivery => "webhook-delivery",
             QueueName::SlaCheck => "sla-check",
             QueueName::ContactImport => "contact-import",
         }
     }
 
+    /// The queue named `s`, by its name or its former one ([`QueueName::FORMER_NAMES`]).
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|q| q.as_str() == s)
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|q| q.as_str() == s)
+            .or_else(|| {
+                Self::FORMER_NAMES
+                    .iter()
+                    .find(|(_, former)| *former == s)
+                    .map(|(q, _)| *q)
+            })
+    }
+
+    /// Names a queue had before, still read wherever a queue is named (settings, the operator
+    /// API, stored pauses) for one release: `recipient-send` was `recipient-delivery`.
+    pub const FORMER_NAMES: &'static [(QueueName, &'static str)] =
+        &[(QueueName::RecipientSend, "recipient-delivery")];
+
+    /// Its name, then its former names.
+    pub fn names(self) -> Vec<&'static str> {
+        std::iter::once(self.as_str())
+            .chain(
+                Self::FORMER_NAMES
+                    .iter()
+                    .filter(|(q, _)| *q == self)
+                    .map(|(_, former)| *former),
+            )
+            .collect()
+    }
+
+    /// The name its Redis keys go by: the queue's first name, so that an upgrade finds the
+    /// jobs already waiting (`recipient-send`'s keys keep `recipient-delivery`).
+    pub fn key_name(self) -> &'static str {
+        match self {
+            QueueName::RecipientSend => "recipient-delivery",
+            other => other.as_str(),
+        }
     }
 }
 
@@ -82,7 +118,7 @@ macro_rules! payload {
 
 payload!(
     DispatchBroadcast => BroadcastDispatch,
-    DeliverRecipients => RecipientDelivery,
+    SendRecipients => RecipientSend,
     DeliverWebhooks => WebhookDelivery,
     CheckSla => SlaCheck,
     ImportContacts => ContactImport,
@@ -101,7 +137,7 @@ pub struct DispatchBroadcast {
 
 /// Send a batch of a broadcast's recipients.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeliverRecipients {
+pub struct SendRecipients {
     #[serde(default = "version")]
     pub version: u16,
     pub broadcast_id: Uuid,
@@ -121,7 +157,7 @@ pub struct DeliverRecipients {
     pub slot: Option<String>,
 }
 
-impl DeliverRecipients {
+impl SendRecipients {
     /// The lane its recipients go back to (a job of before lanes: the bulk lane of an
     /// unknown organization, which is a lane of its own).
     pub fn lane(&self) -> Lane {
@@ -140,7 +176,7 @@ pub struct DeliverWebhooks {
     pub version: u16,
     pub delivery_ids: Vec<Uuid>,
     /// The organization whose lane it waited in, and its slot there (as for
-    /// [`DeliverRecipients`]); none in a job of before lanes.
+    /// [`SendRecipients`]); none in a job of before lanes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organization_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,12 +193,12 @@ pub trait Fair: Payload {
     fn with_slot(self, slot: String) -> Self;
 }
 
-impl Fair for DeliverRecipients {
+impl Fair for SendRecipients {
     fn slot(&self) -> Option<(Uuid, &str)> {
         Some((self.organization_id?, self.slot.as_deref()?))
     }
     fn with_slot(self, slot: String) -> Self {
-        DeliverRecipients {
+        SendRecipients {
             slot: Some(slot),
             ..self
         }
@@ -206,7 +242,7 @@ pub const SLA_BATCH: usize = 250;
 /// The name of a queue, which starts every key apalis-redis gives it: a hash tag, so that on a
 /// Redis Cluster all of a queue's keys are in one slot (its scripts use several at once).
 pub fn queue_name(prefix: &str, queue: QueueName) -> String {
-    format!("{{{prefix}:queue:{}}}", queue.as_str())
+    format!("{{{prefix}:queue:{}}}", queue.key_name())
 }
 
 /// The channel on which producers name the queue they pushed to, so that idle consumers fetch
@@ -232,7 +268,7 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
         .batch_size(1)
         // A worker that stops heartbeating is presumed dead after 10 s, and its in-flight jobs
         // go back to the queue (Postgres reconciliation covers the rest). Its claims on
-        // recipients (PARLEY_RECIPIENT_LEASE_SECS, 6 s) are gone by then, so those jobs send.
+        // recipients (PARLEY_CLAIM_LEASE_SECS, 6 s) are gone by then, so those jobs send.
         .heartbeat_interval(Duration::from_secs(2))
         .missed_heartbeats(5)
 }
@@ -242,8 +278,8 @@ pub fn queue_config(prefix: &str, queue: QueueName) -> Config {
 pub struct Jobs {
     conn: Conn,
     prefix: String,
-    /// How the recipient-delivery queue is shared.
-    delivery: FairShare,
+    /// How the recipient-send queue is shared.
+    send: FairShare,
     /// How the webhook-delivery queue is shared.
     webhooks: FairShare,
     /// Limit hits are counted per organization (`PARLEY_METRICS_ORG_LABEL`).
@@ -262,9 +298,9 @@ pub struct FairShare {
     pub per_org: usize,
 }
 
-/// Recipient delivery by default: fewer slots per organization than one worker's
+/// Sending to recipients by default: fewer slots per organization than one worker's
 /// (`PARLEY_WORKER_CONCURRENCY`, 4), so that one organization never takes a whole worker.
-pub const DELIVERY_SHARE: FairShare = FairShare {
+pub const SEND_SHARE: FairShare = FairShare {
     ready: 8,
     per_org: 3,
 };
@@ -275,8 +311,8 @@ pub const WEBHOOK_SHARE: FairShare = FairShare {
     per_org: 8,
 };
 
-/// Recipients per delivery job.
-pub const DELIVERY_BATCH: usize = 200;
+/// Recipients per send job.
+pub const SEND_BATCH: usize = 200;
 
 /// Jobs moved from a scheduled set to a ready list per script call: well under the ~8,000
 /// values a Lua `unpack()` takes.
@@ -287,20 +323,20 @@ impl Jobs {
         Jobs {
             conn: redis.conn.clone(),
             prefix: redis.prefix().to_owned(),
-            delivery: DELIVERY_SHARE,
+            send: SEND_SHARE,
             webhooks: WEBHOOK_SHARE,
             org_label: false,
         }
     }
 
-    /// Sets how a fair queue (recipient or webhook delivery) is shared; others have no lanes.
+    /// Sets how a fair queue (recipient-send or webhook-delivery) is shared; others have no lanes.
     pub fn with_share(mut self, queue: QueueName, share: FairShare) -> Self {
         let share = FairShare {
             ready: share.ready.max(1),
             per_org: share.per_org.max(1),
         };
         match queue {
-            QueueName::RecipientDelivery => self.delivery = share,
+            QueueName::RecipientSend => self.send = share,
             QueueName::WebhookDelivery => self.webhooks = share,
             _ => {}
         }
@@ -315,7 +351,7 @@ impl Jobs {
 
     fn share(&self, queue: QueueName) -> Option<FairShare> {
         match queue {
-            QueueName::RecipientDelivery => Some(self.delivery),
+            QueueName::RecipientSend => Some(self.send),
             QueueName::WebhookDelivery => Some(self.webhooks),
             _ => None,
         }
@@ -343,7 +379,7 @@ impl Jobs {
         if let Some((org, slot)) = job.slot() {
             let mut conn = self.conn.clone();
             self.lanes(J::QUEUE)
-                .release_slot(&mut conn, org, slot)
+                .give_back_slot(&mut conn, org, slot)
                 .await
                 .map_err(|e| JobError(e.to_string()))?;
         }
@@ -374,13 +410,13 @@ impl Jobs {
         self.push(QueueName::BroadcastDispatch, vec![job]).await
     }
 
-    /// Parks delivery jobs of at most [`DELIVERY_BATCH`] recipients each in their lane, then
+    /// Parks send jobs of at most [`SEND_BATCH`] recipients each in their lane, then
     /// tops the ready list up from the lanes in turn ([`lanes`]).
-    pub async fn deliver(&self, lane: &Lane, recipients: &[Uuid]) -> Result<(), JobError> {
+    pub async fn enqueue_sends(&self, lane: &Lane, recipients: &[Uuid]) -> Result<(), JobError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let jobs: Vec<DeliverRecipients> = recipients
-            .chunks(DELIVERY_BATCH)
-            .map(|chunk| DeliverRecipients {
+        let jobs: Vec<SendRecipients> = recipients
+            .chunks(SEND_BATCH)
+            .map(|chunk| SendRecipients {
                 version: PAYLOAD_VERSION,
                 broadcast_id: lane.id,
                 recipient_ids: chunk.to_vec(),
@@ -426,7 +462,7 @@ impl Jobs {
     /// and by the ticker.
     pub async fn refill(&self, queue: QueueName) -> Result<(), JobError> {
         match queue {
-            QueueName::RecipientDelivery => self.refill_with::<DeliverRecipients>().await,
+            QueueName::RecipientSend => self.refill_with::<SendRecipients>().await,
             QueueName::WebhookDelivery => self.refill_with::<DeliverWebhooks>().await,
             _ => Ok(()),
         }
@@ -451,7 +487,7 @@ impl Jobs {
             .map_err(|e| JobError(e.to_string()))?;
         let limit = match J::QUEUE {
             QueueName::WebhookDelivery => "webhook_jobs",
-            _ => "delivery_jobs",
+            _ => "send_jobs",
         };
         if self.org_label {
             for org in taken.passed {
@@ -487,7 +523,7 @@ impl Jobs {
     }
 
     /// Parks webhook delivery jobs of at most [`WEBHOOK_BATCH`] deliveries each in their
-    /// webhook's lane (one lane per webhook, taken in turn by organization like delivery
+    /// webhook's lane (one lane per webhook, taken in turn by organization like send
     /// jobs): (organization, webhook, delivery) triples, in any order.
     pub async fn deliver_webhooks(
         &self,
@@ -638,10 +674,10 @@ impl Jobs {
         wait: Duration,
     ) -> Result<Duration, redis::RedisError> {
         let depth = self.depth(queue).await?;
-        // Recipient delivery bounds each broadcast by its own waiting jobs as well
+        // Sending to recipients bounds each broadcast by its own waiting jobs as well
         // ([`Jobs::waiting_since`]); the other queues by the job that has waited longest, in a
         // lane or in the ready list.
-        let waited = if queue == QueueName::RecipientDelivery {
+        let waited = if queue == QueueName::RecipientSend {
             depth.oldest_ready_age
         } else {
             depth.oldest_age
@@ -651,7 +687,7 @@ impl Jobs {
 
     /// Mends what a partial loss of keys left in a fair queue's lanes (see `lanes::HEADS`):
     /// heads noted for empty lanes, lanes out of their rings. The reconciler's read of the
-    /// recipient-delivery heads ([`Jobs::waiting_since`]) does it for that queue; the ticker
+    /// recipient-send heads ([`Jobs::waiting_since`]) does it for that queue; the ticker
     /// calls this for the webhook queue, whose lost bound counts the oldest head.
     pub async fn mend_lanes(&self, queue: QueueName) -> Result<(), redis::RedisError> {
         if self.share(queue).is_none() {
@@ -661,14 +697,14 @@ impl Jobs {
         self.lanes(queue).heads_of(&mut conn).await.map(|_| ())
     }
 
-    /// For each broadcast with delivery jobs waiting (parked in its lane, or in the ready list
+    /// For each broadcast with send jobs waiting (parked in its lane, or in the ready list
     /// with a park time), the oldest of their park times: its work enqueued before that is
     /// not behind a waiting job. The reconciler bounds each broadcast by it, so a broadcast
     /// parked for long (a large one behind its organization's slots) is late, not lost,
     /// without holding back the recovery of other broadcasts' lost work.
     pub async fn waiting_since(&self) -> Result<Waiting, redis::RedisError> {
         let mut conn = self.conn.clone();
-        let queue = QueueName::RecipientDelivery;
+        let queue = QueueName::RecipientSend;
         let (heads, truncated) = self.lanes(queue).heads_of(&mut conn).await?;
         let mut since: std::collections::HashMap<Uuid, i64> = heads.into_iter().collect();
         for (broadcast, parked) in self.parked_in_ready(queue).await? {
@@ -785,7 +821,7 @@ pub struct Waiting {
 pub struct QueueDepth {
     pub ready: u64,
     pub scheduled: u64,
-    /// Jobs waiting in their lanes for the ready list (recipient and webhook delivery).
+    /// Jobs waiting in their lanes for the ready list (recipient-send and webhook-delivery).
     pub parked: u64,
     /// How long the ready list's head has waited there.
     pub oldest_ready_age: Option<Duration>,
@@ -831,6 +867,23 @@ mod tests {
             assert_eq!(QueueName::parse(q.as_str()), Some(*q));
         }
         assert_eq!(QueueName::parse("nope"), None);
+    }
+
+    #[test]
+    fn a_former_name_reads_as_its_queue_and_keys_keep_the_first_name() {
+        assert_eq!(
+            QueueName::parse("recipient-delivery"),
+            Some(QueueName::RecipientSend)
+        );
+        assert_eq!(QueueName::RecipientSend.as_str(), "recipient-send");
+        assert_eq!(
+            queue_name("p", QueueName::RecipientSend),
+            "{p:queue:recipient-delivery}"
+        );
+        assert_eq!(
+            queue_name("p", QueueName::WebhookDelivery),
+            "{p:queue:webhook-delivery}"
+        );
     }
 
     #[test]

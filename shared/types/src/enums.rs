@@ -2,14 +2,16 @@
 
 /// Declares an enumeration stored as text: serde names, the sqlx mapping, and (with the calling
 /// crate's `openapi` feature) its OpenAPI enum. The calling crate needs `serde` and `sqlx`.
+/// A variant may list former names after its text (`A = "a" | "old-a"`): they are read (from
+/// JSON and from Postgres) as that variant, never written, and not in the OpenAPI enum.
 #[macro_export]
 macro_rules! text_enum {
-    ($(#[$doc:meta])* $name:ident { $($(#[$attr:meta])* $variant:ident = $text:tt),+ $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident { $($(#[$attr:meta])* $variant:ident = $text:tt $(| $former:literal)*),+ $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         pub enum $name {
-            $($(#[$attr])* #[serde(rename = $text)] $variant),+
+            $($(#[$attr])* #[serde(rename = $text $(, alias = $former)*)] $variant),+
         }
 
         impl $name {
@@ -32,7 +34,7 @@ macro_rules! text_enum {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
                 match s {
-                    $($text => Ok($name::$variant),)+
+                    $($text $(| $former)* => Ok($name::$variant),)+
                     _ => Err(format!("unknown {} {s:?}", stringify!($name))),
                 }
             }

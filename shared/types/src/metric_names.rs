@@ -84,7 +84,7 @@ pub const VARIANT_PICKS: &str = "parley_broadcast_variant_picks_total";
 /// queue), `requests_waited` (requests that waited their turn), `body_readers`, `body_bytes`
 /// and `long_bodies` (429s past its share of bodies arriving) and `files_sent` (429s past its
 /// import files sent at once); in the worker
-/// `delivery_jobs` and `webhook_jobs`, each
+/// `send_jobs` and `webhook_jobs`, each
 /// time the lanes pass an organization over, and `channel_rate`, each message its rate holds
 /// back): one series per limit, and per organization too only when the operator asks
 /// (`PARLEY_METRICS_ORG_LABEL`). Counted by [`org_limit_hits`].

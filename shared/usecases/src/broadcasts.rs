@@ -186,7 +186,7 @@ pub async fn act(ctx: Ctx<'_>, caller: &Caller, id: Uuid, action: Action) -> Res
     read(ctx, caller.org_id, id).await
 }
 
-/// Sends again the recipients whose delivery failed (those with one of `codes`, when given).
+/// Sends again the recipients whose send failed (those with one of `codes`, when given).
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, broadcast_id = %id))]
 pub async fn retry_failed(
     ctx: Ctx<'_>,
@@ -267,7 +267,7 @@ pub async fn retry_recipients(
             id,
             high: broadcast.priority == parley_domain::broadcasts::SendPriority::High,
         };
-        if let Err(err) = ctx.jobs.deliver(&lane, &retried).await {
+        if let Err(err) = ctx.jobs.enqueue_sends(&lane, &retried).await {
             tracing::warn!(broadcast_id = %id, %err, "retried recipients not enqueued; the reconciler will");
         }
     } else {
@@ -327,7 +327,7 @@ pub async fn pick_variant(
             })?,
         None => winner(&broadcast.variants, test.winner_metric),
     };
-    let picked = db::delivery::pick_variant(&mut *tx, id, index as i16 + 1, by).await?;
+    let picked = db::sending::pick_variant(&mut *tx, id, index as i16 + 1, by).await?;
     if !picked {
         return Err(AppError::invalid_state("this broadcast's winner is picked already").into());
     }

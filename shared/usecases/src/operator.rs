@@ -174,12 +174,12 @@ pub async fn set_queue_paused(
         return Err(AppError::validation(
             "queue",
             "invalid_choice",
-            "one of broadcast-dispatch, recipient-delivery, webhook-delivery, sla-check, contact-import",
+            "one of broadcast-dispatch, recipient-send, webhook-delivery, sla-check, contact-import",
         )
         .into());
     };
     let mut tx = ctx.pool.begin().await?;
-    if !db::operator::set_queue_paused(&mut *tx, queue.as_str(), paused, actor).await? {
+    if !db::operator::set_queue_paused(&mut *tx, &queue.names(), paused, actor).await? {
         return Err(AppError::invalid_state(if paused {
             "the queue is already paused"
         } else {

@@ -26,9 +26,9 @@ pub async fn fan_out(
 ) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let written = if segment {
-        db::delivery::fan_out_segment(&mut tx, id, org, slice, lease, token).await?
+        db::sending::fan_out_segment(&mut tx, id, org, slice, lease, token).await?
     } else {
-        db::delivery::fan_out(&mut tx, id, org, slice, lease, token).await?
+        db::sending::fan_out(&mut tx, id, org, slice, lease, token).await?
     };
     tx.commit().await?;
     Ok(written)
@@ -38,20 +38,20 @@ pub async fn fan_out(
 /// be sent ([`parley_domain::broadcasts::ending`]), with its `broadcast.sent` or
 /// `broadcast.failed` event in the same transaction; returns its final status and
 /// organization when this call ended it. The place every end of a sending broadcast is
-/// decided: the dispatcher's, a delivery job's and the ticker's.
+/// decided: the dispatcher's, a send job's and the ticker's.
 #[tracing::instrument(skip_all, fields(broadcast_id = %id))]
 pub async fn finish_if_done(
     pool: &PgPool,
     id: Uuid,
 ) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let Some((org, totals)) = db::delivery::lock_sending_totals(&mut tx, id).await? else {
+    let Some((org, totals)) = db::sending::lock_sending_totals(&mut tx, id).await? else {
         return Ok(None);
     };
     let Some(ending) = rules::ending(totals) else {
         return Ok(None);
     };
-    db::delivery::end_sending(&mut tx, id, ending).await?;
+    db::sending::end_sending(&mut tx, id, ending).await?;
     if let Some(broadcast) = db::broadcasts::get(&mut *tx, org, id).await? {
         let event = match ending.status {
             BroadcastStatus::Completed => EventName::BroadcastSent,
@@ -72,7 +72,7 @@ pub async fn purge_recipients(
     limit: i64,
 ) -> Result<(u64, bool), sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let purged = db::delivery::purge_recipients(&mut tx, after, limit).await?;
+    let purged = db::sending::purge_recipients(&mut tx, after, limit).await?;
     tx.commit().await?;
     Ok(purged)
 }

@@ -306,7 +306,7 @@ async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
 
 #[tokio::test]
 async fn outcomes_reach_postgres_while_the_job_still_sends() {
-    // One delivery job of 20 recipients at 5 messages a second: several seconds of sending.
+    // One send job of 20 recipients at 5 messages a second: several seconds of sending.
     let rig = EmailWorker::start(
         TestApp::builder(),
         Duration::ZERO,
@@ -333,7 +333,7 @@ async fn outcomes_reach_postgres_while_the_job_still_sends() {
 
 #[tokio::test]
 async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_it() {
-    use parley_db::delivery::{begin_dispatch, release_dispatch};
+    use parley_db::sending::{begin_dispatch, end_dispatch_turn};
     use parley_usecases::sending::fan_out;
     // No worker: the test plays two dispatchers.
     let app = parley_tests::TestApp::builder().start().await;
@@ -371,7 +371,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
             .unwrap()
             .is_none()
     );
-    release_dispatch(&app.pool, id, a, false).await.unwrap();
+    end_dispatch_turn(&app.pool, id, a, false).await.unwrap();
     assert!(
         begin_dispatch(&app.pool, id, lease, c, 20)
             .await
@@ -384,7 +384,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
         .unwrap()
         .unwrap();
     assert_eq!((recipients.len(), done), (2, false));
-    release_dispatch(&app.pool, id, b, false).await.unwrap();
+    end_dispatch_turn(&app.pool, id, b, false).await.unwrap();
     assert!(
         begin_dispatch(&app.pool, id, lease, c, 20)
             .await
@@ -1031,7 +1031,7 @@ async fn sent_now_within_a_second(app: &TestApp, template: &str, contacts: &[Uui
 #[tokio::test]
 async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
     let app = TestApp::builder().own_database().start().await;
-    // Polling once a minute: the dispatch and the delivery jobs are fetched on their queues'
+    // Polling once a minute: the dispatch and the send jobs are fetched on their queues'
     // wake-ups alone (the broadcast would wait a minute for each without them).
     let worker = app
         .spawn_worker(&[("PARLEY_WORKER_POLL_MS", "60000")])
@@ -1049,11 +1049,11 @@ async fn an_idle_worker_picks_a_send_now_up_within_a_second() {
         .await
         .unwrap();
     for needle in [
-        "parley_queue_depth{queue=\"recipient-delivery\",state=\"ready\"}",
+        "parley_queue_depth{queue=\"recipient-send\",state=\"ready\"}",
         "parley_queue_depth{queue=\"broadcast-dispatch\",state=\"scheduled\"}",
         "parley_jobs_total{queue=\"broadcast-dispatch\",outcome=\"ok\"}",
-        "parley_jobs_total{queue=\"recipient-delivery\",outcome=\"ok\"}",
-        "parley_job_duration_seconds_bucket{queue=\"recipient-delivery\"",
+        "parley_jobs_total{queue=\"recipient-send\",outcome=\"ok\"}",
+        "parley_job_duration_seconds_bucket{queue=\"recipient-send\"",
         "parley_provider_calls_total{channel=\"email\",outcome=\"sandbox\"}",
         "parley_broadcast_recipients_total{channel=\"email\",status=\"sent\"}",
     ] {

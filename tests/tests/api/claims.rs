@@ -1,11 +1,11 @@
-//! Claims on recipients against the real Redis: a job's hold outlives its lease while the job
+//! Claims on recipients against the real Redis: a job's claims outlive their lease while the job
 //! lives, takes back what Redis lost, and gives up (does not send, does not write) what
 //! another job took over.
 
 use std::time::Duration;
 
 use parley_jobs::redis_conn::Redis;
-use parley_worker::claims::{Claims, HeldClaims};
+use parley_worker::claims::{Claims, TakenClaims};
 use uuid::Uuid;
 
 async fn holder(redis: &Redis, id: Uuid) -> Option<String> {
@@ -31,13 +31,13 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
     let claims = Claims::new(redis.clone());
     let ids: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
     let lease = Duration::from_millis(600);
-    let hold = HeldClaims::take(&claims, &ids, lease)
+    let taken = TakenClaims::take(&claims, &ids, lease)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(hold.ids(), ids.as_slice());
+    assert_eq!(taken.ids(), ids.as_slice());
     assert!(
-        HeldClaims::take(&claims, &ids, lease)
+        TakenClaims::take(&claims, &ids, lease)
             .await
             .unwrap()
             .is_none(),
@@ -55,12 +55,12 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
         .unwrap();
     let holders = claims.holders_now(&ids).await;
     assert_eq!(
-        hold.fence().mine(&ids, holders.as_deref()),
+        taken.fence().mine(&ids, holders.as_deref()),
         vec![ids[0], ids[2]],
         "the outcome of a recipient another job holds is not written"
     );
-    assert!(hold.is_lost(ids[1]), "nor is it sent");
-    assert!(!hold.is_lost(ids[0]));
+    assert!(taken.is_lost(ids[1]), "nor is it sent");
+    assert!(!taken.is_lost(ids[0]));
 
     // The heartbeat takes the lost key back, and keeps the claims past their lease.
     assert!(
@@ -78,7 +78,7 @@ async fn a_hold_is_kept_taken_back_after_a_redis_loss_and_given_up_to_another_jo
         "another job's claim is left alone"
     );
 
-    hold.release().await;
+    taken.give_back().await;
     assert_eq!(holder(&redis, ids[0]).await, None);
     assert_eq!(holder(&redis, ids[2]).await, None);
     assert_eq!(holder(&redis, ids[1]).await.as_deref(), Some("another-job"));
@@ -107,6 +107,6 @@ async fn a_take_run_twice_answers_the_same() {
         ids[1..],
         "the second run holds what the first took"
     );
-    claims.release(&ids, mine).await.unwrap();
-    claims.release(&ids, theirs).await.unwrap();
+    claims.give_back(&ids, mine).await.unwrap();
+    claims.give_back(&ids, theirs).await.unwrap();
 }

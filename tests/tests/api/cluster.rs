@@ -43,7 +43,7 @@ async fn the_api_and_two_workers_run_on_a_redis_cluster() {
     let redis = app.redis().await;
     let mut conn = redis.conn.clone();
     for queue in [
-        QueueName::RecipientDelivery,
+        QueueName::RecipientSend,
         QueueName::WebhookDelivery,
         QueueName::SlaCheck,
     ] {
@@ -85,9 +85,9 @@ async fn a_queue_lost_with_its_master_alone_is_sent_in_full() {
     })
     .await;
 
-    // Every key of the delivery queue's slot goes, as with its master; the rest stays.
+    // Every key of the recipient-send queue's slot goes, as with its master; the rest stays.
     let mut conn = redis.conn.clone();
-    let queue = queue_name(&app.redis_prefix, QueueName::RecipientDelivery);
+    let queue = queue_name(&app.redis_prefix, QueueName::RecipientSend);
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{queue}*"))
         .query_async(&mut conn)

@@ -136,8 +136,8 @@ async fn a_high_priority_broadcast_goes_ahead_of_queued_bulk_work() {
         Duration::from_millis(50),
         &[
             ("PARLEY_WORKER_CONCURRENCY", "1"),
-            ("PARLEY_DELIVERY_JOBS_PER_ORG", "100"),
-            ("PARLEY_DELIVERY_READY_JOBS", "2"),
+            ("PARLEY_SEND_JOBS_PER_ORG", "100"),
+            ("PARLEY_SEND_READY_JOBS", "2"),
         ],
     )
     .await;
@@ -503,7 +503,7 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
     let app = TestApp::builder().own_database().start().await;
     let jobs = Jobs::new(&app.redis().await);
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-    jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 1)])
+    jobs.set_org_slots(QueueName::RecipientSend, &[(a, 1)])
         .await
         .unwrap();
     jobs.set_org_slots(QueueName::WebhookDelivery, &[(a, 2)])
@@ -516,19 +516,15 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
             id: Uuid::now_v7(),
             high: false,
         };
-        jobs.deliver(&lane, &ids(2_000)).await.unwrap();
+        jobs.enqueue_sends(&lane, &ids(2_000)).await.unwrap();
         let webhook = Uuid::now_v7();
         let deliveries: Vec<(Uuid, Uuid, Uuid)> =
             ids(500).into_iter().map(|d| (org, webhook, d)).collect();
         jobs.deliver_webhooks(&deliveries).await.unwrap();
     }
     // A has 1 delivery slot and 2 webhook slots of its own; B the defaults, 3 and 8.
-    let delivery = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
-    assert_eq!(
-        (delivery.ready, delivery.parked),
-        (1 + 3, 20 - 4),
-        "{delivery:?}"
-    );
+    let send = jobs.depth(QueueName::RecipientSend).await.unwrap();
+    assert_eq!((send.ready, send.parked), (1 + 3, 20 - 4), "{send:?}");
     let webhooks = jobs.depth(QueueName::WebhookDelivery).await.unwrap();
     assert_eq!(
         (webhooks.ready, webhooks.parked),
@@ -536,12 +532,12 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
         "{webhooks:?}"
     );
     // Raised, A's next refill takes its new share (under the ready list's 8).
-    jobs.set_org_slots(QueueName::RecipientDelivery, &[(a, 4)])
+    jobs.set_org_slots(QueueName::RecipientSend, &[(a, 4)])
         .await
         .unwrap();
-    jobs.refill(QueueName::RecipientDelivery).await.unwrap();
-    let delivery = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
-    assert_eq!(delivery.ready, 4 + 3, "{delivery:?}");
+    jobs.refill(QueueName::RecipientSend).await.unwrap();
+    let send = jobs.depth(QueueName::RecipientSend).await.unwrap();
+    assert_eq!(send.ready, 4 + 3, "{send:?}");
 }
 
 #[tokio::test]
@@ -557,17 +553,11 @@ async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in
         high: false,
     };
     let one = || vec![Uuid::now_v7()];
-    jobs.deliver(&lane, &one()).await.unwrap();
-    assert_eq!(
-        jobs.depth(QueueName::RecipientDelivery)
-            .await
-            .unwrap()
-            .ready,
-        1
-    );
+    jobs.enqueue_sends(&lane, &one()).await.unwrap();
+    assert_eq!(jobs.depth(QueueName::RecipientSend).await.unwrap().ready, 1);
     // The refill took the lane's last job and dropped the lane and the organization from their
     // rings; one of before the rings' membership sets left the sets naming them.
-    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery);
+    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientSend);
     let prefix = format!("{queue}:fair:");
     let mut conn = redis.conn.clone();
     let (lane_left, ring_left): (i64, i64) = redis::pipe()
@@ -587,8 +577,8 @@ async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in
         .await
         .unwrap();
     // Parked again, the lane is in turn again.
-    jobs.deliver(&lane, &one()).await.unwrap();
-    let depth = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
+    jobs.enqueue_sends(&lane, &one()).await.unwrap();
+    let depth = jobs.depth(QueueName::RecipientSend).await.unwrap();
     assert_eq!((depth.ready, depth.parked), (1, 0), "{depth:?}");
 }
 
@@ -598,7 +588,7 @@ async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_rea
     let app = TestApp::builder().own_database().start().await;
     let redis = app.redis().await;
     let jobs = Jobs::new(&redis);
-    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery);
+    let queue = parley_jobs::queue_name(redis.prefix(), QueueName::RecipientSend);
     let prefix = format!("{queue}:fair:");
     let mut conn = redis.conn.clone();
     let lane = |organization_id| Lane {
@@ -609,14 +599,14 @@ async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_rea
     let (gone, astray) = (lane(Uuid::now_v7()), lane(Uuid::now_v7()));
     // Each organization's one slot is taken by its first job, the rest stay parked.
     jobs.set_org_slots(
-        QueueName::RecipientDelivery,
+        QueueName::RecipientSend,
         &[(gone.organization_id, 1), (astray.organization_id, 1)],
     )
     .await
     .unwrap();
     let ids = |n: usize| -> Vec<Uuid> { (0..n).map(|_| Uuid::now_v7()).collect() };
-    jobs.deliver(&gone, &ids(400)).await.unwrap();
-    jobs.deliver(&astray, &ids(400)).await.unwrap();
+    jobs.enqueue_sends(&gone, &ids(400)).await.unwrap();
+    jobs.enqueue_sends(&astray, &ids(400)).await.unwrap();
     // Keys deleted one by one under a running deployment: one lane lost its jobs but not its
     // head's note, the other lost its rings, its head parked a minute ago.
     let minute_ago = chrono::Utc::now().timestamp_millis() - 60_000;
@@ -638,8 +628,8 @@ async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_rea
     );
     assert!(waiting.contains(&astray.id));
     // The lane astray is in turn again: the next refill takes its job.
-    jobs.refill(QueueName::RecipientDelivery).await.unwrap();
-    let depth = jobs.depth(QueueName::RecipientDelivery).await.unwrap();
+    jobs.refill(QueueName::RecipientSend).await.unwrap();
+    let depth = jobs.depth(QueueName::RecipientSend).await.unwrap();
     assert_eq!(depth.ready, 1, "{depth:?}");
 }
 
@@ -688,10 +678,10 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
     let second = contacts_of(app, a_org, 5).await;
     let (b_org, b_key, b_contacts) = org(&rig.app, "Organization B", 5).await;
     // For A alone, as `parley-api org limits` sets them: 100 emails a second, one broadcast
-    // sending at a time, 2 delivery jobs.
+    // sending at a time, 2 send jobs.
     let changes = Changes {
         broadcasts: Setting::Value(1),
-        delivery_jobs: Setting::Value(2),
+        send_jobs: Setting::Value(2),
         rates: vec![(Channel::Email, Setting::Value(100))],
         ..Changes::default()
     };
@@ -700,7 +690,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         .unwrap()
         .expect("A exists");
     assert_eq!(
-        (set.broadcasts, set.delivery_jobs, set.imports),
+        (set.broadcasts, set.send_jobs, set.imports),
         (Some(1), Some(2), None)
     );
     assert_eq!(set.rates.get(&Channel::Email), Some(&100));
@@ -708,7 +698,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
     let redis = app.redis().await;
     let caps = format!(
         "{}:fair:caps",
-        parley_jobs::queue_name(redis.prefix(), QueueName::RecipientDelivery)
+        parley_jobs::queue_name(redis.prefix(), QueueName::RecipientSend)
     );
     let read = parley_tests::wait_until(30, || async {
         let mut conn = redis.conn.clone();
@@ -742,7 +732,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
     // Back to the defaults: nothing of A's is left.
     let reset = Changes {
         broadcasts: Setting::Default,
-        delivery_jobs: Setting::Default,
+        send_jobs: Setting::Default,
         rates: vec![(Channel::Email, Setting::Default)],
         ..Changes::default()
     };

@@ -49,7 +49,7 @@ async fn retry_broadcast(app: &TestApp, broadcast: &str) -> Resp {
         app,
         Method::POST,
         "/admin/v1/dead/retry",
-        Some(json!({"filter": {"queue": "recipient-delivery", "broadcastId": broadcast}})),
+        Some(json!({"filter": {"queue": "recipient-send", "broadcastId": broadcast}})),
     )
     .await;
     action.expect(202);
@@ -167,15 +167,22 @@ async fn dead_work_shows_its_reasons_and_a_bulk_retry_sends_each_once() {
     })
     .await;
     let org = app.org_id;
-    let dead_recipients = format!("/admin/v1/dead?queue=recipient-delivery&organizationId={org}");
+    let dead_recipients = format!("/admin/v1/dead?queue=recipient-send&organizationId={org}");
     let page = get(&app, &dead_recipients).await;
     let dead = items(&page);
     assert_eq!(dead.len(), 3, "{page}");
     for d in &dead {
         assert_eq!(d["errorCode"], "invalid_recipient");
         assert_eq!(d["broadcastId"], broadcast.as_str());
-        assert_eq!(d["queue"], "recipient-delivery");
+        assert_eq!(d["queue"], "recipient-send");
     }
+    // The queue's former name still reads for a release, and answers under the new one.
+    let former = get(
+        &app,
+        &format!("/admin/v1/dead?queue=recipient-delivery&organizationId={org}"),
+    )
+    .await;
+    assert_eq!(items(&former), dead, "{former}");
     let dead_hooks = format!("/admin/v1/dead?queue=webhook-delivery&webhookId={hook}");
     let hooks = {
         let until = |b: &Value| b["data"]["items"].as_array().is_some_and(|i| i.len() == 1);
@@ -212,14 +219,14 @@ async fn dead_work_shows_its_reasons_and_a_bulk_retry_sends_each_once() {
         &app,
         Method::POST,
         "/admin/v1/dead/discard",
-        Some(json!({"filter": {"queue": "recipient-delivery", "organisationId": org}})),
+        Some(json!({"filter": {"queue": "recipient-send", "organisationId": org}})),
     )
     .await
     .expect_error(422, "validation_error");
     admin(
         &app,
         Method::GET,
-        &format!("/admin/v1/dead?queue=recipient-delivery&organisationId={org}"),
+        &format!("/admin/v1/dead?queue=recipient-send&organisationId={org}"),
         None,
     )
     .await
@@ -362,7 +369,7 @@ async fn pausing_an_organization_holds_only_its_sends_and_resuming_sends_each_on
             .as_array()
             .unwrap()
             .iter()
-            .any(|q| q["name"] == "recipient-delivery" && q["consumers"].as_u64() >= Some(1)),
+            .any(|q| q["name"] == "recipient-send" && q["consumers"].as_u64() >= Some(1)),
         "{queues}"
     );
 
@@ -440,6 +447,33 @@ async fn a_paused_queue_is_left_alone_until_resumed() {
         b["data"]["status"] == "completed"
     })
     .await;
+
+    // The recipient queue's former name pauses and resumes it too, stored under its name.
+    let queue_paused = |queues: &Value, name: &str| {
+        queues["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == name)
+            .map(|q| q["paused"].clone())
+    };
+    for (pause, resume) in [
+        ("recipient-delivery", "recipient-send"),
+        ("recipient-send", "recipient-delivery"),
+    ] {
+        let path = |name: &str, what: &str| format!("/admin/v1/queues/{name}/{what}");
+        admin(&app, Method::POST, &path(pause, "pause"), None)
+            .await
+            .expect(200);
+        let queues = get(&app, "/admin/v1/queues").await;
+        assert_eq!(queue_paused(&queues, "recipient-send"), Some(json!(true)));
+        assert_eq!(queue_paused(&queues, "recipient-delivery"), None);
+        admin(&app, Method::POST, &path(resume, "resume"), None)
+            .await
+            .expect(200);
+        let queues = get(&app, "/admin/v1/queues").await;
+        assert_eq!(queue_paused(&queues, "recipient-send"), Some(json!(false)));
+    }
 }
 
 /// Runs `parley-api admin <args>` in this process against the test's database and Redis;
@@ -466,7 +500,7 @@ async fn the_cli_does_what_the_api_does_and_its_keys_open_the_api() {
     let org = app.org_id.to_string();
     let table = cli(&app, &["queues"]).await;
     assert!(
-        table.starts_with("queue") && table.contains("recipient-delivery"),
+        table.starts_with("queue") && table.contains("recipient-send"),
         "{table}"
     );
     let paused: Value =
@@ -571,7 +605,7 @@ async fn a_recipient_that_may_have_been_sent_is_retried_only_when_its_code_is_na
             finished(app, action.data()).await
         }
     };
-    let first = retry(json!({"queue": "recipient-delivery", "broadcastId": broadcast})).await;
+    let first = retry(json!({"queue": "recipient-send", "broadcastId": broadcast})).await;
     assert_eq!(first["done"], 1, "the timed-out one is left: {first}");
     app.wait_for(&format!("/api/v1/broadcasts/{broadcast}"), 30, |b| {
         b["data"]["status"] == "completed"
@@ -579,15 +613,13 @@ async fn a_recipient_that_may_have_been_sent_is_retried_only_when_its_code_is_na
     .await;
     let dead = get(
         &app,
-        &format!("/admin/v1/dead?queue=recipient-delivery&broadcastId={broadcast}"),
+        &format!("/admin/v1/dead?queue=recipient-send&broadcastId={broadcast}"),
     )
     .await;
     assert_eq!(items(&dead).len(), 1);
     assert_eq!(items(&dead)[0]["id"], uncertain.to_string());
-    let second = retry(
-        json!({"queue": "recipient-delivery", "broadcastId": broadcast,
-                              "errorCode": "timeout"}),
-    )
+    let second = retry(json!({"queue": "recipient-send", "broadcastId": broadcast,
+                              "errorCode": "timeout"}))
     .await;
     assert_eq!(second["done"], 1);
     let b = app

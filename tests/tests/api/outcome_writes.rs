@@ -1,15 +1,15 @@
 //! Recipient outcomes on their way to Postgres: the worker's one writer of outcomes, and
 //! outcome writes beside a fan-out. No worker runs: each test plays the dispatcher
-//! (`fan_out`) and the delivery jobs.
+//! (`fan_out`) and the send jobs.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use parley_db::delivery::{RecipientOutcome, begin_dispatch, record};
+use parley_db::sending::{RecipientOutcome, begin_dispatch, record};
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, wait_until};
 use parley_usecases::sending;
-use parley_worker::claims::{Claims, HeldClaims};
+use parley_worker::claims::{Claims, TakenClaims};
 use parley_worker::outcomes::{Chunk, Outcomes};
 use serde_json::json;
 use sqlx::Connection;
@@ -144,7 +144,7 @@ impl Dispatching {
 
     /// A session of its own, in a transaction that holds the lock `sql` takes until the
     /// session is closed.
-    async fn hold(&self, sql: String) -> sqlx::PgConnection {
+    async fn lock_with(&self, sql: String) -> sqlx::PgConnection {
         let mut holder = sqlx::PgConnection::connect(&self.app.database_url)
             .await
             .unwrap();
@@ -164,8 +164,8 @@ fn sent(n: usize) -> RecipientOutcome {
 }
 
 /// The claims of a job on `ids`.
-async fn hold(d: &Dispatching, ids: &[Uuid]) -> HeldClaims {
-    HeldClaims::take(&d.claims, ids, Duration::from_secs(60))
+async fn claim(d: &Dispatching, ids: &[Uuid]) -> TakenClaims {
+    TakenClaims::take(&d.claims, ids, Duration::from_secs(60))
         .await
         .unwrap()
         .expect("the claims")
@@ -180,7 +180,7 @@ struct Held {
     outcomes: Outcomes,
     first: tokio::task::JoinHandle<anyhow::Result<Chunk>>,
     holder: sqlx::PgConnection,
-    jobs: [HeldClaims; 2],
+    jobs: [TakenClaims; 2],
 }
 
 impl Held {
@@ -188,16 +188,16 @@ impl Held {
         let d = Dispatching::new(3).await;
         let (r, _) = d.fan_out(3).await.unwrap().unwrap();
         let holder = d
-            .hold(format!(
+            .lock_with(format!(
                 "SELECT 1 FROM broadcast_recipients WHERE id = '{}' FOR UPDATE",
                 r[0]
             ))
             .await;
         let outcomes = Outcomes::spawn(d.app.pool.clone(), d.claims.clone());
-        let job = hold(&d, &r[0..1]).await;
+        let job = claim(&d, &r[0..1]).await;
         let first = tokio::spawn(outcomes.write(vec![(r[0], sent(0))], job.fence(), false));
         assert!(d.a_session_waits().await, "the first statement waits");
-        let jobs = [hold(&d, &r[1..2]).await, hold(&d, &r[2..3]).await];
+        let jobs = [claim(&d, &r[1..2]).await, claim(&d, &r[2..3]).await];
         Held {
             d,
             r,
@@ -222,7 +222,7 @@ impl Held {
 
 #[tokio::test]
 async fn one_statement_writes_the_outcomes_several_jobs_handed_meanwhile() {
-    // A worker's delivery jobs hand their outcomes to one writer; each statement takes all
+    // A worker's send jobs hand their outcomes to one writer; each statement takes all
     // that came while the previous one ran, so statements follow processes, not jobs.
     let h = Held::new().await;
     let (second, third) = (h.write(1, sent(1), false), h.write(2, sent(2), false));
@@ -297,7 +297,7 @@ async fn the_outcome_of_a_recipient_another_job_took_over_is_not_written() {
     let d = Dispatching::new(3).await;
     let (r, _) = d.fan_out(3).await.unwrap().unwrap();
     let outcomes = Outcomes::spawn(d.app.pool.clone(), d.claims.clone());
-    let jobs = [hold(&d, &r[0..2]).await, hold(&d, &r[2..3]).await];
+    let jobs = [claim(&d, &r[0..2]).await, claim(&d, &r[2..3]).await];
     let mut conn = d.redis.conn.clone();
     let _: () = redis::cmd("SET")
         .arg(d.claims.key(r[2]))
@@ -352,7 +352,9 @@ async fn outcome_writes_pass_a_fan_out_in_progress(audience: Audience) {
     .execute(&d.app.pool)
     .await
     .unwrap();
-    let holder = d.hold("SELECT pg_advisory_xact_lock(4242)".into()).await;
+    let holder = d
+        .lock_with("SELECT pg_advisory_xact_lock(4242)".into())
+        .await;
     let slice = tokio::spawn(d.fan_out(2));
     assert!(d.a_session_waits().await, "the slice waits mid-insert");
     // An outcome written by a session whose counter shard the broadcast does not have yet.

@@ -188,7 +188,7 @@ pub async fn next_queued(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Uu
 /// Gives the lease up, if `token` still holds it. `handed_on`: a new dispatch job is about
 /// to take over (a turn ended), so the queue time is renewed and the reconciler does not take
 /// the unfinished fan-out for lost meanwhile.
-pub async fn release_dispatch(
+pub async fn end_dispatch_turn(
     db: impl PgExecutor<'_>,
     id: Uuid,
     token: Uuid,
@@ -388,7 +388,7 @@ pub async fn take_pending(
 
 /// What sending needs to know about a broadcast.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct DeliveryContext {
+pub struct SendContext {
     pub id: Uuid,
     pub organization_id: Uuid,
     pub status: BroadcastStatus,
@@ -416,7 +416,7 @@ pub struct DeliveryContext {
     pub paused: bool,
 }
 
-impl DeliveryContext {
+impl SendContext {
     /// The broadcast's timing rules: its local time, and its quiet hours unless it is `high`.
     pub fn send_plan(&self) -> SendPlan {
         let high = self.priority == SendPriority::High;
@@ -450,12 +450,12 @@ impl DeliveryContext {
     }
 }
 
-pub async fn delivery_context(
+pub async fn send_context(
     db: impl PgExecutor<'_>,
     id: Uuid,
-) -> Result<Option<DeliveryContext>, sqlx::Error> {
+) -> Result<Option<SendContext>, sqlx::Error> {
     sqlx::query_as!(
-        DeliveryContext,
+        SendContext,
         r#"SELECT b.id, b.organization_id, b.status, b.channel, b.template_id, b.message_body,
                 b.message_subject, b.template_variables, b.email_variables,
                 b.priority AS "priority: SendPriority", b.send_in AS "send_in: SendIn",

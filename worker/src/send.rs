@@ -1,4 +1,4 @@
-//! The recipient-delivery job: sends a batch of a broadcast's recipients, each at most once.
+//! The recipient-send job: sends a batch of a broadcast's recipients, each at most once.
 //!
 //! Recipients are claimed in Redis first (one job at a time per recipient, short leases kept by
 //! a heartbeat: see [`crate::claims`]), skipped when their contact must not be contacted,
@@ -16,15 +16,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use parley_db as db;
-use parley_db::delivery::{Claimed, DeliveryContext, RecipientOutcome, VariantContent};
+use parley_db::sending::{Claimed, RecipientOutcome, SendContext, VariantContent};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::broadcasts::TemplateVariables;
 use parley_domain::templates::{max_message_chars, render};
-use parley_jobs::{DELIVERY_BATCH, DeliverRecipients, QueueName};
+use parley_jobs::{QueueName, SEND_BATCH, SendRecipients};
 use uuid::Uuid;
 
-use crate::claims::HeldClaims;
+use crate::claims::TakenClaims;
 use crate::db_retry::retry_transient;
 use crate::job::{Job, JobResult};
 use crate::provider::{Message, SendResult};
@@ -39,11 +39,11 @@ use parley_types::time::Timestamp;
 const IN_FLIGHT: usize = 32;
 /// Outcomes a job lets wait, at most, and hands to the writer in one chunk: a whole job's, so
 /// that sends never wait on the writer (docs/decisions.md, "Outcome chunks and group commit").
-const CHUNK: usize = DELIVERY_BATCH;
+const CHUNK: usize = SEND_BATCH;
 
 /// The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
-impl Job for DeliverRecipients {
-    const NAME: &'static str = "delivery job";
+impl Job for SendRecipients {
+    const NAME: &'static str = "send job";
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id, recipients = self.recipient_ids.len())
@@ -55,39 +55,39 @@ impl Job for DeliverRecipients {
 
     /// Runs holding its organization's slot ([`crate::fair`]).
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(crate::fair::holding_slot(ctx, &self, send_batch(ctx, &self)).await?)
+        Ok(crate::fair::in_org_slot(ctx, &self, send_batch(ctx, &self)).await?)
     }
 }
 
-async fn send_batch(ctx: &WorkerState, job: &DeliverRecipients) -> anyhow::Result<()> {
+async fn send_batch(ctx: &WorkerState, job: &SendRecipients) -> anyhow::Result<()> {
     // The claims first: a job out of the queue holds its recipients from its first step on,
     // so the reconciler never finds them both unqueued and unclaimed.
-    let lease = ctx.settings().recipient_lease;
-    let hold = HeldClaims::take(&ctx.claims, &job.recipient_ids, lease).await?;
+    let lease = ctx.settings().claim_lease;
+    let taken = TakenClaims::take(&ctx.claims, &job.recipient_ids, lease).await?;
     // This job left the ready list: the next job in turn takes its place.
-    if let Err(err) = ctx.jobs.refill(QueueName::RecipientDelivery).await {
-        tracing::warn!(%err, "delivery queue not topped up from the lanes; the ticker will");
+    if let Err(err) = ctx.jobs.refill(QueueName::RecipientSend).await {
+        tracing::warn!(%err, "send queue not topped up from the lanes; the ticker will");
     }
-    let Some(hold) = hold else {
+    let Some(taken) = taken else {
         return Ok(());
     };
     let result = async {
         let broadcast =
-            retry_transient(|| db::delivery::delivery_context(&ctx.pool, job.broadcast_id)).await?;
+            retry_transient(|| db::sending::send_context(&ctx.pool, job.broadcast_id)).await?;
         match broadcast {
-            Some(b) if b.status == BroadcastStatus::Sending => send_all(ctx, job, &b, &hold).await,
+            Some(b) if b.status == BroadcastStatus::Sending => send_all(ctx, job, &b, &taken).await,
             _ => Ok(Vec::new()),
         }
     }
     .await;
-    hold.release().await;
-    let released = result?;
+    taken.give_back().await;
+    let unsent = result?;
     // A worker shutting down hands back what it did not send, so that another worker takes
     // it up at once rather than after the reconciler's wait.
-    if ctx.stopping.is_cancelled() && !released.is_empty() {
-        ctx.jobs.deliver(&job.lane(), &released).await?;
+    if ctx.stopping.is_cancelled() && !unsent.is_empty() {
+        ctx.jobs.enqueue_sends(&job.lane(), &unsent).await?;
         tracing::info!(
-            recipients = released.len(),
+            recipients = unsent.len(),
             "unsent recipients handed back at shutdown"
         );
     }
@@ -99,16 +99,16 @@ async fn send_batch(ctx: &WorkerState, job: &DeliverRecipients) -> anyhow::Resul
 #[tracing::instrument(skip_all, fields(organization_id = %broadcast.organization_id, channel = %broadcast.channel, recipients = job.recipient_ids.len()))]
 async fn send_all(
     ctx: &WorkerState,
-    job: &DeliverRecipients,
-    broadcast: &DeliveryContext,
-    hold: &HeldClaims,
+    job: &SendRecipients,
+    broadcast: &SendContext,
+    taken: &TakenClaims,
 ) -> anyhow::Result<Vec<Uuid>> {
     let claimed = retry_transient(|| {
-        db::delivery::pending_for_send(
+        db::sending::pending_for_send(
             &ctx.pool,
             broadcast.organization_id,
             job.broadcast_id,
-            hold.ids(),
+            taken.ids(),
         )
     })
     .await?;
@@ -117,7 +117,7 @@ async fn send_all(
     }
     let message = if broadcast.ab_test {
         let contents =
-            retry_transient(|| db::delivery::variant_contents(&ctx.pool, job.broadcast_id)).await?;
+            retry_transient(|| db::sending::variant_contents(&ctx.pool, job.broadcast_id)).await?;
         Messages::new(broadcast, &contents)
     } else {
         Messages::new(broadcast, &[])
@@ -139,14 +139,14 @@ async fn send_all(
     // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
     let mut unanswered = claimed.len();
     let mut sends = futures::stream::iter(claimed)
-        .map(|r| send_one(ctx, broadcast, &message, r, &watch, hold, &saw_failure))
+        .map(|r| send_one(ctx, broadcast, &message, r, &watch, taken, &saw_failure))
         .buffer_unordered(IN_FLIGHT);
     // Group commit: while the sends go on, each chunk takes what arrived during the previous
     // one's write, and the worker's writer puts the chunks of all its jobs that came meanwhile
     // in one statement. An outcome waits in memory for the statements running, then its own
     // (a job's last chunk gets a statement beside the one running), so a crash loses (and a
     // new worker resends) only what was sent in that time.
-    let mut released = Vec::new();
+    let mut unsent = Vec::new();
     let mut give_back = Vec::new();
     let mut writing: Option<Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + '_>>> = None;
     let mut sending = true;
@@ -154,7 +154,7 @@ async fn send_all(
         if writing.is_none() && !ready.is_empty() {
             let batch: Vec<_> = ready.drain(..ready.len().min(CHUNK)).collect();
             let last = !sending && ready.is_empty();
-            writing = Some(Box::pin(record(ctx, hold, broadcast.channel, batch, last)));
+            writing = Some(Box::pin(record(ctx, taken, broadcast.channel, batch, last)));
         }
         tokio::select! {
             // At most CHUNK outcomes wait (a job carries no more): while a write is retried
@@ -169,14 +169,14 @@ async fn send_all(
                 // Not when another job took the recipient over: its place is that job's.
                 if let Some(contact) = reserved.get(&id)
                     && !matches!(outcome, RecipientOutcome::Sent { .. })
-                    && !hold.is_lost(id)
+                    && !taken.is_lost(id)
                 {
                     give_back.push((id, *contact));
                 }
                 if outcome != RecipientOutcome::Released {
                     ready.push((id, outcome));
-                } else if !hold.is_lost(id) {
-                    released.push(id);
+                } else if !taken.is_lost(id) {
+                    unsent.push(id);
                 }
             }
             written = async { writing.as_mut().expect("a write in flight").await }, if writing.is_some() => {
@@ -199,7 +199,7 @@ async fn send_all(
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
         crate::dispatch::start_next(ctx, org).await?;
     }
-    Ok(released)
+    Ok(unsent)
 }
 
 /// Writes a chunk of outcomes, fenced by the claims (an outcome of a recipient another job
@@ -207,12 +207,12 @@ async fn send_all(
 #[tracing::instrument(skip_all, fields(outcomes = chunk.len(), last))]
 async fn record(
     ctx: &WorkerState,
-    hold: &HeldClaims,
+    taken: &TakenClaims,
     channel: Channel,
     chunk: Vec<(Uuid, RecipientOutcome)>,
     last: bool,
 ) -> anyhow::Result<()> {
-    let written = ctx.outcomes.write(chunk, hold.fence(), last).await?;
+    let written = ctx.outcomes.write(chunk, taken.fence(), last).await?;
     count(channel, &written);
     Ok(())
 }
@@ -244,7 +244,7 @@ struct Decided {
 /// contact, opted out, no address) is left to [`send_one`] and takes no place under the cap.
 async fn decide(
     ctx: &WorkerState,
-    b: &DeliveryContext,
+    b: &SendContext,
     claimed: Vec<Claimed>,
 ) -> anyhow::Result<Decided> {
     let plan = b.send_plan();
@@ -338,7 +338,7 @@ struct Messages {
 }
 
 impl Messages {
-    fn new(b: &DeliveryContext, variants: &[VariantContent]) -> Self {
+    fn new(b: &SendContext, variants: &[VariantContent]) -> Self {
         let own = Prepared::new(
             b,
             b.template_id,
@@ -382,7 +382,7 @@ struct Prepared {
 
 impl Prepared {
     fn new(
-        b: &DeliveryContext,
+        b: &SendContext,
         template_id: Uuid,
         body: Option<&str>,
         subject: Option<&str>,
@@ -427,11 +427,11 @@ fn address(channel: Channel, r: &Claimed) -> Option<&str> {
 #[tracing::instrument(level = "debug", skip_all, fields(recipient_id = %r.id))]
 async fn send_one(
     ctx: &WorkerState,
-    b: &DeliveryContext,
+    b: &SendContext,
     messages: &Messages,
     r: Claimed,
     watch: &StatusWatch,
-    hold: &HeldClaims,
+    taken: &TakenClaims,
     saw_failure: &AtomicBool,
 ) -> (Uuid, RecipientOutcome) {
     let id = r.id;
@@ -439,7 +439,7 @@ async fn send_one(
         Ok(to) => to,
         Err(outcome) => return (id, outcome),
     };
-    if !take_turn(ctx, b, watch).await || hold.is_lost(id) {
+    if !take_turn(ctx, b, watch).await || taken.is_lost(id) {
         return (id, RecipientOutcome::Released);
     }
     let prepared = messages.of(r.variant_no);
@@ -466,7 +466,7 @@ async fn send_one(
 
 /// The recipient's address on the broadcast's channel; or why the message is not sent: the
 /// contact is gone, do-not-contact or opted out (skipped), or has no address (failed).
-fn reachable_address<'r>(b: &DeliveryContext, r: &'r Claimed) -> Result<&'r str, RecipientOutcome> {
+fn reachable_address<'r>(b: &SendContext, r: &'r Claimed) -> Result<&'r str, RecipientOutcome> {
     if r.contact_id.is_none() {
         return Err(skip("contact_deleted", "the contact was deleted"));
     }
@@ -487,7 +487,7 @@ fn reachable_address<'r>(b: &DeliveryContext, r: &'r Claimed) -> Result<&'r str,
 
 /// Waits for the channel's rate limit while the broadcast is sending; `false` when the
 /// recipient goes back (the broadcast stopped, or the limiter is unavailable).
-async fn take_turn(ctx: &WorkerState, b: &DeliveryContext, watch: &StatusWatch) -> bool {
+async fn take_turn(ctx: &WorkerState, b: &SendContext, watch: &StatusWatch) -> bool {
     if !watch.is_sending() {
         return false;
     }
@@ -505,11 +505,7 @@ async fn take_turn(ctx: &WorkerState, b: &DeliveryContext, watch: &StatusWatch) 
 }
 
 /// The template rendered for this recipient, within the channel's length.
-fn compose(
-    b: &DeliveryContext,
-    prepared: &Prepared,
-    r: &Claimed,
-) -> Result<String, RecipientOutcome> {
+fn compose(b: &SendContext, prepared: &Prepared, r: &Claimed) -> Result<String, RecipientOutcome> {
     let values: Vec<&str> = prepared.values.iter().map(String::as_str).collect();
     let content = render(&prepared.body, &values, |field| match field {
         "name" => r.name.as_deref(),
@@ -536,7 +532,7 @@ fn compose(
 /// Sends through the provider and keeps the broadcast's failure streak (auto-pause) current.
 async fn send(
     ctx: &WorkerState,
-    b: &DeliveryContext,
+    b: &SendContext,
     message: &Message<'_>,
     watch: &StatusWatch,
     saw_failure: &AtomicBool,
@@ -562,7 +558,7 @@ fn failures_key(ctx: &WorkerState, broadcast: Uuid) -> String {
 }
 
 /// Counts a provider failure; pauses the broadcast when they run past the limit in a row.
-async fn note_failure(ctx: &WorkerState, b: &DeliveryContext, code: &str, message: &str) {
+async fn note_failure(ctx: &WorkerState, b: &SendContext, code: &str, message: &str) {
     let broadcast = b.id;
     let key = failures_key(ctx, broadcast);
     let mut conn = ctx.redis.conn.clone();
@@ -579,7 +575,7 @@ async fn note_failure(ctx: &WorkerState, b: &DeliveryContext, code: &str, messag
             let reason = format!(
                 "paused after {n} consecutive provider failures; the last: {code}: {message}"
             );
-            match db::delivery::auto_pause(&ctx.pool, broadcast, &reason).await {
+            match db::sending::auto_pause(&ctx.pool, broadcast, &reason).await {
                 Ok(true) => {
                     tracing::warn!(broadcast_id = %broadcast, failures = n, "broadcast paused");
                     let _: Result<(), _> = redis::cmd("DEL").arg(&key).query_async(&mut conn).await;
@@ -593,7 +589,7 @@ async fn note_failure(ctx: &WorkerState, b: &DeliveryContext, code: &str, messag
     }
 }
 
-async fn reset_failures(ctx: &WorkerState, b: &DeliveryContext) {
+async fn reset_failures(ctx: &WorkerState, b: &SendContext) {
     let key = failures_key(ctx, b.id);
     let mut conn = ctx.redis.conn.clone();
     let _: Result<(), _> = redis::cmd("SET")
