@@ -653,6 +653,100 @@ impl TestApp {
         }
     }
 
+    /// Lets the running workers work until nothing of this app's organization is left to do,
+    /// for at most `secs` seconds: every queue of its Redis prefix is empty (ready, parked,
+    /// scheduled, and none running), and Postgres holds none of its work due (broadcasts
+    /// queued or sending, recipients pending, events not relayed, deliveries due, imports
+    /// unfinished). Idle is seen twice in a row, a tick apart, so work between Redis and
+    /// Postgres is not missed. Work that waits on a time to come (held recipients, a
+    /// delivery's next attempt, a scheduled broadcast) does not count: it is not due.
+    pub async fn run_until_idle(&self, secs: u64) {
+        let jobs = parley_jobs::Jobs::new(&self.redis().await);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        let mut idle_before = false;
+        loop {
+            let busy = self.busy(&jobs).await;
+            if busy.is_empty() && idle_before {
+                return;
+            }
+            idle_before = busy.is_empty();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not idle after {secs}s: {}",
+                busy.join(", ")
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The broadcast `id` once the workers are idle ([`TestApp::run_until_idle`]): it must have
+    /// ended (`completed` or `failed`).
+    pub async fn ended_broadcast(&self, id: &str, secs: u64) -> Value {
+        self.run_until_idle(secs).await;
+        let b = self
+            .send(
+                Method::GET,
+                &format!("/api/v1/broadcasts/{id}"),
+                Some(&self.key),
+                None,
+            )
+            .await
+            .body;
+        assert!(
+            matches!(b["data"]["status"].as_str(), Some("completed" | "failed")),
+            "idle, and the broadcast has not ended: {b}"
+        );
+        b
+    }
+
+    /// What keeps this app from idle ([`TestApp::run_until_idle`]).
+    async fn busy(&self, jobs: &parley_jobs::Jobs) -> Vec<String> {
+        let mut busy = Vec::new();
+        for queue in parley_jobs::QueueName::ALL {
+            let depth = jobs.depth(*queue).await.expect("queue depth");
+            let running = jobs
+                .activity(*queue)
+                .await
+                .expect("queue activity")
+                .in_flight;
+            let waiting = depth.ready + depth.parked + depth.scheduled + running;
+            if waiting > 0 {
+                busy.push(format!("{} jobs of {}", waiting, queue.as_str()));
+            }
+        }
+        let (broadcasts, recipients, events, deliveries, imports): (i64, i64, i64, i64, i64) =
+            sqlx::query_as(
+                "SELECT
+                    (SELECT count(*) FROM broadcasts
+                     WHERE organization_id = $1 AND status IN ('queued', 'sending')),
+                    (SELECT count(*) FROM broadcast_recipients
+                     WHERE organization_id = $1 AND status = 'pending'),
+                    (SELECT count(*) FROM webhook_events
+                     WHERE organization_id = $1 AND relayed_at IS NULL),
+                    (SELECT count(*) FROM webhook_deliveries
+                     WHERE organization_id = $1 AND status = 'pending'
+                       AND next_attempt_at <= now()),
+                    (SELECT count(*) FROM contact_imports
+                     WHERE organization_id = $1 AND status IN ('queued', 'running'))",
+            )
+            .bind(self.org_id)
+            .fetch_one(&self.pool)
+            .await
+            .expect("due work");
+        for (n, what) in [
+            (broadcasts, "broadcasts queued or sending"),
+            (recipients, "recipients pending"),
+            (events, "events not relayed"),
+            (deliveries, "deliveries due"),
+            (imports, "imports unfinished"),
+        ] {
+            if n > 0 {
+                busy.push(format!("{n} {what}"));
+            }
+        }
+        busy
+    }
+
     /// Polls `GET path` until `until` holds for its body, for at most `secs` seconds.
     pub async fn wait_for(&self, path: &str, secs: u64, until: impl Fn(&Value) -> bool) -> Value {
         self.wait_for_with(path, Some(&self.key), secs, until).await

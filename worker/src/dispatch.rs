@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
+use parley_config::Config;
 use parley_db as db;
 use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
 use parley_jobs::{DispatchBroadcast, Lane};
 use parley_usecases::sending;
 
-use crate::job::{Job, JobResult};
+use crate::job::{Backoff, Failure, Job, JobResult, RetryPolicy};
 use crate::state::WorkerState;
 
 /// Contacts turned into recipients by the first transaction: small, so sending starts soon.
@@ -27,15 +28,24 @@ const LEASE: Duration = Duration::from_secs(10);
 /// How long one job writes slices before it hands the rest of the fan-out to a new job.
 const TURN: Duration = Duration::from_secs(1);
 
+/// A failed or lost dispatch is found by the ticker once its lease ran out and enqueued again,
+/// for as long as its broadcast is sending.
 impl Job for DispatchBroadcast {
     const NAME: &'static str = "dispatch";
+
+    fn retry_policy(_: &Config) -> RetryPolicy {
+        RetryPolicy {
+            retries: None,
+            backoff: Backoff::Reconciled,
+        }
+    }
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id)
     }
 
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(run(ctx, &self).await?)
+        run(ctx, &self).await.map_err(Failure::of)
     }
 }
 

@@ -9,20 +9,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use parley_config::Config;
 use parley_db as db;
 use parley_domain::imports::{ImportFormat, ImportRow, RawRow, RejectedRow};
 use parley_jobs::ImportContacts;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::job::{Job, JobResult};
+use crate::job::{Backoff, Failure, Job, JobResult, RetryPolicy};
 use crate::renewal::Renewal;
 use crate::state::WorkerState;
 
 /// Rows per transaction.
 const BATCH: usize = 5_000;
-/// Jobs an import may take before it fails (a file that kills its worker must not loop).
-const MAX_ATTEMPTS: i16 = 5;
 /// The longest record a file may have, in bytes, whatever its quotes and line ends: a longer
 /// one fails the import (bounds what one row costs to hold and parse: a quote never closed
 /// would otherwise make the rest of the file one cell).
@@ -35,16 +34,30 @@ const MAX_REASON: usize = 200;
 const SKIP_RENEW_EVERY: i64 = 50_000;
 
 /// A failed job leaves the import unfinished; the ticker enqueues it again once its lease ran
-/// out, and it resumes after its last batch.
+/// out, and it resumes after its last batch. A statement Postgres refuses for its data fails
+/// the import at once.
 impl Job for ImportContacts {
     const NAME: &'static str = "contact import";
+
+    /// Five jobs in all: a file that kills its worker must not loop.
+    fn retry_policy(_: &Config) -> RetryPolicy {
+        RetryPolicy {
+            retries: Some(4),
+            backoff: Backoff::Reconciled,
+        }
+    }
+
+    /// None: a job renews its lease while it reads, and a large file takes minutes.
+    fn timeout(_: &Config) -> Option<Duration> {
+        None
+    }
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("import", import_id = %self.import_id)
     }
 
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(run(ctx, self.import_id).await?)
+        run(ctx, self.import_id).await
     }
 }
 
@@ -61,12 +74,13 @@ struct Batch {
     rows_read: i64,
 }
 
-async fn run(ctx: &WorkerState, id: Uuid) -> anyhow::Result<()> {
+async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
     let per_org = ctx.settings().imports_per_org;
     // A job's hold on its import (PARLEY_IMPORT_LEASE_SECS), renewed every third of it while
     // the job runs (a slow download filling a batch must not lose it) and by every batch.
     let lease = ctx.settings().import_lease;
-    let Some(job) = db::imports::begin(&ctx.pool, id, lease, per_org).await? else {
+    let begun = db::imports::begin(&ctx.pool, id, lease, per_org).await;
+    let Some(job) = begun.map_err(Failure::of)? else {
         return Ok(());
     };
     let token = job.token;
@@ -79,8 +93,10 @@ async fn run(ctx: &WorkerState, id: Uuid) -> anyhow::Result<()> {
     };
     tracing::info!(import_id = %id, rows_done = job.rows_done, attempt = job.attempts, "contact import started");
     let result = async {
-        if job.attempts > MAX_ATTEMPTS {
-            let why = format!("the import was tried {MAX_ATTEMPTS} times without ending");
+        let policy = ImportContacts::retry_policy(&ctx.config);
+        let tries = u32::try_from(job.attempts - 1).unwrap_or(0);
+        if !policy.allows_another(tries) {
+            let why = format!("the import was tried {tries} times without ending");
             return db::imports::finish(&ctx.pool, id, token, Some(&why)).await;
         }
         let reader: Box<dyn Read + Send> = match (job.data, job.download_url) {
@@ -121,7 +137,17 @@ async fn run(ctx: &WorkerState, id: Uuid) -> anyhow::Result<()> {
             tracing::warn!(import_id = %id, "import lease lost to another job; leaving it to that job");
             Ok(())
         }
-        Err(db::imports::ImportError::Db(e)) => Err(e.into()),
+        Err(db::imports::ImportError::Db(e)) => match Failure::of(e) {
+            Failure::GiveUp(err) => {
+                // Ended here rather than after every retry refused the same rows.
+                let why = "the import stopped on rows the database refused";
+                if let Err(end) = db::imports::finish(&ctx.pool, id, token, Some(why)).await {
+                    tracing::warn!(error = %end, "given-up import not marked failed; its retries will");
+                }
+                Err(Failure::GiveUp(err))
+            }
+            retry => Err(retry),
+        },
     }
 }
 

@@ -5,13 +5,15 @@
 
 use std::future::Future;
 
+use anyhow::Context as _;
+
 use apalis_core::backend::Vacuum;
 use parley_db as db;
 use parley_jobs::{QueueName, queue_config};
 use parley_types::metric_names::RETENTION_DELETED;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic::{self, Periodic};
+use crate::periodic::{self, Pass, Periodic};
 use crate::state::WorkerState;
 
 /// A pass runs every this many ticks.
@@ -26,10 +28,12 @@ pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
 struct Maintenance(WorkerState);
 
 impl Periodic for Maintenance {
-    async fn pass(&mut self, n: u64) {
+    const TASK: &'static str = "maintenance";
+
+    async fn pass(&mut self, n: u64, pass: &mut Pass) {
         // The first tick fires at once: the upkeep waits for its first period.
         if n > 0 {
-            pass(&self.0).await;
+            upkeep(&self.0, pass).await;
         }
     }
 }
@@ -42,13 +46,14 @@ struct Bounds {
 
 /// Runs `batch` (a statement that returns the rows it deleted and whether more may be left)
 /// until nothing is left or `bounds` is reached; counts the rows in
-/// `parley_retention_deleted_total{kind}`.
-async fn sweep<F, Fut>(kind: &'static str, bounds: Bounds, mut batch: F)
+/// `parley_retention_deleted_total{kind}` (those of a sweep that failed half-way too).
+async fn sweep<F, Fut>(kind: &'static str, bounds: Bounds, mut batch: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(u64, bool), sqlx::Error>>,
 {
     let mut deleted = 0;
+    let mut result = Ok(());
     for _ in 0..bounds.statements {
         match batch().await {
             Ok((n, more)) => {
@@ -58,7 +63,7 @@ where
                 }
             }
             Err(err) => {
-                tracing::warn!(%err, kind, "not swept this pass");
+                result = Err(err.into());
                 break;
             }
         }
@@ -67,6 +72,7 @@ where
         metrics::counter!(RETENTION_DELETED, "kind" => kind).increment(deleted);
         tracing::info!(deleted, kind, "swept");
     }
+    result
 }
 
 /// Webhook events deleted per statement (with their deliveries and attempts).
@@ -76,9 +82,9 @@ const RECIPIENTS_BATCH: i64 = 5_000;
 /// Expired idempotency keys deleted per statement.
 const KEYS_BATCH: i64 = 1_000;
 
-async fn pass(ctx: &WorkerState) {
+async fn upkeep(ctx: &WorkerState, pass: &mut Pass) {
     let webhooks = &ctx.config.webhooks;
-    sweep(
+    let events = sweep(
         "webhook_event",
         Bounds {
             statements: 40,
@@ -94,11 +100,11 @@ async fn pass(ctx: &WorkerState) {
             .await?;
             Ok((n, n == EVENTS_BATCH as u64))
         },
-    )
-    .await;
+    );
+    pass.step("sweep_webhook_events", events).await;
     // A statement takes one broadcast: many small broadcasts take many statements, so the
     // pass is bounded by rows as well.
-    sweep(
+    let recipients = sweep(
         "broadcast_recipient",
         Bounds {
             statements: 400,
@@ -111,10 +117,10 @@ async fn pass(ctx: &WorkerState) {
                 RECIPIENTS_BATCH,
             )
         },
-    )
-    .await;
+    );
+    pass.step("sweep_recipients", recipients).await;
     // Until none is left, so the table keeps up with any rate.
-    sweep(
+    let keys = sweep(
         "idempotency_key",
         Bounds {
             statements: 100,
@@ -125,24 +131,26 @@ async fn pass(ctx: &WorkerState) {
                 db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, KEYS_BATCH).await?;
             Ok((n, n == KEYS_BATCH as u64))
         },
-    )
-    .await;
-    vacuum_queues(ctx).await;
+    );
+    pass.step("sweep_idempotency_keys", keys).await;
+    vacuum_queues(ctx, pass).await;
 }
 
 /// Drops what acknowledged jobs leave in Redis: their data and metadata (apalis' vacuum), and
 /// the set of done job ids, which nothing here reads. And moves due jobs that a producer left
 /// scheduled (it stopped between its push and its promotion) to the ready list, so they can
 /// never pile up past what apalis' fetch can promote.
-async fn vacuum_queues(ctx: &WorkerState) {
+async fn vacuum_queues(ctx: &WorkerState, pass: &mut Pass) {
     for queue in QueueName::ALL {
-        if let Err(err) = ctx.jobs.promote(*queue).await {
-            tracing::warn!(%err, queue = queue.as_str(), "scheduled jobs not promoted");
-        }
+        let promoted = ctx.jobs.promote(*queue);
+        pass.step("promote", async { promoted.await.context(queue.as_str()) })
+            .await;
         let mut storage = ctx.jobs.storage::<serde_json::Value>(*queue);
-        if let Err(err) = storage.vacuum().await {
-            tracing::warn!(%err, queue = queue.as_str(), "vacuum failed");
-        }
+        pass.step("vacuum", async {
+            let vacuumed = storage.vacuum().await;
+            vacuumed.map_err(|e| anyhow::anyhow!("{e}").context(queue.as_str()))
+        })
+        .await;
         let config = queue_config(ctx.redis.prefix(), *queue);
         let mut conn = ctx.redis.conn.clone();
         let _: Result<(), _> = redis::cmd("DEL")

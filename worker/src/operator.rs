@@ -13,7 +13,7 @@ use parley_types::list::Cursor;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::periodic::{self, Periodic};
+use crate::periodic::{self, Pass, Periodic};
 use crate::state::WorkerState;
 
 /// Items a batch of an action takes.
@@ -34,25 +34,23 @@ pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
 struct Operator(WorkerState);
 
 impl Periodic for Operator {
-    async fn pass(&mut self, n: u64) {
+    const TASK: &'static str = "operator";
+
+    async fn pass(&mut self, n: u64, pass: &mut Pass) {
         let ctx = &self.0;
         if n.is_multiple_of(PAUSES_EVERY) {
-            match db::operator::paused_queues(&ctx.pool).await {
-                Ok(rows) => ctx.paused.set(
+            let read = db::operator::paused_queues(&ctx.pool);
+            if let Some(rows) = pass.step("read_pauses", async { Ok(read.await?) }).await {
+                ctx.paused.set(
                     rows.iter()
                         .filter_map(|p| QueueName::parse(&p.queue))
                         .collect(),
-                ),
-                Err(err) => tracing::warn!(%err, "paused queues not read this tick"),
+                );
             }
         }
-        if let Err(err) = advance(ctx).await {
-            tracing::warn!(error = %format!("{err:#}"), "operator action not advanced this tick");
-        }
-        if n.is_multiple_of(SWEEP_EVERY)
-            && let Err(err) = sweep_resumed(ctx).await
-        {
-            tracing::warn!(error = %format!("{err:#}"), "resumed organizations not swept this tick");
+        pass.step("advance_action", advance(ctx)).await;
+        if n.is_multiple_of(SWEEP_EVERY) {
+            pass.step("sweep_resumed", sweep_resumed(ctx)).await;
         }
     }
 }

@@ -8,7 +8,7 @@ use parley_db::org_limits::{self, OrgLimits};
 use parley_jobs::QueueName;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic::{self, Periodic};
+use crate::periodic::{self, Pass, Periodic};
 use crate::state::WorkerState;
 
 /// Ticks between two reads.
@@ -25,10 +25,10 @@ pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
 struct Sync(WorkerState);
 
 impl Periodic for Sync {
-    async fn pass(&mut self, _: u64) {
-        if let Err(err) = sync(&self.0).await {
-            tracing::warn!(error = %format!("{err:#}"), "organizations' own limits not read this pass");
-        }
+    const TASK: &'static str = "org_limits";
+
+    async fn pass(&mut self, _: u64, pass: &mut Pass) {
+        pass.step("sync", sync(&self.0)).await;
     }
 }
 

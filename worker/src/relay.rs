@@ -6,14 +6,15 @@
 use std::time::{Duration, Instant};
 
 use parley_db::outbox;
-use parley_jobs::QueueName;
+use parley_jobs::{DeliverWebhooks, QueueName};
 use parley_types::metric_names::OUTBOX_BACKLOG;
 use parley_usecases::webhook_deliveries;
 use secrecy::ExposeSecret;
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic::{self, Periodic};
+use crate::job::Job;
+use crate::periodic::{self, Pass, Periodic};
 use crate::reporter::Family;
 use crate::state::WorkerState;
 
@@ -58,6 +59,8 @@ impl Relay {
 }
 
 impl Periodic for Relay {
+    const TASK: &'static str = "relay";
+
     async fn woken(&mut self) {
         let Some(l) = self.listener.as_mut() else {
             return std::future::pending().await;
@@ -70,34 +73,30 @@ impl Periodic for Relay {
         }
     }
 
-    async fn pass(&mut self, _: u64) {
+    async fn pass(&mut self, _: u64, pass: &mut Pass) {
         self.listen_when_due().await;
         let ctx = &self.ctx;
         // Notifications that arrived meanwhile are served by this pass.
         if let Some(l) = self.listener.as_mut() {
             while let Ok(Ok(_)) = tokio::time::timeout(Duration::ZERO, l.recv()).await {}
         }
-        if let Err(err) = relay(ctx).await {
-            tracing::warn!(error = %format!("{err:#}"), "outbox relay failed this pass");
-        }
+        pass.step("relay_events", relay(ctx)).await;
         // Recoveries make failed deliveries due again, a few batches a pass, the recoveries
         // taking turns; the due path below feeds them to their endpoints a few at a time.
         for _ in 0..RECOVERIES_PER_PASS {
-            match webhook_deliveries::advance_recoveries(&ctx.pool, BATCH).await {
-                Ok(0) => break,
-                Ok(n) => tracing::info!(
+            let advanced = webhook_deliveries::advance_recoveries(&ctx.pool, BATCH);
+            match pass
+                .step("advance_recoveries", async { Ok(advanced.await?) })
+                .await
+            {
+                Some(0) | None => break,
+                Some(n) => tracing::info!(
                     deliveries = n,
                     "failed deliveries queued again by a recovery"
                 ),
-                Err(err) => {
-                    tracing::warn!(%err, "webhook recoveries not advanced this pass");
-                    break;
-                }
             }
         }
-        if let Err(err) = enqueue_due(ctx).await {
-            tracing::warn!(error = %format!("{err:#}"), "due deliveries not enqueued this pass");
-        }
+        pass.step("enqueue_due", enqueue_due(ctx)).await;
         if self
             .last_gauge
             .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
@@ -153,7 +152,9 @@ async fn enqueue_due(ctx: &WorkerState) -> anyhow::Result<()> {
         .lost_after(QueueName::WebhookDelivery, ctx.settings().reconcile_after)
         .await?;
     let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
-    let due = webhook_deliveries::take_due(&ctx.pool, BATCH, per_webhook, lost_after).await?;
+    let ceiling = DeliverWebhooks::retry_policy(&ctx.config).requeue_ceiling();
+    let due =
+        webhook_deliveries::take_due(&ctx.pool, BATCH, per_webhook, lost_after, ceiling).await?;
     crate::metrics::given_up("webhook", &due.given_up);
     ctx.jobs.deliver_webhooks(&due.taken).await?;
     Ok(())

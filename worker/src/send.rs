@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
+use parley_config::Config;
 use parley_db as db;
 use parley_db::sending::{Claimed, RecipientOutcome, SendContext, VariantContent};
 use parley_domain::Channel;
@@ -26,7 +27,7 @@ use uuid::Uuid;
 
 use crate::claims::TakenClaims;
 use crate::db_retry::retry_transient;
-use crate::job::{Job, JobResult};
+use crate::job::{Failure, Job, JobResult};
 use crate::provider::{Message, SendResult};
 use crate::state::WorkerState;
 use crate::status_watch::StatusWatch;
@@ -41,9 +42,23 @@ const IN_FLIGHT: usize = 32;
 /// that sends never wait on the writer (docs/decisions.md, "Outcome chunks and group commit").
 const CHUNK: usize = SEND_BATCH;
 
-/// The recipients of a failed job stay pending in Postgres; the reconciler enqueues them.
+/// The recipients of a failed job stay pending in Postgres; the reconciler enqueues them
+/// again, five times at most ([`crate::job::RetryPolicy::DEFAULT`]), then fails them
+/// (`attempts_exhausted`).
 impl Job for SendRecipients {
     const NAME: &'static str = "send job";
+    const FAIR: bool = true;
+
+    fn org_slot(&self) -> Option<(Uuid, &str)> {
+        parley_jobs::Fair::slot(self)
+    }
+
+    /// None: a job bounds itself (each send by the provider's timeout and attempts, the
+    /// rate's waits by the broadcast's status), and one dropped while it sends would leave
+    /// messages sent and not recorded, to be sent again.
+    fn timeout(_: &Config) -> Option<std::time::Duration> {
+        None
+    }
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("broadcast", broadcast_id = %self.broadcast_id, recipients = self.recipient_ids.len())
@@ -53,9 +68,8 @@ impl Job for SendRecipients {
         self.recipient_ids.len() as u64
     }
 
-    /// Runs holding its organization's slot ([`crate::fair`]).
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(crate::fair::in_org_slot(ctx, &self, send_batch(ctx, &self)).await?)
+        send_batch(ctx, &self).await.map_err(Failure::of)
     }
 }
 

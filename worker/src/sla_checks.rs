@@ -6,13 +6,20 @@ use parley_jobs::CheckSla;
 use parley_types::metric_names::{SLA_BREACH_LAG, SLA_BREACHES, SLA_CHECKS, SLA_WARNINGS};
 use uuid::Uuid;
 
-use crate::job::{Job, JobResult};
+use crate::job::{Backoff, Failure, Job, JobResult, RetryPolicy};
 use crate::state::WorkerState;
 
 /// The checks of a failed job stay in Postgres, marked enqueued; the scheduler enqueues them
-/// again.
+/// again after `PARLEY_RECONCILE_AFTER_SECS`, with no ceiling.
 impl Job for CheckSla {
     const NAME: &'static str = "SLA check job";
+
+    fn retry_policy(_: &parley_config::Config) -> RetryPolicy {
+        RetryPolicy {
+            retries: None,
+            backoff: Backoff::Reconciled,
+        }
+    }
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("sla_checks", checks = self.check_ids.len())
@@ -23,7 +30,7 @@ impl Job for CheckSla {
     }
 
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(run(ctx, &self.check_ids).await?)
+        run(ctx, &self.check_ids).await.map_err(Failure::of)
     }
 }
 

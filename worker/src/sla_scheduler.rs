@@ -10,7 +10,7 @@ use parley_jobs::{QueueName, SLA_BATCH};
 use parley_types::metric_names::{RECONCILED, SLA_BACKLOG};
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic::{self, Periodic};
+use crate::periodic::{self, Pass, Periodic};
 use crate::reporter::Family;
 use crate::state::WorkerState;
 
@@ -29,14 +29,16 @@ pub async fn run(ctx: WorkerState, shutdown: CancellationToken) {
 struct Scheduler(WorkerState);
 
 impl Periodic for Scheduler {
-    async fn pass(&mut self, n: u64) {
-        if let Err(err) = pass(&self.0, n.is_multiple_of(RECONCILE_EVERY)).await {
-            tracing::warn!(error = %format!("{err:#}"), "SLA checks not enqueued this tick");
-        }
+    const TASK: &'static str = "sla_scheduler";
+
+    async fn pass(&mut self, n: u64, pass: &mut Pass) {
+        let reconcile = n.is_multiple_of(RECONCILE_EVERY);
+        pass.step("enqueue_due", enqueue_due(&self.0, reconcile))
+            .await;
     }
 }
 
-async fn pass(ctx: &WorkerState, reconcile: bool) -> anyhow::Result<()> {
+async fn enqueue_due(ctx: &WorkerState, reconcile: bool) -> anyhow::Result<()> {
     let queue = QueueName::SlaCheck;
     let mut ready = ctx.jobs.depth(queue).await?.ready;
     while ready < MAX_READY_JOBS {

@@ -4,13 +4,15 @@
 //! (retention, the queues' vacuum) is `crate::maintenance`, on a loop of its own.
 //! All timers live in Postgres; work moves into Redis in bounded batches.
 
+use anyhow::Context as _;
 use parley_db as db;
 use parley_domain::ab_tests::PickedBy;
-use parley_jobs::QueueName;
+use parley_jobs::{QueueName, SendRecipients};
 use parley_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::periodic::{self, Periodic};
+use crate::job::Job;
+use crate::periodic::{self, Pass, Periodic};
 use crate::reporter::Family;
 use crate::state::WorkerState;
 use parley_types::metric_names::{QUEUE_AGE, QUEUE_DEPTH, RECIPIENTS, RECONCILED};
@@ -45,17 +47,17 @@ struct Ticker {
 }
 
 impl Periodic for Ticker {
-    async fn pass(&mut self, n: u64) {
+    const TASK: &'static str = "ticker";
+
+    async fn pass(&mut self, n: u64, pass: &mut Pass) {
         let ctx = &self.ctx;
-        if let Err(err) = queue_due(ctx).await {
-            tracing::warn!(error = %format!("{err:#}"), "scheduled broadcasts not queued this tick");
-        }
+        pass.step("queue_due", queue_due(ctx)).await;
         // Jobs move from their lanes as jobs start and end; this pass covers a lane whose
         // producer failed to top the ready list up.
         for queue in [QueueName::RecipientSend, QueueName::WebhookDelivery] {
-            if let Err(err) = ctx.jobs.refill(queue).await {
-                tracing::warn!(%err, queue = queue.as_str(), "ready list not topped up from the lanes this tick");
-            }
+            let refilled = ctx.jobs.refill(queue);
+            pass.step("refill", async { refilled.await.context(queue.as_str()) })
+                .await;
         }
         if n.is_multiple_of(RECONCILE_EVERY) {
             if redis_emptied(ctx).await {
@@ -77,10 +79,8 @@ impl Periodic for Ticker {
                 Some((since, wall)) if since < QUICK_FOR => Some(Some((lease, wall))),
                 _ => Some(None),
             };
-            if let Some(quick) = window
-                && let Err(err) = reconcile(ctx, quick).await
-            {
-                tracing::warn!(error = %format!("{err:#}"), "reconciliation failed this tick");
+            if let Some(quick) = window {
+                pass.step("reconcile", reconcile(ctx, quick)).await;
             }
             export_depths(ctx).await;
         }
@@ -211,7 +211,8 @@ async fn reconcile(
     }
     let held = ctx.claims.held(&ids).await?;
     let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
-    let stale = db::sending::requeue(&ctx.pool, &lost, requeue_after).await?;
+    let ceiling = SendRecipients::retry_policy(&ctx.config).requeue_ceiling();
+    let stale = db::sending::requeue(&ctx.pool, &lost, requeue_after, ceiling).await?;
     crate::metrics::given_up("recipient", &stale.given_up);
     let stale = stale.requeued;
     if !stale.is_empty() {

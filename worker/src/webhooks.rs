@@ -9,9 +9,8 @@ use secrecy::ExposeSecret;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::StreamExt;
-use parley_config::WebhookSettings;
+use parley_config::{Config, WebhookSettings};
 use parley_db as db;
 use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
 use parley_domain::signature;
@@ -25,7 +24,7 @@ use parley_types::time::Timestamp;
 use uuid::Uuid;
 
 use crate::claims::TakenClaims;
-use crate::job::{Job, JobResult};
+use crate::job::{Backoff, Failure, Job, JobResult, RetryPolicy};
 use crate::response_prefix::read_prefix;
 use crate::ssrf;
 use crate::state::WorkerState;
@@ -58,17 +57,25 @@ pub fn client(settings: &WebhookSettings) -> reqwest::Client {
     builder.build().expect("the webhook client builds")
 }
 
-/// The delay before attempt `attempt + 1`: the base doubling per attempt, with jitter; at
-/// least the receiver's `Retry-After`; at most a day.
-pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) -> Duration {
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(base)
-        .with_factor(2.0)
-        .with_max_delay(MAX_DELAY)
-        .with_jitter()
-        .without_max_times()
-        .build()
-        .nth(usize::try_from(attempt.max(1) - 1).unwrap_or(0))
+/// How a delivery the receiver did not take is attempted again: `PARLEY_WEBHOOK_MAX_ATTEMPTS`
+/// attempts in all, `PARLEY_WEBHOOK_RETRY_BASE_MS` doubling between them, at most a day.
+/// (A failed or lost job is another matter: its deliveries are enqueued again as
+/// [`Job::retry_policy`] says, without counting an attempt.)
+pub fn attempt_policy(settings: &WebhookSettings) -> RetryPolicy {
+    RetryPolicy {
+        retries: Some(u32::try_from(settings.max_attempts.max(1) - 1).unwrap_or(0)),
+        backoff: Backoff::Exponential {
+            base: settings.retry_base,
+            max: MAX_DELAY,
+        },
+    }
+}
+
+/// The delay before attempt `attempt + 1` under `policy`, at least the receiver's
+/// `Retry-After`, at most a day.
+pub fn retry_delay(policy: &RetryPolicy, attempt: i32, retry_after: Option<Duration>) -> Duration {
+    let backoff = policy
+        .delay(u32::try_from(attempt).unwrap_or(1))
         .unwrap_or(MAX_DELAY);
     backoff.max(retry_after.unwrap_or_default()).min(MAX_DELAY)
 }
@@ -76,6 +83,17 @@ pub fn retry_delay(base: Duration, attempt: i32, retry_after: Option<Duration>) 
 /// The deliveries of a failed job stay due in Postgres; the relay enqueues them again.
 impl Job for DeliverWebhooks {
     const NAME: &'static str = "webhook job";
+    const FAIR: bool = true;
+
+    fn org_slot(&self) -> Option<(Uuid, &str)> {
+        parley_jobs::Fair::slot(self)
+    }
+
+    /// Attempts start for [`SEND_WINDOW`], each bounded by `PARLEY_WEBHOOK_TIMEOUT_MS`; then
+    /// the job records them.
+    fn timeout(config: &Config) -> Option<Duration> {
+        Some(SEND_WINDOW + config.webhooks.timeout + Duration::from_secs(30))
+    }
 
     fn span(&self) -> tracing::Span {
         tracing::info_span!("webhooks", organization_id = ?self.organization_id, deliveries = self.delivery_ids.len())
@@ -85,9 +103,8 @@ impl Job for DeliverWebhooks {
         self.delivery_ids.len() as u64
     }
 
-    /// Runs holding its organization's slot ([`crate::fair`]).
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        Ok(crate::fair::in_org_slot(ctx, &self, run(ctx, &self)).await?)
+        run(ctx, &self).await.map_err(Failure::of)
     }
 }
 
@@ -261,7 +278,7 @@ async fn attempt(ctx: &WorkerState, d: DueAttempt) -> AttemptRecord {
                   retry_after: Option<Duration>| {
         let next_attempt_at =
             (!succeeded && attempt < settings.max_attempts && d.is_active).then(|| {
-                let delay = retry_delay(settings.retry_base, attempt, retry_after);
+                let delay = retry_delay(&attempt_policy(settings), attempt, retry_after);
                 Timestamp(
                     chrono::Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
                 )
@@ -418,16 +435,21 @@ mod tests {
     #[test]
     fn delays_double_with_jitter_and_honour_retry_after_within_a_day() {
         let base = Duration::from_secs(10);
+        let policy = RetryPolicy {
+            retries: Some(7),
+            backoff: Backoff::Exponential {
+                base,
+                max: MAX_DELAY,
+            },
+        };
         for attempt in 1..=5 {
-            let d = retry_delay(base, attempt, None);
+            let d = retry_delay(&policy, attempt, None);
             let floor = base * 2u32.pow(attempt as u32 - 1);
             assert!(d >= floor && d <= floor * 2, "attempt {attempt}: {d:?}");
         }
-        assert!(retry_delay(base, 1, Some(Duration::from_secs(300))) >= Duration::from_secs(300));
-        assert_eq!(
-            retry_delay(base, 1, Some(Duration::from_secs(10 * 86_400))),
-            MAX_DELAY
-        );
-        assert!(retry_delay(base, 40, None) <= MAX_DELAY);
+        let after = |secs| retry_delay(&policy, 1, Some(Duration::from_secs(secs)));
+        assert!(after(300) >= Duration::from_secs(300));
+        assert_eq!(after(10 * 86_400), MAX_DELAY);
+        assert!(retry_delay(&policy, 40, None) <= MAX_DELAY);
     }
 }

@@ -33,10 +33,6 @@ pub mod webhooks;
 
 use std::time::Duration;
 
-/// Times the reconciler enqueues a recipient or a webhook delivery again without an outcome
-/// being recorded before it gives the work up (`failed`, `attempts_exhausted`).
-pub const MAX_REQUEUES: i16 = 5;
-
 use std::borrow::Cow;
 use std::collections::HashMap;
 

@@ -101,12 +101,14 @@ pub async fn relay(
 /// enqueued now: (organization, webhook, delivery), oldest due first, at most `limit`, and at most
 /// `per_webhook` of any one webhook, so a slow endpoint's backlog is fed to it a few at a time
 /// instead of churning through the queue; and those enqueued longer ago than `lost_after` and
-/// not attempted since (their job was lost). One worker at a time takes them.
+/// not attempted since (their job was lost); one lost `max_requeues` times already is given
+/// up. One worker at a time takes them.
 pub async fn take_due(
     tx: &mut PgConnection,
     limit: i64,
     per_webhook: i64,
     lost_after: Duration,
+    max_requeues: i16,
 ) -> Result<TakenDeliveries, sqlx::Error> {
     let ours: bool = sqlx::query_scalar!(
         r#"SELECT pg_try_advisory_xact_lock(hashtext('parley.take_due')) AS "locked!""#,
@@ -181,7 +183,7 @@ pub async fn take_due(
         limit,
         per_webhook,
         lost_after.as_secs_f64(),
-        super::MAX_REQUEUES,
+        max_requeues,
     )
     .fetch_all(&mut *tx)
     .await?;

@@ -940,12 +940,13 @@ pub struct StaleBounds {
 }
 
 /// Marks lost recipients (of [`stale_recipients`], still pending and stale) as enqueued
-/// again, counting it. One enqueued [`super::MAX_REQUEUES`] times already is failed instead
+/// again, counting it. One enqueued `max_requeues` times already is failed instead
 /// (`attempts_exhausted`): however its outcome fails to be written, it is not sent forever.
 pub async fn requeue(
     db: impl PgExecutor<'_>,
     ids: &[Uuid],
     after: Duration,
+    max_requeues: i16,
 ) -> Result<StaleRecipients, sqlx::Error> {
     let rows = sqlx::query!(
         r#"UPDATE broadcast_recipients SET enqueued_at = clock_timestamp(),
@@ -965,7 +966,7 @@ pub async fn requeue(
          RETURNING broadcast_id, id, status AS "status: RecipientStatus""#,
         ids,
         secs(after),
-        super::MAX_REQUEUES,
+        max_requeues,
     )
     .fetch_all(db)
     .await?;

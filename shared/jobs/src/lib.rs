@@ -373,17 +373,21 @@ impl Jobs {
         self.lanes(queue).renew_slot(&mut conn, org, slot).await
     }
 
-    /// Gives an ended job's slot back, and tops its queue's ready list up: its organization's
-    /// next job may now take its place.
-    pub async fn slot_done<J: Fair>(&self, job: &J) -> Result<(), JobError> {
-        if let Some((org, slot)) = job.slot() {
+    /// Gives an ended job's slot back (`org_slot` as [`Fair::slot`] gives it), and tops its
+    /// queue's ready list up: its organization's next job may now take its place.
+    pub async fn slot_done(
+        &self,
+        queue: QueueName,
+        org_slot: Option<(Uuid, &str)>,
+    ) -> Result<(), JobError> {
+        if let Some((org, slot)) = org_slot {
             let mut conn = self.conn.clone();
-            self.lanes(J::QUEUE)
+            self.lanes(queue)
                 .give_back_slot(&mut conn, org, slot)
                 .await
                 .map_err(|e| JobError(e.to_string()))?;
         }
-        self.refill(J::QUEUE).await
+        self.refill(queue).await
     }
 
     /// Sets the organizations whose operator gave them their own number of slots in `queue`,

@@ -26,6 +26,13 @@ pub const QUEUE_AGE: &str = "parley_queue_oldest_ready_seconds";
 pub const JOBS: &str = "parley_jobs_total";
 /// Job duration by queue and outcome (worker).
 pub const JOB_DURATION: &str = "parley_job_duration_seconds";
+/// Passes of the worker's periodic tasks (`ticker`, `relay`, `sla_scheduler`, `maintenance`,
+/// `org_limits`, `operator`), by task and outcome (`ok`, `error`: a step failed) (worker).
+pub const PERIODIC_PASSES: &str = "parley_periodic_passes_total";
+/// How long a periodic task's pass took, by task (worker).
+pub const PERIODIC_PASS_DURATION: &str = "parley_periodic_pass_duration_seconds";
+/// Steps of periodic passes that failed (the next pass tries again), by task and step (worker).
+pub const PERIODIC_STEP_FAILURES: &str = "parley_periodic_step_failures_total";
 /// Provider calls by channel and outcome (worker).
 pub const PROVIDER_CALLS: &str = "parley_provider_calls_total";
 /// Provider call latency by channel (worker).

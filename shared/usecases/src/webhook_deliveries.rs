@@ -12,16 +12,18 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// Takes the deliveries due for an attempt that no job holds (and those whose job was lost),
-/// at most `per_webhook` of one webhook; one worker at a time (the others find nothing).
+/// at most `per_webhook` of one webhook, giving up those lost `max_requeues` times already;
+/// one worker at a time (the others find nothing).
 #[tracing::instrument(skip_all)]
 pub async fn take_due(
     pool: &PgPool,
     limit: i64,
     per_webhook: i64,
     lost_after: Duration,
+    max_requeues: i16,
 ) -> Result<TakenDeliveries, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let due = db::outbox::take_due(&mut tx, limit, per_webhook, lost_after).await?;
+    let due = db::outbox::take_due(&mut tx, limit, per_webhook, lost_after, max_requeues).await?;
     tx.commit().await?;
     Ok(due)
 }

@@ -113,9 +113,7 @@ async fn a_send_now_broadcast_reaches_every_recipient_once() {
     let mut audience = contacts.clone();
     audience.extend_from_slice(&contacts[..10]); // repeats count once
     let id = send_now(&app, &t, &audience).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 60).await;
     assert_eq!(b["data"]["status"], "completed");
     assert_eq!(b["data"]["audienceSize"], 450);
     assert_eq!(b["data"]["sentCount"], 450);
@@ -152,9 +150,7 @@ async fn provider_500_500_200_is_one_send_under_one_key() {
     let t = template(&app, "email", "Hi {{contact.name}}, order {{1}}").await;
     provider.script(vec![Reply::status(500), Reply::status(503), Reply::Accept]);
     let id = send_now(&app, &t, &contacts).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 30).await;
     assert_eq!(b["data"]["status"], "completed");
     let rs = recipients(&app, &id).await;
     assert_eq!(rs[0]["status"], "sent");
@@ -199,9 +195,7 @@ async fn a_provider_400_fails_the_recipient_with_its_code() {
         code: Some("invalid_recipient"),
     }]);
     let id = send_now(&app, &t, &contacts).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 30).await;
     assert_eq!(b["data"]["status"], "completed", "one of two was sent");
     let rs = recipients(&app, &id).await;
     let failed: Vec<&Value> = rs.iter().filter(|r| r["status"] == "failed").collect();
@@ -223,8 +217,7 @@ async fn a_429_with_retry_after_is_waited_out() {
         code: None,
     }]);
     let id = send_hello(&rig, 1).await;
-    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    app.ended_broadcast(&id, 30).await;
     let calls = provider.calls();
     assert_eq!(
         calls.iter().map(|c| c.status).collect::<Vec<_>>(),
@@ -284,9 +277,7 @@ async fn contacts_that_must_not_be_contacted_are_skipped_and_never_sent() {
         .map(|s| s.parse().unwrap())
         .collect();
     let id = send_now(&app, &t, &ids).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 30).await;
     let rs = recipients(&app, &id).await;
     let status_of = |c: &str| {
         rs.iter()
@@ -324,10 +315,7 @@ async fn outcomes_reach_postgres_while_the_job_still_sends() {
         .await;
     assert_eq!(b["data"]["status"], "sending", "{b}");
     assert!(b["data"]["pendingCount"].as_i64().unwrap() > 0, "{b}");
-    let b = rig
-        .app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
-        .await;
+    let b = rig.app.ended_broadcast(&id, 60).await;
     assert_eq!(b["data"]["sentCount"], 20);
 }
 
@@ -451,9 +439,7 @@ async fn receipts_move_recipients_forward_only() {
     .await;
     let app = &rig.app;
     let id = send_hello(&rig, 3).await;
-    let done = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    let done = app.ended_broadcast(&id, 30).await;
     let t = done["data"]["templateId"].as_str().unwrap().to_owned();
     let rs = recipients(app, &id).await;
     let message = |i: usize| rs[i]["externalMessageId"].as_str().unwrap().to_owned();
@@ -766,6 +752,7 @@ async fn a_scheduled_broadcast_fires_on_time() {
         )
         .await
         .id();
+    // A scheduled broadcast is not due work until its time: idle says nothing of it.
     let b = app
         .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
         .await;
@@ -826,9 +813,7 @@ async fn pause_stops_sends_and_resume_sends_exactly_the_pending_ones() {
     app.post(&format!("/api/v1/broadcasts/{id}/resume"), json!({}))
         .await
         .expect(200);
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 60).await;
     assert_eq!(b["data"]["status"], "completed");
     assert_eq!(b["data"]["sentCount"], 300);
     let rs = recipients(app, &id).await;
@@ -890,8 +875,7 @@ async fn the_rate_limit_spaces_sends() {
     .await;
     let (app, provider) = (&rig.app, &rig.provider);
     let id = send_hello(&rig, 60).await;
-    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    app.ended_broadcast(&id, 30).await;
     let mut at: Vec<Instant> = provider.calls().iter().map(|c| c.at).collect();
     at.sort();
     // 60 slots 50 ms apart: the sends span almost three seconds (unlimited, they take a few
@@ -966,9 +950,7 @@ async fn two_workers_never_send_a_recipient_twice() {
     let contacts = seed::contacts(&app, 800).await;
     let t = template(&app, "email", "Hello").await;
     let id = send_now(&app, &t, &contacts).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 60).await;
     assert_eq!(b["data"]["sentCount"], 800);
     let calls = provider.calls();
     let mut per_key: HashMap<&str, usize> = HashMap::new();
@@ -997,9 +979,7 @@ async fn a_flushed_redis_loses_no_recipient() {
     })
     .await;
     assert!(app.flush_redis().await > 0);
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 90, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 90).await;
     assert_eq!(b["data"]["status"], "completed");
     assert_eq!(b["data"]["sentCount"], 400);
     let rs = recipients(app, &id).await;
@@ -1016,9 +996,7 @@ async fn a_flushed_redis_loses_no_recipient() {
 /// second of its creation.
 async fn sent_now_within_a_second(app: &TestApp, template: &str, contacts: &[Uuid]) {
     let id = send_now(app, template, contacts).await;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 30).await;
     let time =
         |f: &str| chrono::DateTime::parse_from_rfc3339(b["data"][f].as_str().unwrap()).unwrap();
     let pickup = time("startedAt") - time("createdAt");
@@ -1313,8 +1291,7 @@ async fn retention_deletes_the_recipients_of_old_broadcasts_and_keeps_their_coun
     let old = send_hello(&rig, 120).await;
     let recent = send_hello(&rig, 30).await;
     for id in [&old, &recent] {
-        app.wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
-            .await;
+        app.ended_broadcast(id, 60).await;
     }
     let before = app.get(&format!("/api/v1/broadcasts/{old}")).await;
     let template = before.data()["templateId"].as_str().unwrap().to_owned();
@@ -1476,9 +1453,7 @@ async fn sends_with_no_requeue(worker_env: &[(&str, &str)], n: usize) {
     tokio::time::sleep(Duration::from_secs(1)).await; // past the first tick
     let id = send_hello(&rig, n).await;
     let app = &rig.app;
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 60, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 60).await;
     assert_eq!(b["data"]["sentCount"], n, "{b}");
     assert_eq!(requeued(app, &id).await, 0, "recipients enqueued again");
 }

@@ -111,10 +111,6 @@ async fn a_segment_holds_the_contacts_its_filter_names_and_counts_them() {
         .expect_error(404, "not_found");
 }
 
-fn ended(b: &Value) -> bool {
-    matches!(b["data"]["status"].as_str(), Some("completed" | "failed"))
-}
-
 #[tokio::test]
 async fn a_broadcast_to_a_segment_sends_to_whom_it_holds_when_sending_starts() {
     let app = TestApp::builder().own_database().start().await;
@@ -193,9 +189,7 @@ async fn a_broadcast_to_a_segment_sends_to_whom_it_holds_when_sending_starts() {
     )
     .await
     .expect(200);
-    let b = app
-        .wait_for(&format!("/api/v1/broadcasts/{id}"), 30, ended)
-        .await;
+    let b = app.ended_broadcast(&id, 30).await;
     let d = &b["data"];
     assert_eq!(d["status"], "completed");
     assert_eq!(d["totalRecipients"], 5);

@@ -71,7 +71,6 @@ async fn logs(app: &TestApp, webhook: &str, query: &str) -> Vec<Value> {
     .clone()
 }
 
-/// Waits until the webhook's log holds `n` attempts.
 /// The deliveries made for `webhook`, in Postgres.
 async fn deliveries_of(app: &TestApp, webhook: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM webhook_deliveries WHERE webhook_id = $1::uuid")
@@ -81,6 +80,7 @@ async fn deliveries_of(app: &TestApp, webhook: &str) -> i64 {
         .unwrap()
 }
 
+/// Waits until the webhook's log holds `n` attempts.
 async fn wait_logs(app: &TestApp, webhook: &str, n: usize) -> Vec<Value> {
     let body = app
         .wait_for(
@@ -973,10 +973,15 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     let lost_after = Duration::from_secs(600); // the ones in jobs are not lost yet
     let mut taken = HashSet::new();
     for _ in 0..passes {
-        let due =
-            parley_usecases::webhook_deliveries::take_due(&session, 1_000, per_webhook, lost_after)
-                .await
-                .unwrap();
+        let due = parley_usecases::webhook_deliveries::take_due(
+            &session,
+            1_000,
+            per_webhook,
+            lost_after,
+            5,
+        )
+        .await
+        .unwrap();
         assert_eq!(
             due.taken.len() as i64,
             per_webhook,

@@ -169,7 +169,8 @@ async fn a_recipient_whose_outcome_cannot_be_recorded_is_given_up_after_a_few_se
     assert_eq!(r["errorCode"], "attempts_exhausted");
     let sends = provider.calls().len();
     assert!(
-        (1..=1 + parley_db::MAX_REQUEUES as usize).contains(&sends),
+        (1..=1 + parley_worker::job::RetryPolicy::DEFAULT.requeue_ceiling() as usize)
+            .contains(&sends),
         "sent {sends} times"
     );
     let metrics = metrics_text(worker.metrics_addr).await;
@@ -205,7 +206,8 @@ async fn a_webhook_delivery_whose_attempt_cannot_be_recorded_is_given_up_after_a
     assert!(wait_until(60, failed).await, "the delivery is given up");
     let posts = receiver.received().len();
     assert!(
-        (1..=1 + parley_db::MAX_REQUEUES as usize).contains(&posts),
+        (1..=1 + parley_worker::job::RetryPolicy::DEFAULT.requeue_ceiling() as usize)
+            .contains(&posts),
         "posted {posts} times"
     );
     // Given up for good: a later event is posted, this one no more.
