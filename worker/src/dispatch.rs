@@ -11,6 +11,7 @@ use parley_config::Config;
 use parley_db as db;
 use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
 use parley_jobs::{DispatchBroadcast, Lane};
+use parley_types::ids::OrgId;
 use parley_usecases::sending;
 
 use crate::job::{Backoff, Failure, Job, JobResult, RetryPolicy};
@@ -60,11 +61,8 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     if state.ab_test {
         db::sending::capture_variants(&ctx.pool, id).await?;
     }
-    let lane = Lane {
-        organization_id: state.organization_id,
-        id,
-        high: state.priority == SendPriority::High,
-    };
+    let high = state.priority == SendPriority::High;
+    let lane = Lane::of_broadcast(state.organization_id, id, high);
     let started = std::time::Instant::now();
     let result = async {
         let mut done = state.fanout_done;
@@ -124,7 +122,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
 /// organization's sending spots (`PARLEY_BROADCASTS_PER_ORG`), starts now rather than at the
 /// reconciler's next look.
 #[tracing::instrument(skip(ctx), fields(organization_id = %org))]
-pub async fn start_next(ctx: &WorkerState, org: uuid::Uuid) -> anyhow::Result<()> {
+pub async fn start_next(ctx: &WorkerState, org: OrgId) -> anyhow::Result<()> {
     if let Some(next) = db::sending::next_queued(&ctx.pool, org).await? {
         ctx.jobs.dispatch(next, false).await?;
     }

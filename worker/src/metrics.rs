@@ -16,7 +16,7 @@ use parley_types::metric_names::{
 
 /// Counts and logs work given up at its requeue ceiling: `ids` are the broadcasts of the
 /// recipients (`kind` `recipient`) or the deliveries (`webhook`).
-pub fn given_up(kind: &'static str, ids: &[uuid::Uuid]) {
+pub fn given_up<Id: std::fmt::Display>(kind: &'static str, ids: &[Id]) {
     let Some(first) = ids.first() else {
         return;
     };

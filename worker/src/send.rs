@@ -23,6 +23,7 @@ use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::broadcasts::TemplateVariables;
 use parley_domain::templates::{max_message_chars, render};
 use parley_jobs::{QueueName, SEND_BATCH, SendRecipients};
+use parley_types::ids::BroadcastId;
 use uuid::Uuid;
 
 use crate::claims::TakenClaims;
@@ -201,7 +202,7 @@ async fn send_all(
     }
     crate::frequency_caps::give_back(
         &ctx.redis,
-        broadcast.organization_id,
+        broadcast.organization_id.uuid(),
         broadcast.channel,
         &give_back,
     )
@@ -319,7 +320,7 @@ async fn decide(
         .collect();
     let refused = crate::frequency_caps::reserve(
         &ctx.redis,
-        b.organization_id,
+        b.organization_id.uuid(),
         b.channel,
         cap,
         &candidates,
@@ -507,7 +508,7 @@ async fn take_turn(ctx: &WorkerState, b: &SendContext, watch: &StatusWatch) -> b
     }
     match ctx
         .limiter
-        .acquire(b.channel, b.organization_id, watch.receiver())
+        .acquire(b.channel, b.organization_id.uuid(), watch.receiver())
         .await
     {
         Ok(turn) => turn,
@@ -567,7 +568,7 @@ async fn send(
     }
 }
 
-fn failures_key(ctx: &WorkerState, broadcast: Uuid) -> String {
+fn failures_key(ctx: &WorkerState, broadcast: BroadcastId) -> String {
     ctx.redis.key(&format!("broadcast:{broadcast}:failures"))
 }
 

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use parley_db as db;
 use parley_domain::broadcasts::BroadcastStatus;
+use parley_types::ids::BroadcastId;
 use sqlx::PgPool;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 const EVERY: Duration = Duration::from_millis(200);
 
@@ -31,7 +31,7 @@ impl StatusWatch {
     /// Watches `broadcast` (now `initial`) and `stopping`, the worker's shutdown.
     pub fn spawn(
         pool: PgPool,
-        broadcast: Uuid,
+        broadcast: BroadcastId,
         initial: BroadcastStatus,
         stopping: CancellationToken,
     ) -> Self {

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use parley_db as db;
 use parley_domain::ab_tests::PickedBy;
 use parley_jobs::{QueueName, SendRecipients};
+use parley_types::ids::BroadcastId;
 use parley_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
@@ -99,9 +100,14 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     // A/B tests whose wait ended: the winner goes to the rest.
     let usecases = ctx.use_cases();
     for (org, id) in db::sending::due_picks(&ctx.pool, ctx.clock.now(), BATCH).await? {
-        match parley_usecases::broadcasts::pick_variant(usecases, org, id, None, PickedBy::Auto)
-            .await
-        {
+        let pick = parley_usecases::broadcasts::pick_variant(
+            usecases,
+            org.uuid(),
+            id.uuid(),
+            None,
+            PickedBy::Auto,
+        );
+        match pick.await {
             Ok(b) => {
                 tracing::info!(broadcast_id = %id, winner = ?b.variant_name, "A/B winner picked")
             }
@@ -130,24 +136,20 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
 /// Enqueues pending recipients, (broadcast, recipient), in their broadcasts' lanes.
 pub(crate) async fn enqueue_recipients(
     ctx: &WorkerState,
-    recipients: Vec<(uuid::Uuid, uuid::Uuid)>,
+    recipients: Vec<(BroadcastId, uuid::Uuid)>,
 ) -> anyhow::Result<()> {
-    let mut by_broadcast: std::collections::HashMap<uuid::Uuid, Vec<uuid::Uuid>> =
+    let mut by_broadcast: std::collections::HashMap<BroadcastId, Vec<uuid::Uuid>> =
         Default::default();
     for (broadcast, recipient) in recipients {
         by_broadcast.entry(broadcast).or_default().push(recipient);
     }
-    let broadcasts: Vec<uuid::Uuid> = by_broadcast.keys().copied().collect();
+    let broadcasts: Vec<BroadcastId> = by_broadcast.keys().copied().collect();
     let lanes = db::sending::lanes(&ctx.pool, &broadcasts).await?;
     for (broadcast, recipients) in by_broadcast {
         let Some(lane) = lanes.get(&broadcast) else {
             continue;
         };
-        let lane = parley_jobs::Lane {
-            organization_id: lane.organization_id,
-            id: broadcast,
-            high: lane.high,
-        };
+        let lane = parley_jobs::Lane::of_broadcast(lane.organization_id, broadcast, lane.high);
         ctx.jobs.enqueue_sends(&lane, &recipients).await?;
     }
     Ok(())
@@ -189,7 +191,9 @@ async fn reconcile(
     let mut bounds = db::sending::StaleBounds {
         after: recipient_after,
         before: None,
-        waiting: waiting.since.iter().map(|(b, t)| (*b, at(*t))).collect(),
+        waiting: (waiting.since.iter())
+            .map(|(b, t)| (BroadcastId::from(*b), at(*t)))
+            .collect(),
         waiting_else: oldest.filter(|_| waiting.truncated).map(at),
         wait: usual,
     };

@@ -18,6 +18,7 @@ use parley_domain::segments::SegmentFilter;
 use parley_domain::send_rules::{
     FrequencyCap, FrequencyCaps, LocalSend, PastTimePolicy, QuietHours, SendIn, SendPlan,
 };
+use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::time::Timestamp;
 
 fn secs(d: Duration) -> f64 {
@@ -26,7 +27,7 @@ fn secs(d: Duration) -> f64 {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct DispatchState {
-    pub organization_id: Uuid,
+    pub organization_id: OrgId,
     pub status: BroadcastStatus,
     pub fanout_done: bool,
     /// The audience is this segment's contacts, not `contact_ids`.
@@ -48,7 +49,7 @@ pub struct DispatchState {
 /// instant may both pass the count.
 pub async fn begin_dispatch(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
     lease: Duration,
     token: Uuid,
     per_org: i64,
@@ -72,11 +73,12 @@ pub async fn begin_dispatch(
                       AND NOT (o.fanout_done AND coalesce(k.pending, 0) = 0))
                    < coalesce((SELECT l.broadcasts FROM organization_limits l
                                WHERE l.organization_id = b.organization_id), $4::bigint))
-         RETURNING b.organization_id, b.status, b.fanout_done, b.segment_id,
+         RETURNING b.organization_id AS "organization_id: OrgId", b.status, b.fanout_done,
+            b.segment_id,
             b.priority AS "priority: SendPriority",
             (b.fanout_offset > 0 OR b.fanout_after IS NOT NULL) AS "fanout_started!",
             b.ab_test IS NOT NULL AS "ab_test!""#,
-        id,
+        id as _,
         secs(lease),
         token,
         per_org,
@@ -87,7 +89,7 @@ pub async fn begin_dispatch(
 
 /// Captures the content of an A/B broadcast's variants B to D from their templates, as
 /// [`begin_dispatch`] does the broadcast's own (variant A): once, when sending starts.
-pub async fn capture_variants(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+pub async fn capture_variants(db: impl PgExecutor<'_>, id: BroadcastId) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE broadcast_variants v SET
             message_body = coalesce(v.message_body, t.body),
@@ -95,7 +97,7 @@ pub async fn capture_variants(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), s
          FROM templates t, broadcasts b
          WHERE v.broadcast_id = $1 AND v.variant_no > 1 AND b.id = v.broadcast_id
            AND t.id = v.template_id AND v.message_body IS NULL",
-        id,
+        id as _,
     )
     .execute(db)
     .await
@@ -170,16 +172,19 @@ fn split(ab: Option<Split>, contacts: Vec<Uuid>) -> (Vec<Uuid>, Vec<Option<i16>>
 /// The organization's broadcast queued longest that no dispatcher holds, its queue time
 /// renewed: the caller enqueues its dispatch (a broadcast of the organization ended, so one
 /// waiting for a sending spot may start).
-pub async fn next_queued(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+pub async fn next_queued(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+) -> Result<Option<BroadcastId>, sqlx::Error> {
     sqlx::query_scalar!(
-        "UPDATE broadcasts SET queued_at = clock_timestamp()
+        r#"UPDATE broadcasts SET queued_at = clock_timestamp()
          WHERE id = (
             SELECT id FROM broadcasts
             WHERE organization_id = $1 AND status = 'queued'
               AND (dispatch_lease_until IS NULL OR dispatch_lease_until < clock_timestamp())
             ORDER BY queued_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING id",
-        org,
+         RETURNING id AS "id: BroadcastId""#,
+        org as _,
     )
     .fetch_optional(db)
     .await
@@ -190,7 +195,7 @@ pub async fn next_queued(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Uu
 /// the unfinished fan-out for lost meanwhile.
 pub async fn end_dispatch_turn(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
     token: Uuid,
     handed_on: bool,
 ) -> Result<(), sqlx::Error> {
@@ -198,7 +203,7 @@ pub async fn end_dispatch_turn(
         "UPDATE broadcasts SET dispatch_lease_until = NULL, dispatch_lease_token = NULL,
             queued_at = CASE WHEN $3 THEN clock_timestamp() ELSE queued_at END
          WHERE id = $1 AND dispatch_lease_token = $2",
-        id,
+        id as _,
         token,
         handed_on,
     )
@@ -222,8 +227,8 @@ pub async fn end_dispatch_turn(
 /// slice, every outcome write that added a counter shard of the broadcast).
 pub async fn fan_out(
     tx: &mut PgConnection,
-    id: Uuid,
-    org: Uuid,
+    id: BroadcastId,
+    org: OrgId,
     slice: i32,
     lease: Duration,
     token: Uuid,
@@ -234,7 +239,7 @@ pub async fn fan_out(
                 dispatch_lease_token IS NOT DISTINCT FROM $3 AS "holds_lease!",
                 ab_test AS "ab_test: Json<AbSettings>", winning_variant
          FROM broadcasts WHERE id = $1 FOR NO KEY UPDATE"#,
-        id,
+        id as _,
         slice,
         token,
     )
@@ -247,7 +252,7 @@ pub async fn fan_out(
     let next = offset + contacts.len() as i32;
     // A short slice is the audience's end (an exact fit ends with the next, empty one).
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
-    let ab = Split::of(id, audience.ab_test, audience.winning_variant);
+    let ab = Split::of(id.uuid(), audience.ab_test, audience.winning_variant);
     let (contacts, variants) = split(ab, contacts);
     let ids = insert_recipients(tx, org, id, &contacts, &variants).await?;
     sqlx::query!(
@@ -256,7 +261,7 @@ pub async fn fan_out(
             ab_test_ends_at = CASE WHEN $3 AND $5 THEN clock_timestamp() + make_interval(mins => $6)
                                    ELSE ab_test_ends_at END
          WHERE id = $1",
-        id,
+        id as _,
         next,
         done,
         secs(lease),
@@ -273,8 +278,8 @@ pub async fn fan_out(
 /// progress past them commit together. (`ON CONFLICT DO NOTHING` cost a fifth of the insert.)
 async fn insert_recipients(
     tx: &mut sqlx::PgConnection,
-    org: Uuid,
-    broadcast: Uuid,
+    org: OrgId,
+    broadcast: BroadcastId,
     contacts: &[Uuid],
     variants: &[Option<i16>],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
@@ -289,8 +294,8 @@ async fn insert_recipients(
          FROM unnest($3::uuid[], $4::uuid[], $5::int2[]) WITH ORDINALITY
             AS u(id, contact_id, variant_no, n)
          ORDER BY u.n",
-        org,
-        broadcast,
+        org as _,
+        broadcast as _,
         &ids,
         contacts,
         variants as &[Option<i16>],
@@ -307,8 +312,8 @@ async fn insert_recipients(
 /// sending starts is what the broadcast sends to.
 pub async fn fan_out_segment(
     tx: &mut PgConnection,
-    id: Uuid,
-    org: Uuid,
+    id: BroadcastId,
+    org: OrgId,
     slice: i32,
     lease: Duration,
     token: Uuid,
@@ -321,7 +326,7 @@ pub async fn fan_out_segment(
                 b.ab_test AS "ab_test: Json<AbSettings>", b.winning_variant
          FROM broadcasts b LEFT JOIN segments s ON s.id = b.segment_id
          WHERE b.id = $1 FOR NO KEY UPDATE OF b"#,
-        id,
+        id as _,
         token,
     )
     .fetch_one(&mut *tx)
@@ -337,10 +342,11 @@ pub async fn fan_out_segment(
         )));
     };
     let contacts =
-        crate::segments::contacts_after(tx, org, &filter, b.fanout_after, i64::from(slice)).await?;
+        crate::segments::contacts_after(tx, org.uuid(), &filter, b.fanout_after, i64::from(slice))
+            .await?;
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
     let last = contacts.last().copied();
-    let ab = Split::of(id, b.ab_test, b.winning_variant);
+    let ab = Split::of(id.uuid(), b.ab_test, b.winning_variant);
     let (contacts, variants) = split(ab, contacts);
     let ids = insert_recipients(tx, org, id, &contacts, &variants).await?;
     sqlx::query!(
@@ -350,7 +356,7 @@ pub async fn fan_out_segment(
             ab_test_ends_at = CASE WHEN $3 AND $7 THEN clock_timestamp() + make_interval(mins => $8)
                                    ELSE ab_test_ends_at END
          WHERE id = $1",
-        id,
+        id as _,
         last,
         done,
         secs(lease),
@@ -367,7 +373,7 @@ pub async fn fan_out_segment(
 /// The next pending recipients of a broadcast after `after` (by id), marked as enqueued now.
 pub async fn take_pending(
     db: impl PgExecutor<'_>,
-    broadcast: Uuid,
+    broadcast: BroadcastId,
     after: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
@@ -378,7 +384,7 @@ pub async fn take_pending(
             WHERE broadcast_id = $1 AND status = 'pending' AND id > coalesce($2, '00000000-0000-0000-0000-000000000000'::uuid)
             ORDER BY id LIMIT $3)
          RETURNING id",
-        broadcast,
+        broadcast as _,
         after,
         limit,
     )
@@ -389,8 +395,8 @@ pub async fn take_pending(
 /// What sending needs to know about a broadcast.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SendContext {
-    pub id: Uuid,
-    pub organization_id: Uuid,
+    pub id: BroadcastId,
+    pub organization_id: OrgId,
     pub status: BroadcastStatus,
     pub channel: Channel,
     pub template_id: Uuid,
@@ -452,11 +458,12 @@ impl SendContext {
 
 pub async fn send_context(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
 ) -> Result<Option<SendContext>, sqlx::Error> {
     sqlx::query_as!(
         SendContext,
-        r#"SELECT b.id, b.organization_id, b.status, b.channel, b.template_id, b.message_body,
+        r#"SELECT b.id AS "id: BroadcastId", b.organization_id AS "organization_id: OrgId",
+                b.status, b.channel, b.template_id, b.message_body,
                 b.message_subject, b.template_variables, b.email_variables,
                 b.priority AS "priority: SendPriority", b.send_in AS "send_in: SendIn",
                 b.local_time, b.past_time_policy AS "past_time_policy: PastTimePolicy",
@@ -468,7 +475,7 @@ pub async fn send_context(
                 o.sending_paused_at IS NOT NULL AS "paused!"
          FROM broadcasts b JOIN organizations o ON o.id = b.organization_id
          WHERE b.id = $1"#,
-        id,
+        id as _,
     )
     .fetch_optional(db)
     .await
@@ -486,7 +493,7 @@ pub struct VariantContent {
 
 pub async fn variant_contents(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
 ) -> Result<Vec<VariantContent>, sqlx::Error> {
     sqlx::query_as!(
         VariantContent,
@@ -494,7 +501,7 @@ pub async fn variant_contents(
                 template_variables AS "template_variables: Json<TemplateVariables>"
          FROM broadcast_variants WHERE broadcast_id = $1 AND variant_no > 1
          ORDER BY variant_no"#,
-        id,
+        id as _,
     )
     .fetch_all(db)
     .await
@@ -505,7 +512,7 @@ pub async fn variant_contents(
 /// for the rest of the audience (the caller enqueues its dispatch). Whether it was picked.
 pub async fn pick_variant(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
     variant_no: i16,
     by: PickedBy,
 ) -> Result<bool, sqlx::Error> {
@@ -515,7 +522,7 @@ pub async fn pick_variant(
             queued_at = clock_timestamp()
          WHERE id = $1 AND ab_test IS NOT NULL AND winning_variant IS NULL
            AND ab_test_ends_at IS NOT NULL AND status IN ('sending', 'paused')",
-        id,
+        id as _,
         variant_no,
         by.as_str(),
     )
@@ -530,12 +537,13 @@ pub async fn due_picks(
     db: impl PgExecutor<'_>,
     now: Timestamp,
     limit: i64,
-) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+) -> Result<Vec<(OrgId, BroadcastId)>, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT organization_id, id FROM broadcasts
+        r#"SELECT organization_id AS "organization_id: OrgId", id AS "id: BroadcastId"
+         FROM broadcasts
          WHERE ab_test_ends_at <= $1 AND winning_variant IS NULL AND ab_test_ends_at IS NOT NULL
            AND status = 'sending'
-         ORDER BY ab_test_ends_at LIMIT $2",
+         ORDER BY ab_test_ends_at LIMIT $2"#,
         now as _,
         limit,
     )
@@ -549,11 +557,11 @@ pub async fn due_picks(
 
 pub async fn status(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
 ) -> Result<Option<BroadcastStatus>, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT status AS "status: BroadcastStatus" FROM broadcasts WHERE id = $1"#,
-        id,
+        id as _,
     )
     .fetch_optional(db)
     .await
@@ -588,8 +596,8 @@ pub struct Claimed {
 /// written only while a recipient is still pending.
 pub async fn pending_for_send(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    broadcast: Uuid,
+    org: OrgId,
+    broadcast: BroadcastId,
     ids: &[Uuid],
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     // Only the primary key leads to the rows: with the broadcast or the status in the WHERE
@@ -597,7 +605,8 @@ pub async fn pending_for_send(
     // broadcast is big. The few rows are checked here.
     let rows: Vec<ClaimRow> = sqlx::query_as!(
         ClaimRow,
-        r#"SELECT r.broadcast_id, r.status AS "status: RecipientStatus", r.id,
+        r#"SELECT r.broadcast_id AS "broadcast_id: BroadcastId",
+                r.status AS "status: RecipientStatus", r.id,
                 k.id AS "contact_id?", k.name AS "name?", k.email AS "email?", k.phone AS "phone?",
                 k.country AS "country?", k.language AS "language?", k.position AS "position?",
                 k.external_id AS "external_id?", co.name AS "company_name?",
@@ -609,7 +618,7 @@ pub async fn pending_for_send(
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
          LEFT JOIN companies co ON co.id = k.company_id
          ORDER BY r.id"#,
-        org,
+        org as _,
         ids,
     )
     .fetch_all(db)
@@ -640,7 +649,7 @@ pub async fn pending_for_send(
 /// A row of [`pending_for_send`]: the recipient's broadcast and status, checked here, and what
 /// its message needs.
 struct ClaimRow {
-    broadcast_id: Uuid,
+    broadcast_id: BroadcastId,
     status: RecipientStatus,
     id: Uuid,
     contact_id: Option<Uuid>,
@@ -771,14 +780,14 @@ pub async fn record<'a>(
 /// just given it). `None` for any other broadcast.
 pub async fn lock_sending_totals(
     tx: &mut PgConnection,
-    id: Uuid,
-) -> Result<Option<(Uuid, SendingTotals)>, sqlx::Error> {
+    id: BroadcastId,
+) -> Result<Option<(OrgId, SendingTotals)>, sqlx::Error> {
     let Some(locked) = sqlx::query!(
-        r#"SELECT organization_id,
+        r#"SELECT organization_id AS "organization_id: OrgId",
             (ab_test IS NOT NULL AND winning_variant IS NULL) AS "winner_awaited!"
          FROM broadcasts WHERE id = $1 AND status = 'sending' AND fanout_done
          FOR UPDATE"#,
-        id,
+        id as _,
     )
     .fetch_optional(&mut *tx)
     .await?
@@ -789,7 +798,7 @@ pub async fn lock_sending_totals(
         r#"SELECT coalesce(sent, 0)::int8 AS "sent!", coalesce(pending, 0)::int8 AS "pending!",
             coalesce(held, 0)::int8 AS "held!"
          FROM broadcast_totals WHERE broadcast_id = $1"#,
-        id,
+        id as _,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -808,7 +817,7 @@ pub async fn lock_sending_totals(
 /// Ends a broadcast locked by [`lock_sending_totals`] as `ending` says.
 pub async fn end_sending(
     tx: &mut PgConnection,
-    id: Uuid,
+    id: BroadcastId,
     ending: Ending,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -816,7 +825,7 @@ pub async fn end_sending(
             completed_at = clock_timestamp(),
             dispatch_lease_until = NULL, dispatch_lease_token = NULL
          WHERE id = $1",
-        id,
+        id as _,
         ending.status.as_str(),
         ending.error_message,
     )
@@ -828,13 +837,13 @@ pub async fn end_sending(
 /// Pauses a sending broadcast on the service's own account.
 pub async fn auto_pause(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: BroadcastId,
     reason: &str,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE broadcasts SET status = 'paused', paused_at = clock_timestamp(), error_message = $2
          WHERE id = $1 AND status = 'sending'",
-        id,
+        id as _,
         reason,
     )
     .execute(db)
@@ -843,13 +852,16 @@ pub async fn auto_pause(
 }
 
 /// Scheduled broadcasts whose time has come, moved to `queued` (at most `limit`).
-pub async fn queue_due(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+pub async fn queue_due(
+    db: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<BroadcastId>, sqlx::Error> {
     sqlx::query_scalar!(
-        "UPDATE broadcasts SET status = 'queued', queued_at = clock_timestamp(), send_now = true
+        r#"UPDATE broadcasts SET status = 'queued', queued_at = clock_timestamp(), send_now = true
          WHERE id IN (
             SELECT id FROM broadcasts WHERE status = 'scheduled' AND scheduled_at <= statement_timestamp()
             ORDER BY scheduled_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING id",
+         RETURNING id AS "id: BroadcastId""#,
         limit,
     )
     .fetch_all(db)
@@ -862,9 +874,9 @@ pub async fn stale_dispatches(
     db: impl PgExecutor<'_>,
     after: Duration,
     limit: i64,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<Vec<BroadcastId>, sqlx::Error> {
     sqlx::query_scalar!(
-        "UPDATE broadcasts SET queued_at = clock_timestamp()
+        r#"UPDATE broadcasts SET queued_at = clock_timestamp()
          WHERE id IN (
             SELECT id FROM broadcasts
             WHERE status IN ('queued', 'sending')
@@ -872,7 +884,7 @@ pub async fn stale_dispatches(
               AND (status = 'queued' OR NOT fanout_done)
               AND coalesce(queued_at, created_at) < statement_timestamp() - make_interval(secs => $1)
             LIMIT $2 FOR UPDATE SKIP LOCKED)
-         RETURNING id",
+         RETURNING id AS "id: BroadcastId""#,
         secs(after),
         limit,
     )
@@ -897,13 +909,13 @@ pub async fn stale_recipients(
     db: impl PgExecutor<'_>,
     bounds: &StaleBounds,
     limit: i64,
-) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
-    let (broadcasts, since): (Vec<Uuid>, Vec<chrono::DateTime<chrono::Utc>>) =
+) -> Result<Vec<(BroadcastId, Uuid)>, sqlx::Error> {
+    let (broadcasts, since): (Vec<BroadcastId>, Vec<chrono::DateTime<chrono::Utc>>) =
         bounds.waiting.iter().map(|(b, t)| (*b, t.0)).unzip();
     // Every bound is stable within the statement and the broadcast: an index condition of
     // each broadcast's scan (see docs/jobs.md).
     let rows = sqlx::query!(
-        r#"SELECT s.broadcast_id AS "broadcast_id!", s.id AS "id!" FROM broadcasts b
+        r#"SELECT s.broadcast_id AS "broadcast_id!: BroadcastId", s.id AS "id!" FROM broadcasts b
          LEFT JOIN unnest($4::uuid[], $5::timestamptz[]) AS w(broadcast_id, since)
            ON w.broadcast_id = b.id
          CROSS JOIN LATERAL (
@@ -919,7 +931,7 @@ pub async fn stale_recipients(
         secs(bounds.after),
         limit,
         bounds.before,
-        &broadcasts,
+        &broadcasts as _,
         &since,
         bounds.waiting_else,
         secs(bounds.wait),
@@ -934,7 +946,7 @@ pub async fn stale_recipients(
 pub struct StaleBounds {
     pub after: Duration,
     pub before: Option<Timestamp>,
-    pub waiting: Vec<(Uuid, Timestamp)>,
+    pub waiting: Vec<(BroadcastId, Timestamp)>,
     pub waiting_else: Option<Timestamp>,
     pub wait: Duration,
 }
@@ -963,7 +975,8 @@ pub async fn requeue(
             WHERE r.status = 'pending'
               AND r.enqueued_at < statement_timestamp() - make_interval(secs => $2)
             FOR UPDATE OF r SKIP LOCKED)
-         RETURNING broadcast_id, id, status AS "status: RecipientStatus""#,
+         RETURNING broadcast_id AS "broadcast_id: BroadcastId", id,
+            status AS "status: RecipientStatus""#,
         ids,
         secs(after),
         max_requeues,
@@ -985,26 +998,27 @@ pub async fn requeue(
 /// (one entry per recipient).
 #[derive(Debug, Default)]
 pub struct StaleRecipients {
-    pub requeued: Vec<(Uuid, Uuid)>,
-    pub given_up: Vec<Uuid>,
+    pub requeued: Vec<(BroadcastId, Uuid)>,
+    pub given_up: Vec<BroadcastId>,
 }
 
 /// Where a broadcast's jobs take their turn: its organization, and whether it is `high`.
 #[derive(Debug, Clone, Copy)]
 pub struct BroadcastLane {
-    pub organization_id: Uuid,
+    pub organization_id: OrgId,
     pub high: bool,
 }
 
 /// The lanes of `broadcasts` (those that exist).
 pub async fn lanes(
     db: impl PgExecutor<'_>,
-    broadcasts: &[Uuid],
-) -> Result<std::collections::HashMap<Uuid, BroadcastLane>, sqlx::Error> {
+    broadcasts: &[BroadcastId],
+) -> Result<std::collections::HashMap<BroadcastId, BroadcastLane>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT id, organization_id, priority AS "priority: SendPriority"
+        r#"SELECT id AS "id: BroadcastId", organization_id AS "organization_id: OrgId",
+            priority AS "priority: SendPriority"
          FROM broadcasts WHERE id = ANY($1)"#,
-        broadcasts,
+        broadcasts as _,
     )
     .fetch_all(db)
     .await?;
@@ -1027,16 +1041,16 @@ pub async fn release_held(
     db: impl PgExecutor<'_>,
     now: Timestamp,
     limit: i64,
-) -> Result<Vec<(Uuid, Uuid)>, sqlx::Error> {
+) -> Result<Vec<(BroadcastId, Uuid)>, sqlx::Error> {
     let rows = sqlx::query!(
-        "UPDATE broadcast_recipients SET status = 'pending', hold_until = NULL,
+        r#"UPDATE broadcast_recipients SET status = 'pending', hold_until = NULL,
             enqueued_at = clock_timestamp()
          WHERE id IN (
             SELECT id FROM broadcast_recipients
             WHERE status = 'held' AND hold_until <= $1
             ORDER BY hold_until LIMIT $2 FOR UPDATE SKIP LOCKED)
            AND status = 'held'
-         RETURNING broadcast_id, id",
+         RETURNING broadcast_id AS "broadcast_id: BroadcastId", id"#,
         now as _,
         limit,
     )
@@ -1049,12 +1063,13 @@ pub async fn release_held(
 pub async fn done_but_sending(
     db: impl PgExecutor<'_>,
     limit: i64,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<Vec<BroadcastId>, sqlx::Error> {
     sqlx::query_scalar!(
-        "SELECT b.id FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
+        r#"SELECT b.id AS "id: BroadcastId" FROM broadcasts b
+         LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
          WHERE b.status = 'sending' AND b.fanout_done AND coalesce(k.pending, 0) = 0
            AND coalesce(k.held, 0) = 0 AND (b.ab_test IS NULL OR b.winning_variant IS NOT NULL)
-         LIMIT $1",
+         LIMIT $1"#,
         limit,
     )
     .fetch_all(db)

@@ -31,6 +31,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use parley_types::ids::{BroadcastId, OrgId};
 use uuid::Uuid;
 
 /// Where a job waits its turn.
@@ -44,6 +45,15 @@ pub struct Lane {
 }
 
 impl Lane {
+    /// A broadcast's lane: where its send jobs wait.
+    pub fn of_broadcast(org: OrgId, broadcast: BroadcastId, high: bool) -> Lane {
+        Lane {
+            organization_id: org.uuid(),
+            id: broadcast.uuid(),
+            high,
+        }
+    }
+
     fn tier(&self) -> &'static str {
         if self.high { "high" } else { "bulk" }
     }

@@ -20,6 +20,7 @@ pub mod redis_conn;
 use crate::lanes::Lanes;
 pub use crate::lanes::{Lane, Parked, SLOT_LEASE, SLOT_RENEW};
 use crate::redis_conn::{Conn, Redis};
+use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::metric_names::org_limit_hits;
 
 /// Version of every payload below; a worker drops (and logs) payloads of another version.
@@ -129,7 +130,7 @@ payload!(
 pub struct DispatchBroadcast {
     #[serde(default = "version")]
     pub version: u16,
-    pub broadcast_id: Uuid,
+    pub broadcast_id: BroadcastId,
     /// After a resume: enqueue every pending recipient again, not only new ones.
     #[serde(default)]
     pub requeue: bool,
@@ -140,11 +141,11 @@ pub struct DispatchBroadcast {
 pub struct SendRecipients {
     #[serde(default = "version")]
     pub version: u16,
-    pub broadcast_id: Uuid,
+    pub broadcast_id: BroadcastId,
     pub recipient_ids: Vec<Uuid>,
     /// Its organization and tier, so that what it hands back goes to the same lane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub organization_id: Option<Uuid>,
+    pub organization_id: Option<OrgId>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub high: bool,
     /// When it was parked in its lane (Unix milliseconds): the reconciler counts it as
@@ -162,8 +163,8 @@ impl SendRecipients {
     /// unknown organization, which is a lane of its own).
     pub fn lane(&self) -> Lane {
         Lane {
-            organization_id: self.organization_id.unwrap_or_default(),
-            id: self.broadcast_id,
+            organization_id: self.organization_id.map(OrgId::uuid).unwrap_or_default(),
+            id: self.broadcast_id.uuid(),
             high: self.high,
         }
     }
@@ -195,7 +196,7 @@ pub trait Fair: Payload {
 
 impl Fair for SendRecipients {
     fn slot(&self) -> Option<(Uuid, &str)> {
-        Some((self.organization_id?, self.slot.as_deref()?))
+        Some((self.organization_id?.uuid(), self.slot.as_deref()?))
     }
     fn with_slot(self, slot: String) -> Self {
         SendRecipients {
@@ -405,7 +406,7 @@ impl Jobs {
         RedisStorage::new(self.conn.clone()).with_config(queue_config(&self.prefix, queue))
     }
 
-    pub async fn dispatch(&self, broadcast_id: Uuid, requeue: bool) -> Result<(), JobError> {
+    pub async fn dispatch(&self, broadcast_id: BroadcastId, requeue: bool) -> Result<(), JobError> {
         let job = DispatchBroadcast {
             version: PAYLOAD_VERSION,
             broadcast_id,
@@ -422,9 +423,9 @@ impl Jobs {
             .chunks(SEND_BATCH)
             .map(|chunk| SendRecipients {
                 version: PAYLOAD_VERSION,
-                broadcast_id: lane.id,
+                broadcast_id: BroadcastId::from(lane.id),
                 recipient_ids: chunk.to_vec(),
-                organization_id: Some(lane.organization_id),
+                organization_id: Some(OrgId::from(lane.organization_id)),
                 high: lane.high,
                 parked_at_ms: Some(now_ms),
                 slot: None,

@@ -11,6 +11,7 @@ use parley_domain::broadcasts::{
 use parley_domain::templates::Template;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -20,7 +21,7 @@ use crate::{Caller, Ctx, Result};
 /// Hands a broadcast to the workers. Postgres already says it is queued, so if Redis is
 /// unreachable now the worker's reconciler dispatches it later; the change still stands.
 async fn dispatch(ctx: Ctx<'_>, id: Uuid, requeue: bool) {
-    if let Err(err) = ctx.jobs.dispatch(id, requeue).await {
+    if let Err(err) = ctx.jobs.dispatch(BroadcastId::from(id), requeue).await {
         tracing::warn!(broadcast_id = %id, %err, "dispatch not enqueued; the reconciler will");
     }
 }
@@ -262,11 +263,8 @@ pub async fn retry_recipients(
     }
     tracing::info!(broadcast_id = %id, retried = retried.len(), "failed recipients sent again by an operator");
     if broadcast.status == BroadcastStatus::Sending {
-        let lane = parley_jobs::Lane {
-            organization_id: org,
-            id,
-            high: broadcast.priority == parley_domain::broadcasts::SendPriority::High,
-        };
+        let high = broadcast.priority == parley_domain::broadcasts::SendPriority::High;
+        let lane = parley_jobs::Lane::of_broadcast(OrgId::from(org), BroadcastId::from(id), high);
         if let Err(err) = ctx.jobs.enqueue_sends(&lane, &retried).await {
             tracing::warn!(broadcast_id = %id, %err, "retried recipients not enqueued; the reconciler will");
         }
@@ -327,7 +325,8 @@ pub async fn pick_variant(
             })?,
         None => winner(&broadcast.variants, test.winner_metric),
     };
-    let picked = db::sending::pick_variant(&mut *tx, id, index as i16 + 1, by).await?;
+    let variant = index as i16 + 1;
+    let picked = db::sending::pick_variant(&mut *tx, BroadcastId::from(id), variant, by).await?;
     if !picked {
         return Err(AppError::invalid_state("this broadcast's winner is picked already").into());
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use parley_db as db;
 use parley_domain::broadcasts::{self as rules, BroadcastStatus};
 use parley_domain::webhooks::EventName;
+use parley_types::ids::{BroadcastId, OrgId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -17,8 +18,8 @@ use uuid::Uuid;
 #[tracing::instrument(skip_all, fields(broadcast_id = %id, organization_id = %org))]
 pub async fn fan_out(
     pool: &PgPool,
-    id: Uuid,
-    org: Uuid,
+    id: BroadcastId,
+    org: OrgId,
     segment: bool,
     slice: i32,
     lease: Duration,
@@ -42,8 +43,8 @@ pub async fn fan_out(
 #[tracing::instrument(skip_all, fields(broadcast_id = %id))]
 pub async fn finish_if_done(
     pool: &PgPool,
-    id: Uuid,
-) -> Result<Option<(BroadcastStatus, Uuid)>, sqlx::Error> {
+    id: BroadcastId,
+) -> Result<Option<(BroadcastStatus, OrgId)>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let Some((org, totals)) = db::sending::lock_sending_totals(&mut tx, id).await? else {
         return Ok(None);
@@ -52,12 +53,12 @@ pub async fn finish_if_done(
         return Ok(None);
     };
     db::sending::end_sending(&mut tx, id, ending).await?;
-    if let Some(broadcast) = db::broadcasts::get(&mut *tx, org, id).await? {
+    if let Some(broadcast) = db::broadcasts::get(&mut *tx, org.uuid(), id.uuid()).await? {
         let event = match ending.status {
             BroadcastStatus::Completed => EventName::BroadcastSent,
             _ => EventName::BroadcastFailed,
         };
-        db::outbox::emit(&mut tx, org, event, &broadcast).await?;
+        db::outbox::emit(&mut tx, org.uuid(), event, &broadcast).await?;
     }
     tx.commit().await?;
     Ok(Some((ending.status, org)))

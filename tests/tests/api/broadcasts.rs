@@ -322,12 +322,13 @@ async fn outcomes_reach_postgres_while_the_job_still_sends() {
 #[tokio::test]
 async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_it() {
     use parley_db::sending::{begin_dispatch, end_dispatch_turn};
+    use parley_types::ids::BroadcastId;
     use parley_usecases::sending::fan_out;
     // No worker: the test plays two dispatchers.
     let app = parley_tests::TestApp::builder().start().await;
     let contacts = seed::contacts(&app, 3).await;
     let t = template(&app, "email", "Hello").await;
-    let id: Uuid = send_now(&app, &t, &contacts).await.parse().unwrap();
+    let id: BroadcastId = send_now(&app, &t, &contacts).await.parse().unwrap();
     let lease = Duration::from_secs(60);
     let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
     let state = begin_dispatch(&app.pool, id, lease, a, 20).await.unwrap();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use parley_db::sending::{RecipientOutcome, begin_dispatch, record};
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, wait_until};
+use parley_types::ids::{BroadcastId, OrgId};
 use parley_usecases::sending;
 use parley_worker::claims::{Claims, TakenClaims};
 use parley_worker::outcomes::{Chunk, Outcomes};
@@ -30,8 +31,8 @@ struct Dispatching {
     audience: Audience,
     redis: Redis,
     claims: Claims,
-    id: Uuid,
-    org: Uuid,
+    id: BroadcastId,
+    org: OrgId,
     lease: Duration,
     token: Uuid,
 }
@@ -45,7 +46,7 @@ impl Dispatching {
         let app = TestApp::builder().own_database().start().await;
         let contacts = seed::contacts(&app, contacts).await;
         let t = template(&app, "email", "Hello").await;
-        let id: Uuid = match audience {
+        let id: BroadcastId = match audience {
             Audience::Contacts => send_now(&app, &t, &contacts).await,
             Audience::Segment => {
                 let segment = app
