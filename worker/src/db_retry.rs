@@ -2,7 +2,6 @@
 //! the jobs that hold claims meanwhile.
 
 use backon::{ExponentialBuilder, Retryable};
-use parley_db as db;
 
 /// How long a job keeps trying to read or write Postgres through transient failures (a
 /// restart, a failover) while its claims keep its recipients: what it sent meanwhile is
@@ -24,7 +23,7 @@ where
         .with_jitter();
     statement
         .retry(backoff)
-        .when(|err| db::error::is_transient_error(err) && started.elapsed() < RETRY_FOR)
+        .when(|err| parley_usecases::is_transient_error(err) && started.elapsed() < RETRY_FOR)
         .notify(|err, after| tracing::warn!(%err, ?after, "Postgres unavailable; trying again"))
         .await
 }

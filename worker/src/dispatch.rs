@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use parley_config::Config;
-use parley_db as db;
 use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
 use parley_jobs::{DispatchBroadcast, Lane};
 use parley_types::ids::OrgId;
@@ -54,12 +53,12 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     let id = job.broadcast_id;
     let token = uuid::Uuid::now_v7();
     let per_org = ctx.settings().broadcasts_per_org;
-    let Some(state) = db::sending::begin_dispatch(&ctx.pool, id, LEASE, token, per_org).await?
+    let Some(state) = sending::begin_dispatch(ctx.use_cases(), id, LEASE, token, per_org).await?
     else {
         return Ok(());
     };
     if state.ab_test {
-        db::sending::capture_variants(&ctx.pool, id).await?;
+        sending::capture_variants(ctx.use_cases(), id).await?;
     }
     let high = state.priority == SendPriority::High;
     let lane = Lane::of_broadcast(state.organization_id, id, high);
@@ -76,7 +75,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
             if started.elapsed() >= TURN {
                 return Ok(Turn::Over);
             }
-            if db::sending::status(&ctx.pool, id).await? != Some(BroadcastStatus::Sending) {
+            if sending::status(ctx.use_cases(), id).await? != Some(BroadcastStatus::Sending) {
                 return Ok(Turn::Done);
             }
             let org = state.organization_id;
@@ -93,8 +92,8 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
         if job.requeue {
             let mut after = None;
             loop {
-                let ids =
-                    db::sending::take_pending(&ctx.pool, id, after, i64::from(FIRST_SLICE)).await?;
+                let ids = sending::take_pending(ctx.use_cases(), id, after, i64::from(FIRST_SLICE))
+                    .await?;
                 let Some(last) = ids.iter().max().copied() else {
                     break;
                 };
@@ -110,7 +109,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     }
     .await;
     let handed_on = matches!(result, Ok(Turn::Over));
-    db::sending::end_dispatch_turn(&ctx.pool, id, token, handed_on).await?;
+    sending::end_dispatch_turn(ctx.use_cases(), id, token, handed_on).await?;
     if let Turn::Over = result? {
         // Released first, so that the next job takes the lease at once.
         ctx.jobs.dispatch(id, job.requeue).await?;
@@ -123,7 +122,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
 /// reconciler's next look.
 #[tracing::instrument(skip(ctx), fields(organization_id = %org))]
 pub async fn start_next(ctx: &WorkerState, org: OrgId) -> anyhow::Result<()> {
-    if let Some(next) = db::sending::next_queued(&ctx.pool, org).await? {
+    if let Some(next) = sending::next_queued(ctx.use_cases(), org).await? {
         ctx.jobs.dispatch(next, false).await?;
     }
     Ok(())

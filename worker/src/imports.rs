@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parley_config::Config;
-use parley_db as db;
 use parley_domain::imports::{ImportFormat, ImportRow, RawRow, RejectedRow};
 use parley_jobs::ImportContacts;
+use parley_usecases::imports;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -79,16 +79,16 @@ async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
     // A job's hold on its import (PARLEY_IMPORT_LEASE_SECS), renewed every third of it while
     // the job runs (a slow download filling a batch must not lose it) and by every batch.
     let lease = ctx.settings().import_lease;
-    let begun = db::imports::begin(&ctx.pool, id, lease, per_org).await;
+    let begun = imports::begin(ctx.use_cases(), id, lease, per_org).await;
     let Some(job) = begun.map_err(Failure::of)? else {
         return Ok(());
     };
     let token = job.token;
     let org = job.organization_id;
     let _lease = {
-        let pool = ctx.pool.clone();
+        let ctx = ctx.clone();
         Renewal::every(lease / 3, move || {
-            renew_lease(pool.clone(), id, token, lease)
+            renew_lease(ctx.clone(), id, token, lease)
         })
     };
     tracing::info!(import_id = %id, rows_done = job.rows_done, attempt = job.attempts, "contact import started");
@@ -97,13 +97,13 @@ async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
         let tries = u32::try_from(job.attempts - 1).unwrap_or(0);
         if !policy.allows_another(tries) {
             let why = format!("the import was tried {tries} times without ending");
-            return db::imports::finish(&ctx.pool, id, token, Some(&why)).await;
+            return imports::finish(ctx.use_cases(), id, token, Some(&why)).await;
         }
         let reader: Box<dyn Read + Send> = match (job.data, job.download_url) {
             (Some(data), _) => Box::new(std::io::Cursor::new(data)),
             (None, Some(url)) => Box::new(download(url)),
             (None, None) => {
-                return db::imports::finish(&ctx.pool, id, token, Some("the import has no file"))
+                return imports::finish(ctx.use_cases(), id, token, Some("the import has no file"))
                     .await;
             }
         };
@@ -122,7 +122,7 @@ async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
     .await;
     // The organization's next import waiting for its turn starts now, not at reconciliation
     // (which starts it anyway when this fails: it must not hide how this import ended).
-    match db::imports::next_waiting(&ctx.pool, org).await {
+    match imports::next_waiting(ctx.use_cases(), org).await {
         Ok(Some(next)) => {
             if let Err(err) = ctx.jobs.import_contacts(next).await {
                 tracing::warn!(%err, import_id = %next, "next import not enqueued; the reconciler will");
@@ -133,15 +133,15 @@ async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
     }
     match result {
         Ok(()) => Ok(()),
-        Err(db::imports::ImportError::LeaseLost) => {
+        Err(imports::ImportError::LeaseLost) => {
             tracing::warn!(import_id = %id, "import lease lost to another job; leaving it to that job");
             Ok(())
         }
-        Err(db::imports::ImportError::Db(e)) => match Failure::of(e) {
+        Err(imports::ImportError::Db(e)) => match Failure::of(e) {
             Failure::GiveUp(err) => {
                 // Ended here rather than after every retry refused the same rows.
                 let why = "the import stopped on rows the database refused";
-                if let Err(end) = db::imports::finish(&ctx.pool, id, token, Some(why)).await {
+                if let Err(end) = imports::finish(ctx.use_cases(), id, token, Some(why)).await {
                     tracing::warn!(error = %end, "given-up import not marked failed; its retries will");
                 }
                 Err(Failure::GiveUp(err))
@@ -161,17 +161,17 @@ async fn run_file(
     format: ImportFormat,
     rows_done: i32,
     reader: RecordGuard,
-) -> Result<(), db::imports::ImportError> {
+) -> Result<(), imports::ImportError> {
     let (out, mut batches) = mpsc::channel::<Batch>(2);
     let done = i64::from(rows_done);
     let parser = tokio::task::spawn_blocking(move || parse(reader, format, done, &out));
     while let Some(b) = batches.recv().await {
-        parley_usecases::imports::apply_batch(
+        imports::apply_batch(
             &ctx.pool,
             id,
             token,
             org,
-            db::imports::ImportBatch {
+            imports::ImportBatch {
                 rows: &b.rows,
                 rejected: &b.rejected,
                 folded: b.folded,
@@ -185,15 +185,15 @@ async fn run_file(
         Ok(result) => result.err(),
         Err(e) => Some(format!("the file could not be parsed: {e}")),
     };
-    db::imports::finish(&ctx.pool, id, token, failure.as_deref()).await?;
+    imports::finish(ctx.use_cases(), id, token, failure.as_deref()).await?;
     tracing::info!(import_id = %id, failure, "contact import ended");
     Ok(())
 }
 
 /// Renews the import's lease (see [`Renewal`]); a lease lost to another job is that job's now,
 /// and this job's writes are refused.
-async fn renew_lease(pool: sqlx::PgPool, id: Uuid, token: Uuid, lease: Duration) {
-    match db::imports::renew(&pool, id, token, lease).await {
+async fn renew_lease(ctx: WorkerState, id: Uuid, token: Uuid, lease: Duration) {
+    match imports::renew(ctx.use_cases(), id, token, lease).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(import_id = %id, "import lease lost to another job"),
         Err(err) => tracing::warn!(import_id = %id, %err, "import lease not renewed"),

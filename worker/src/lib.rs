@@ -43,7 +43,6 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use parley_config::Config;
-use parley_db as db;
 use parley_jobs::redis_conn::Redis;
 use parley_runtime::health::{self, Probes};
 use parley_runtime::observability::metrics_handle;
@@ -73,7 +72,7 @@ impl Worker {
         listener: Option<TcpListener>,
         clock: Clock,
     ) -> anyhow::Result<Self> {
-        let pool = db::worker_pool(
+        let pool = parley_usecases::worker_pool(
             config.database_url.expose_secret(),
             config.db_max_connections,
         )?;

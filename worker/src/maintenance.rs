@@ -8,9 +8,9 @@ use std::future::Future;
 use anyhow::Context as _;
 
 use apalis_core::backend::Vacuum;
-use parley_db as db;
 use parley_jobs::{QueueName, queue_config};
 use parley_types::metric_names::RETENTION_DELETED;
+use parley_usecases::retention;
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic::{self, Pass, Periodic};
@@ -91,8 +91,8 @@ async fn upkeep(ctx: &WorkerState, pass: &mut Pass) {
             rows: 20_000,
         },
         || async {
-            let n = db::outbox::sweep_expired(
-                &ctx.pool,
+            let n = retention::sweep_webhook_events(
+                ctx.use_cases(),
                 webhooks.retention,
                 webhooks.failed_retention,
                 EVENTS_BATCH,
@@ -127,8 +127,12 @@ async fn upkeep(ctx: &WorkerState, pass: &mut Pass) {
             rows: u64::MAX,
         },
         || async {
-            let n =
-                db::idempotency::sweep(&ctx.pool, db::idempotency::KEPT_FOR, KEYS_BATCH).await?;
+            let n = retention::sweep_idempotency_keys(
+                ctx.use_cases(),
+                retention::IDEMPOTENCY_KEYS_KEPT_FOR,
+                KEYS_BATCH,
+            )
+            .await?;
             Ok((n, n == KEYS_BATCH as u64))
         },
     );

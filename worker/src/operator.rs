@@ -3,8 +3,7 @@
 //! `crate::consumers`), and the running retries, discards and resumes, advanced a batch a
 //! tick by whichever worker takes the action's lease.
 
-use parley_db as db;
-use parley_db::operator::DeadScope;
+use parley_usecases::operator::{self as usecase, DeadScope};
 use std::collections::HashMap;
 
 use parley_domain::operator::{ActionKind, DeadFilter, DeadItem, DeadQueue};
@@ -39,7 +38,7 @@ impl Periodic for Operator {
     async fn pass(&mut self, n: u64, pass: &mut Pass) {
         let ctx = &self.0;
         if n.is_multiple_of(PAUSES_EVERY) {
-            let read = db::operator::paused_queues(&ctx.pool);
+            let read = usecase::paused_queues(ctx.use_cases());
             if let Some(rows) = pass.step("read_pauses", async { Ok(read.await?) }).await {
                 ctx.paused.set(
                     rows.iter()
@@ -59,8 +58,8 @@ impl Periodic for Operator {
 /// just after, and a resume's batches skip rows locked at that moment: for an hour after a
 /// resume, its organization's held-by-pause recipients are released again (one batch each).
 async fn sweep_resumed(ctx: &WorkerState) -> anyhow::Result<()> {
-    for org in db::operator::recent_resumes(&ctx.pool, SWEEP_FOR_SECS).await? {
-        let n = db::operator::release_paused(&ctx.pool, org, ctx.clock.now(), BATCH).await?;
+    for org in usecase::recent_resumes(ctx.use_cases(), SWEEP_FOR_SECS).await? {
+        let n = usecase::release_paused(ctx.use_cases(), org, ctx.clock.now(), BATCH).await?;
         if n > 0 {
             tracing::info!(organization_id = %org, released = n, "held recipients of a resumed organization released");
         }
@@ -109,12 +108,12 @@ async fn retry_recipients(
 /// tried again after the lease; [`MAX_FAILURES`] in a row fail the action (its `error` says
 /// why), so that no action loops for ever.
 async fn advance(ctx: &WorkerState) -> anyhow::Result<()> {
-    let Some(a) = db::operator::take_running(&ctx.pool, LEASE_SECS).await? else {
+    let Some(a) = usecase::take_running(ctx.use_cases(), LEASE_SECS).await? else {
         return Ok(());
     };
     if let Err(err) = run_batch(ctx, &a).await {
         let error = format!("{err:#}");
-        db::operator::batch_failed(&ctx.pool, a.id, a.lease_until, &error, MAX_FAILURES).await?;
+        usecase::batch_failed(ctx.use_cases(), a.id, a.lease_until, &error, MAX_FAILURES).await?;
         anyhow::bail!("action {}: {error}", a.id);
     }
     Ok(())
@@ -123,7 +122,7 @@ async fn advance(ctx: &WorkerState) -> anyhow::Result<()> {
 /// Batches of an action that may fail in a row before it is `failed`.
 pub const MAX_FAILURES: i16 = 5;
 
-async fn run_batch(ctx: &WorkerState, a: &db::operator::RunningAction) -> anyhow::Result<()> {
+async fn run_batch(ctx: &WorkerState, a: &usecase::RunningAction) -> anyhow::Result<()> {
     let limit = BATCH.min(i64::from(a.left.max(0)));
     let (done, cursor, finished) = match (a.action, &a.filter, a.organization_id) {
         (ActionKind::Retry | ActionKind::Discard, Some(filter), _) if limit > 0 => {
@@ -136,7 +135,7 @@ async fn run_batch(ctx: &WorkerState, a: &db::operator::RunningAction) -> anyhow
                 ids: &a.ids,
                 until: Some(a.created_at),
             };
-            let items = db::operator::dead(&ctx.pool, queue, filter, &scope, limit).await?;
+            let items = usecase::dead_items(ctx.use_cases(), queue, filter, &scope, limit).await?;
             let ids: Vec<uuid::Uuid> = items.iter().map(|i| i.id).collect();
             let done = match (a.action, queue) {
                 (ActionKind::Retry, DeadQueue::RecipientSend) => {
@@ -147,7 +146,7 @@ async fn run_batch(ctx: &WorkerState, a: &db::operator::RunningAction) -> anyhow
                         .await
                         .map_err(|e| anyhow::anyhow!("{}", e.0))?
                 }
-                _ => db::operator::discard(&ctx.pool, queue, &ids).await?,
+                _ => usecase::discard(ctx.use_cases(), queue, &ids).await?,
             };
             let cursor = items.last().map(|i| Cursor {
                 created_at: i.failed_at,
@@ -157,13 +156,13 @@ async fn run_batch(ctx: &WorkerState, a: &db::operator::RunningAction) -> anyhow
             (done as i32, cursor, finished)
         }
         (ActionKind::ResumeOrganization, _, Some(org)) => {
-            let n = db::operator::release_paused(&ctx.pool, org, ctx.clock.now(), BATCH).await?;
+            let n = usecase::release_paused(ctx.use_cases(), org, ctx.clock.now(), BATCH).await?;
             (n as i32, None, n < BATCH)
         }
         _ => (0, None, true),
     };
-    db::operator::advance(
-        &ctx.pool,
+    usecase::record_batch(
+        ctx.use_cases(),
         a.id,
         a.lease_until,
         done,

@@ -4,8 +4,8 @@
 //! worker's rate limiter. A change takes effect within that period; a Redis that lost them
 //! gets them back at the next pass.
 
-use parley_db::org_limits::{self, OrgLimits};
 use parley_jobs::QueueName;
+use parley_usecases::org_limits::{self, OrgLimits};
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic::{self, Pass, Periodic};
@@ -34,7 +34,7 @@ impl Periodic for Sync {
 
 /// Reads the limits and applies them.
 pub async fn sync(ctx: &WorkerState) -> anyhow::Result<()> {
-    let all = org_limits::all(&ctx.pool, MAX_ORGS).await?;
+    let all = org_limits::all(ctx.use_cases(), MAX_ORGS).await?;
     let slots = |pick: fn(&OrgLimits) -> Option<i32>| -> Vec<(uuid::Uuid, usize)> {
         all.iter()
             .filter_map(|l| Some((l.organization_id, usize::try_from(pick(l)?).ok()?)))

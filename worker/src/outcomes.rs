@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use parley_db as db;
-use parley_db::sending::RecipientOutcome;
+use parley_domain::broadcasts::RecipientOutcome;
 use parley_types::metric_names::{OUTCOME_STATEMENTS, OUTCOME_WRITE_FAILURES};
+use parley_usecases::sending;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -185,7 +185,7 @@ async fn fence(claims: &Claims, batch: &mut [Handed]) {
 async fn write_batch(pool: &PgPool, batch: Vec<Handed>, statements: &AtomicU64) {
     match write(pool, &batch, statements).await {
         Ok(()) => batch.into_iter().for_each(|h| h.answer(Ok(()))),
-        Err(err) if batch.len() > 1 && !db::error::is_transient_error(&err) => {
+        Err(err) if batch.len() > 1 && !parley_usecases::is_transient_error(&err) => {
             tracing::warn!(%err, chunks = batch.len(), "outcomes refused; each job's written alone");
             for h in batch {
                 let result = write(pool, std::slice::from_ref(&h), statements).await;
@@ -207,7 +207,7 @@ async fn write(pool: &PgPool, batch: &[Handed], statements: &AtomicU64) -> Resul
         return Ok(());
     }
     let rows = || batch.iter().flat_map(|h| &h.chunk);
-    let result = retry_transient(|| db::sending::record(pool, rows())).await;
+    let result = retry_transient(|| sending::record_outcomes(pool, rows())).await;
     statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(OUTCOME_STATEMENTS).increment(1);
     result

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use parley_db::outbox;
 use parley_jobs::{DeliverWebhooks, QueueName};
 use parley_types::metric_names::OUTBOX_BACKLOG;
 use parley_usecases::webhook_deliveries;
@@ -104,7 +103,7 @@ impl Periodic for Relay {
             self.last_gauge = Some(Instant::now());
             if !ctx.reporter.reports(Family::Outbox).await {
                 metrics::gauge!(OUTBOX_BACKLOG).set(0.0);
-            } else if let Ok(n) = outbox::backlog(&ctx.pool).await {
+            } else if let Ok(n) = webhook_deliveries::outbox_backlog(ctx.use_cases()).await {
                 metrics::gauge!(OUTBOX_BACKLOG).set(n as f64);
             }
         }
@@ -122,7 +121,7 @@ async fn listen(ctx: &WorkerState) -> Option<PgListener> {
             return None;
         }
     };
-    match listener.listen(outbox::CHANNEL).await {
+    match listener.listen(webhook_deliveries::OUTBOX_CHANNEL).await {
         Ok(()) => Some(listener),
         Err(err) => {
             tracing::warn!(%err, "outbox notifications unavailable; relaying on the tick");
@@ -133,7 +132,8 @@ async fn listen(ctx: &WorkerState) -> Option<PgListener> {
 
 async fn relay(ctx: &WorkerState) -> anyhow::Result<()> {
     loop {
-        let (deliveries, relayed) = outbox::relay(&ctx.pool, BATCH).await?;
+        let (deliveries, relayed) =
+            webhook_deliveries::relay_events(ctx.use_cases(), BATCH).await?;
         ctx.jobs.deliver_webhooks(&deliveries).await?;
         if relayed < BATCH as usize {
             return Ok(());

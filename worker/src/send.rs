@@ -16,14 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use parley_config::Config;
-use parley_db as db;
-use parley_db::sending::{Claimed, RecipientOutcome, SendContext, VariantContent};
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
+use parley_domain::broadcasts::RecipientOutcome;
 use parley_domain::broadcasts::TemplateVariables;
 use parley_domain::templates::{max_message_chars, render};
 use parley_jobs::{QueueName, SEND_BATCH, SendRecipients};
 use parley_types::ids::BroadcastId;
+use parley_usecases::sending::{self, Claimed, SendContext, VariantContent};
 use uuid::Uuid;
 
 use crate::claims::TakenClaims;
@@ -88,7 +88,7 @@ async fn send_batch(ctx: &WorkerState, job: &SendRecipients) -> anyhow::Result<(
     };
     let result = async {
         let broadcast =
-            retry_transient(|| db::sending::send_context(&ctx.pool, job.broadcast_id)).await?;
+            retry_transient(|| sending::send_context(ctx.use_cases(), job.broadcast_id)).await?;
         match broadcast {
             Some(b) if b.status == BroadcastStatus::Sending => send_all(ctx, job, &b, &taken).await,
             _ => Ok(Vec::new()),
@@ -119,8 +119,8 @@ async fn send_all(
     taken: &TakenClaims,
 ) -> anyhow::Result<Vec<Uuid>> {
     let claimed = retry_transient(|| {
-        db::sending::pending_for_send(
-            &ctx.pool,
+        sending::pending_for_send(
+            ctx.use_cases(),
             broadcast.organization_id,
             job.broadcast_id,
             taken.ids(),
@@ -132,7 +132,8 @@ async fn send_all(
     }
     let message = if broadcast.ab_test {
         let contents =
-            retry_transient(|| db::sending::variant_contents(&ctx.pool, job.broadcast_id)).await?;
+            retry_transient(|| sending::variant_contents(ctx.use_cases(), job.broadcast_id))
+                .await?;
         Messages::new(broadcast, &contents)
     } else {
         Messages::new(broadcast, &[])
@@ -144,12 +145,13 @@ async fn send_all(
         mut ready,
         reserved,
     } = decide(ctx, broadcast, claimed).await?;
-    let watch = StatusWatch::spawn(
-        ctx.pool.clone(),
-        job.broadcast_id,
-        broadcast.status,
-        ctx.stopping.clone(),
-    );
+    let watch = StatusWatch::spawn(broadcast.status, ctx.stopping.clone(), {
+        let (ctx, id) = (ctx.clone(), job.broadcast_id);
+        move || {
+            let ctx = ctx.clone();
+            async move { sending::status(ctx.use_cases(), id).await }
+        }
+    });
     let saw_failure = AtomicBool::new(false);
     // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
     let mut unanswered = claimed.len();
@@ -590,7 +592,7 @@ async fn note_failure(ctx: &WorkerState, b: &SendContext, code: &str, message: &
             let reason = format!(
                 "paused after {n} consecutive provider failures; the last: {code}: {message}"
             );
-            match db::sending::auto_pause(&ctx.pool, broadcast, &reason).await {
+            match sending::auto_pause(ctx.use_cases(), broadcast, &reason).await {
                 Ok(true) => {
                     tracing::warn!(broadcast_id = %broadcast, failures = n, "broadcast paused");
                     let _: Result<(), _> = redis::cmd("DEL").arg(&key).query_async(&mut conn).await;

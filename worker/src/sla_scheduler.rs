@@ -5,9 +5,9 @@
 //! enqueued again once the queue has drained. Any number of workers may run it: rows are
 //! taken with `FOR UPDATE SKIP LOCKED`.
 
-use parley_db as db;
 use parley_jobs::{QueueName, SLA_BATCH};
 use parley_types::metric_names::{RECONCILED, SLA_BACKLOG};
+use parley_usecases::sla;
 use tokio_util::sync::CancellationToken;
 
 use crate::periodic::{self, Pass, Periodic};
@@ -42,7 +42,7 @@ async fn enqueue_due(ctx: &WorkerState, reconcile: bool) -> anyhow::Result<()> {
     let queue = QueueName::SlaCheck;
     let mut ready = ctx.jobs.depth(queue).await?.ready;
     while ready < MAX_READY_JOBS {
-        let due = db::sla::take_due_checks(&ctx.pool, BATCH, None, ctx.clock.now()).await?;
+        let due = sla::take_due_checks(ctx.use_cases(), BATCH, None, ctx.clock.now()).await?;
         ctx.jobs.check_sla(&due).await?;
         ready += due.len().div_ceil(SLA_BATCH) as u64;
         // A pass gives each organization one job's worth at most: an organization alone with
@@ -53,8 +53,8 @@ async fn enqueue_due(ctx: &WorkerState, reconcile: bool) -> anyhow::Result<()> {
     }
     if reconcile {
         if ready == 0 {
-            let lost = db::sla::take_due_checks(
-                &ctx.pool,
+            let lost = sla::take_due_checks(
+                ctx.use_cases(),
                 BATCH,
                 Some(ctx.settings().reconcile_after),
                 ctx.clock.now(),
@@ -66,7 +66,7 @@ async fn enqueue_due(ctx: &WorkerState, reconcile: bool) -> anyhow::Result<()> {
             }
         }
         let backlog = if ctx.reporter.reports(Family::Sla).await {
-            db::sla::checks_backlog(&ctx.pool).await?
+            sla::checks_backlog(ctx.use_cases()).await?
         } else {
             0
         };

@@ -2,12 +2,10 @@
 //! is not shutting down. A pause, a cancel or a SIGTERM stops new sends within a fraction of a
 //! second, and cuts short the waits (rate limit, retry backoff) of sends not yet made.
 
+use std::future::Future;
 use std::time::Duration;
 
-use parley_db as db;
 use parley_domain::broadcasts::BroadcastStatus;
-use parley_types::ids::BroadcastId;
-use sqlx::PgPool;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -28,13 +26,13 @@ impl Drop for StatusWatch {
 }
 
 impl StatusWatch {
-    /// Watches `broadcast` (now `initial`) and `stopping`, the worker's shutdown.
-    pub fn spawn(
-        pool: PgPool,
-        broadcast: BroadcastId,
-        initial: BroadcastStatus,
-        stopping: CancellationToken,
-    ) -> Self {
+    /// Watches a broadcast, now `initial`, through `status` (`None`: it is gone), and
+    /// `stopping`, the worker's shutdown.
+    pub fn spawn<F, Fut>(initial: BroadcastStatus, stopping: CancellationToken, status: F) -> Self
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Option<BroadcastStatus>, sqlx::Error>> + Send,
+    {
         let (tx, rx) =
             watch::channel(initial == BroadcastStatus::Sending && !stopping.is_cancelled());
         let poller = tokio::spawn(async move {
@@ -46,7 +44,7 @@ impl StatusWatch {
                         return;
                     }
                 }
-                match db::sending::status(&pool, broadcast).await {
+                match status().await {
                     Ok(status) => {
                         // Deleted (None): nothing more to send.
                         let go = status == Some(BroadcastStatus::Sending);

@@ -5,11 +5,11 @@
 //! All timers live in Postgres; work moves into Redis in bounded batches.
 
 use anyhow::Context as _;
-use parley_db as db;
 use parley_domain::ab_tests::PickedBy;
 use parley_jobs::{QueueName, SendRecipients};
 use parley_types::ids::BroadcastId;
 use parley_types::time::Timestamp;
+use parley_usecases::sending;
 use tokio_util::sync::CancellationToken;
 
 use crate::job::Job;
@@ -67,7 +67,7 @@ impl Periodic for Ticker {
                 );
                 // By Postgres' clock, which the bound is compared with (the worker's, if
                 // Postgres does not answer).
-                let wall = db::sending::now(&ctx.pool)
+                let wall = sending::now(ctx.use_cases())
                     .await
                     .unwrap_or_else(|_| Timestamp::now());
                 self.emptied_at = Some((tokio::time::Instant::now(), wall));
@@ -89,17 +89,17 @@ impl Periodic for Ticker {
 }
 
 async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
-    let woken = db::conversations::wake_snoozed(&ctx.pool, BATCH).await?;
+    let woken = parley_usecases::conversations::wake_snoozed(ctx.use_cases(), BATCH).await?;
     if woken > 0 {
         tracing::info!(woken, "snoozed conversations woken");
     }
-    for id in db::sending::queue_due(&ctx.pool, BATCH).await? {
+    for id in sending::queue_due(ctx.use_cases(), BATCH).await? {
         tracing::info!(broadcast_id = %id, "scheduled broadcast queued");
         ctx.jobs.dispatch(id, false).await?;
     }
     // A/B tests whose wait ended: the winner goes to the rest.
     let usecases = ctx.use_cases();
-    for (org, id) in db::sending::due_picks(&ctx.pool, ctx.clock.now(), BATCH).await? {
+    for (org, id) in sending::due_picks(ctx.use_cases(), ctx.clock.now(), BATCH).await? {
         let pick = parley_usecases::broadcasts::pick_variant(
             usecases,
             org.uuid(),
@@ -120,7 +120,7 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     // (a million recipients at 09:00) is released faster than workers send, and another's
     // recipients due at the same time wait seconds behind it, not minutes.
     for _ in 0..RELEASE_BATCHES {
-        let due = db::sending::release_held(&ctx.pool, ctx.clock.now(), BATCH).await?;
+        let due = sending::release_held(ctx.use_cases(), ctx.clock.now(), BATCH).await?;
         let full = due.len() as i64 == BATCH;
         if !due.is_empty() {
             tracing::debug!(recipients = due.len(), "held recipients released");
@@ -144,7 +144,7 @@ pub(crate) async fn enqueue_recipients(
         by_broadcast.entry(broadcast).or_default().push(recipient);
     }
     let broadcasts: Vec<BroadcastId> = by_broadcast.keys().copied().collect();
-    let lanes = db::sending::lanes(&ctx.pool, &broadcasts).await?;
+    let lanes = sending::lanes(ctx.use_cases(), &broadcasts).await?;
     for (broadcast, recipients) in by_broadcast {
         let Some(lane) = lanes.get(&broadcast) else {
             continue;
@@ -173,12 +173,12 @@ async fn reconcile(
     ctx.jobs.mend_lanes(QueueName::WebhookDelivery).await?;
     let after = |queue, wait| ctx.jobs.lost_after(queue, wait);
     let dispatch_after = after(QueueName::BroadcastDispatch, shortest).await?;
-    for id in db::sending::stale_dispatches(&ctx.pool, dispatch_after, BATCH).await? {
+    for id in sending::stale_dispatches(ctx.use_cases(), dispatch_after, BATCH).await? {
         metrics::counter!(RECONCILED, "kind" => "dispatch").increment(1);
         ctx.jobs.dispatch(id, false).await?;
     }
     let import_after = after(QueueName::ContactImport, shortest).await?;
-    for id in db::imports::stale(&ctx.pool, import_after, BATCH).await? {
+    for id in parley_usecases::imports::stale(ctx.use_cases(), import_after, BATCH).await? {
         metrics::counter!(RECONCILED, "kind" => "import").increment(1);
         ctx.jobs.import_contacts(id).await?;
     }
@@ -188,7 +188,7 @@ async fn reconcile(
     let waiting = ctx.jobs.waiting_since().await?;
     let at = |ms: i64| Timestamp(chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default());
     let oldest = waiting.since.iter().map(|(_, t)| *t).min();
-    let mut bounds = db::sending::StaleBounds {
+    let mut bounds = sending::StaleBounds {
         after: recipient_after,
         before: None,
         waiting: (waiting.since.iter())
@@ -197,7 +197,7 @@ async fn reconcile(
         waiting_else: oldest.filter(|_| waiting.truncated).map(at),
         wait: usual,
     };
-    let mut ids: Vec<uuid::Uuid> = db::sending::stale_recipients(&ctx.pool, &bounds, BATCH)
+    let mut ids: Vec<uuid::Uuid> = sending::stale_recipients(ctx.use_cases(), &bounds, BATCH)
         .await?
         .into_iter()
         .map(|(_, id)| id)
@@ -208,7 +208,7 @@ async fn reconcile(
         bounds.after = requeue_after;
         bounds.before = Some(emptied);
         bounds.wait = lease;
-        let lost_with_redis = db::sending::stale_recipients(&ctx.pool, &bounds, BATCH).await?;
+        let lost_with_redis = sending::stale_recipients(ctx.use_cases(), &bounds, BATCH).await?;
         ids.extend(lost_with_redis.into_iter().map(|(_, id)| id));
         ids.sort_unstable();
         ids.dedup();
@@ -216,7 +216,7 @@ async fn reconcile(
     let held = ctx.claims.held(&ids).await?;
     let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
     let ceiling = SendRecipients::retry_policy(&ctx.config).requeue_ceiling();
-    let stale = db::sending::requeue(&ctx.pool, &lost, requeue_after, ceiling).await?;
+    let stale = sending::requeue(ctx.use_cases(), &lost, requeue_after, ceiling).await?;
     crate::metrics::given_up("recipient", &stale.given_up);
     let stale = stale.requeued;
     if !stale.is_empty() {
@@ -227,7 +227,7 @@ async fn reconcile(
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }
-    for id in db::sending::done_but_sending(&ctx.pool, BATCH).await? {
+    for id in sending::done_but_sending(ctx.use_cases(), BATCH).await? {
         if let Some((status, org)) = parley_usecases::sending::finish_if_done(&ctx.pool, id).await?
         {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended by the reconciler");

@@ -11,8 +11,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use parley_config::{Config, WebhookSettings};
-use parley_db as db;
-use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
 use parley_domain::signature;
 use parley_domain::webhooks::{WEBHOOK_BODY_VERSION, WebhookBody, WebhookBodyMetadata};
 use parley_jobs::{DeliverWebhooks, QueueName};
@@ -21,6 +19,7 @@ use parley_types::metric_names::{
     OUTCOME_WRITE_FAILURES, WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOKS_DISABLED,
 };
 use parley_types::time::Timestamp;
+use parley_usecases::webhook_deliveries::{self, AttemptRecord, DueAttempt, WebhookJobReport};
 use uuid::Uuid;
 
 use crate::claims::TakenClaims;
@@ -123,7 +122,7 @@ async fn run(ctx: &WorkerState, job: &DeliverWebhooks) -> anyhow::Result<()> {
         return Ok(());
     };
     let result = async {
-        let due: Vec<DueAttempt> = db::webhooks::load_due(&ctx.pool, taken.ids())
+        let due: Vec<DueAttempt> = webhook_deliveries::load_due(ctx.use_cases(), taken.ids())
             .await?
             .into_iter()
             .filter(|d| d.pending && d.due)
@@ -153,7 +152,7 @@ async fn run(ctx: &WorkerState, job: &DeliverWebhooks) -> anyhow::Result<()> {
             outcome.busy.extend(sent.busy);
             outcome.stalled.extend(sent.stalled);
         }
-        let disabled = parley_usecases::webhook_deliveries::record_outcome(&ctx.pool, &outcome, settings.disable_after)
+        let disabled = webhook_deliveries::record_outcome(&ctx.pool, &outcome, settings.disable_after)
             .await
             .inspect_err(|err| {
                 // The deliveries stay due; the relay takes them again, up to its ceiling.

@@ -12,7 +12,8 @@ use uuid::Uuid;
 use parley_domain::Channel;
 use parley_domain::ab_tests::{AbSettings, PickedBy, draw};
 use parley_domain::broadcasts::{
-    BroadcastStatus, Ending, RecipientStatus, SendPriority, SendingTotals, TemplateVariables,
+    BroadcastStatus, Ending, RecipientOutcome, RecipientStatus, SendPriority, SendingTotals,
+    TemplateVariables,
 };
 use parley_domain::segments::SegmentFilter;
 use parley_domain::send_rules::{
@@ -666,29 +667,6 @@ struct ClaimRow {
     timezone: Option<String>,
     send_generation: i32,
     variant_no: Option<i16>,
-}
-
-/// How one claimed recipient ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecipientOutcome {
-    Sent {
-        message_id: Option<String>,
-    },
-    Failed {
-        code: String,
-        message: String,
-    },
-    Skipped {
-        code: String,
-        message: String,
-    },
-    /// Not yet: `held` until then (its local send time, or the end of its quiet hours), or
-    /// with no time (`None`) while its organization's sending is paused.
-    Held {
-        until: Option<Timestamp>,
-    },
-    /// Not sent (the broadcast paused or the worker is stopping): back to the pool.
-    Released,
 }
 
 /// Records outcomes in one statement (the counters follow by trigger); a recipient no longer

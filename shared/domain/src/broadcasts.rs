@@ -1121,6 +1121,29 @@ pub struct ReceiptsApplied {
     pub deferred: usize,
 }
 
+/// How one claimed recipient ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecipientOutcome {
+    Sent {
+        message_id: Option<String>,
+    },
+    Failed {
+        code: String,
+        message: String,
+    },
+    Skipped {
+        code: String,
+        message: String,
+    },
+    /// Not yet: `held` until then (its local send time, or the end of its quiet hours), or
+    /// with no time (`None`) while its organization's sending is paused.
+    Held {
+        until: Option<Timestamp>,
+    },
+    /// Not sent (the broadcast paused or the worker is stopping): back to the pool.
+    Released,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

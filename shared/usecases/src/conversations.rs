@@ -389,3 +389,10 @@ pub async fn handover(
     tx.commit().await?;
     Ok(c)
 }
+
+// The ticker's statement: snoozed conversations whose time came, through to
+// `parley_db::conversations`.
+
+pub async fn wake_snoozed(ctx: Ctx<'_>, limit: i64) -> std::result::Result<u64, sqlx::Error> {
+    db::conversations::wake_snoozed(ctx.pool, limit).await
+}

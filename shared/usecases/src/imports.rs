@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use parley_db as db;
-use parley_db::imports::{BatchCounts, ImportBatch, ImportError};
+use parley_db::imports::BatchCounts;
 use parley_domain::imports::{self, ContactImport, ImportFormat, MatchedRows};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -85,4 +85,51 @@ pub async fn apply_batch(
     .await?;
     tx.commit().await?;
     Ok(counts)
+}
+
+// The import job's and the reconciler's single statements, each through to its namesake in
+// `parley_db::imports`, whose doc says what it does.
+
+pub use parley_db::imports::{ImportBatch, ImportError, ImportJob};
+
+pub async fn begin(
+    ctx: Ctx<'_>,
+    id: Uuid,
+    lease: Duration,
+    per_org: i64,
+) -> std::result::Result<Option<ImportJob>, sqlx::Error> {
+    db::imports::begin(ctx.pool, id, lease, per_org).await
+}
+
+pub async fn finish(
+    ctx: Ctx<'_>,
+    id: Uuid,
+    token: Uuid,
+    failure: Option<&str>,
+) -> std::result::Result<(), ImportError> {
+    db::imports::finish(ctx.pool, id, token, failure).await
+}
+
+pub async fn next_waiting(
+    ctx: Ctx<'_>,
+    org: Uuid,
+) -> std::result::Result<Option<Uuid>, sqlx::Error> {
+    db::imports::next_waiting(ctx.pool, org).await
+}
+
+pub async fn renew(
+    ctx: Ctx<'_>,
+    id: Uuid,
+    token: Uuid,
+    lease: Duration,
+) -> std::result::Result<bool, sqlx::Error> {
+    db::imports::renew(ctx.pool, id, token, lease).await
+}
+
+pub async fn stale(
+    ctx: Ctx<'_>,
+    after: Duration,
+    limit: i64,
+) -> std::result::Result<Vec<Uuid>, sqlx::Error> {
+    db::imports::stale(ctx.pool, after, limit).await
 }

@@ -19,6 +19,7 @@ pub mod operator;
 pub mod org_limits;
 pub mod orgs;
 pub mod receipts;
+pub mod retention;
 pub mod segments;
 pub mod sending;
 pub mod sla;
@@ -36,6 +37,11 @@ use parley_types::error::AppError;
 use parley_types::time::Clock;
 use sqlx::PgPool;
 use uuid::Uuid;
+
+/// The workers' connections to Postgres, and which of Postgres' errors pass (what the jobs
+/// retry through): from `parley_db`, which the worker reaches only through this crate.
+pub use parley_db::error::is_transient_error;
+pub use parley_db::worker_pool;
 
 /// What the use cases reach: Postgres, the queues they hand work to, and the clock the SLA
 /// rules read.

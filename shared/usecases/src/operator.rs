@@ -3,7 +3,7 @@
 //! batches, with progress), pauses, and the audit log every action is written to.
 
 use parley_db as db;
-use parley_db::operator::{DeadScope, NewAction};
+use parley_db::operator::NewAction;
 use parley_domain::operator::{
     ActionKind, ActionStatus, DeadAction, DeadFilter, DeadItem, DeadQueue, MATCHED_COUNTED,
     OperatorAction, Pauses, QueueOverview, QueuesOverview,
@@ -247,4 +247,77 @@ pub async fn audit(
         None
     };
     Ok((rows, next))
+}
+
+// The worker's steps of the operator's actions and pauses: single statements, each through to
+// its namesake in `parley_db::operator`, whose doc says what it does.
+
+pub use parley_db::operator::{DeadScope, RunningAction};
+pub use parley_domain::operator::PausedQueue;
+use parley_types::time::Timestamp;
+
+pub async fn paused_queues(ctx: Ctx<'_>) -> std::result::Result<Vec<PausedQueue>, sqlx::Error> {
+    db::operator::paused_queues(ctx.pool).await
+}
+
+pub async fn recent_resumes(
+    ctx: Ctx<'_>,
+    within_secs: f64,
+) -> std::result::Result<Vec<Uuid>, sqlx::Error> {
+    db::operator::recent_resumes(ctx.pool, within_secs).await
+}
+
+pub async fn release_paused(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    now: Timestamp,
+    limit: i64,
+) -> std::result::Result<i64, sqlx::Error> {
+    db::operator::release_paused(ctx.pool, org, now, limit).await
+}
+
+pub async fn take_running(
+    ctx: Ctx<'_>,
+    lease_secs: f64,
+) -> std::result::Result<Option<RunningAction>, sqlx::Error> {
+    db::operator::take_running(ctx.pool, lease_secs).await
+}
+
+pub async fn batch_failed(
+    ctx: Ctx<'_>,
+    id: Uuid,
+    leased: Timestamp,
+    error: &str,
+    max_failures: i16,
+) -> std::result::Result<(), sqlx::Error> {
+    db::operator::batch_failed(ctx.pool, id, leased, error, max_failures).await
+}
+
+pub async fn dead_items(
+    ctx: Ctx<'_>,
+    queue: DeadQueue,
+    f: &DeadFilter,
+    scope: &DeadScope<'_>,
+    limit: i64,
+) -> std::result::Result<Vec<DeadItem>, sqlx::Error> {
+    db::operator::dead(ctx.pool, queue, f, scope, limit).await
+}
+
+pub async fn discard(
+    ctx: Ctx<'_>,
+    queue: DeadQueue,
+    ids: &[Uuid],
+) -> std::result::Result<usize, sqlx::Error> {
+    db::operator::discard(ctx.pool, queue, ids).await
+}
+
+pub async fn record_batch(
+    ctx: Ctx<'_>,
+    id: Uuid,
+    leased: Timestamp,
+    done: i32,
+    cursor: Option<&Cursor>,
+    finished: bool,
+) -> std::result::Result<(), sqlx::Error> {
+    db::operator::advance(ctx.pool, id, leased, done, cursor, finished).await
 }

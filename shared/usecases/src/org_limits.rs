@@ -1,7 +1,7 @@
 //! The limits an operator sets for one organization (`parley-api org limits`).
 
 use parley_db as db;
-use parley_db::org_limits::{Changes, OrgLimits};
+use parley_db::org_limits::Changes;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -15,4 +15,14 @@ pub async fn set(pool: &PgPool, org: Uuid, changes: &Changes) -> Result<Option<O
     let limits = db::org_limits::set(&mut tx, org, changes).await?;
     tx.commit().await?;
     Ok(limits)
+}
+
+// What the workers read of the organizations' own limits, through to `parley_db::org_limits`.
+
+pub use parley_db::org_limits::OrgLimits;
+
+use crate::Ctx;
+
+pub async fn all(ctx: Ctx<'_>, limit: i64) -> std::result::Result<Vec<OrgLimits>, sqlx::Error> {
+    db::org_limits::all(ctx.pool, limit).await
 }

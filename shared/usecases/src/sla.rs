@@ -101,3 +101,20 @@ pub async fn run_checks(pool: &PgPool, ids: &[Uuid], now: Timestamp) -> Result<V
     tx.commit().await?;
     Ok(found)
 }
+
+// The SLA scheduler's single statements, through to `parley_db::sla`.
+
+use std::time::Duration;
+
+pub async fn take_due_checks(
+    ctx: Ctx<'_>,
+    limit: i64,
+    lost_after: Option<Duration>,
+    now: Timestamp,
+) -> std::result::Result<Vec<Uuid>, sqlx::Error> {
+    db::sla::take_due_checks(ctx.pool, limit, lost_after, now).await
+}
+
+pub async fn checks_backlog(ctx: Ctx<'_>) -> std::result::Result<i64, sqlx::Error> {
+    db::sla::checks_backlog(ctx.pool).await
+}

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use parley_db as db;
 use parley_db::outbox::TakenDeliveries;
-use parley_db::webhooks::WebhookJobReport;
 use parley_domain::webhooks::EventName;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -65,4 +64,30 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
     let queued = db::webhooks::advance_recoveries(&mut tx, batch).await?;
     tx.commit().await?;
     Ok(queued)
+}
+
+// The webhook job's and the relay's single statements, through to `parley_db::webhooks` and
+// `parley_db::outbox`.
+
+pub use parley_db::outbox::CHANNEL as OUTBOX_CHANNEL;
+pub use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
+
+use crate::Ctx;
+
+pub async fn load_due(
+    ctx: Ctx<'_>,
+    ids: &[Uuid],
+) -> std::result::Result<Vec<DueAttempt>, sqlx::Error> {
+    db::webhooks::load_due(ctx.pool, ids).await
+}
+
+pub async fn relay_events(
+    ctx: Ctx<'_>,
+    limit: i64,
+) -> std::result::Result<(Vec<(Uuid, Uuid, Uuid)>, usize), sqlx::Error> {
+    db::outbox::relay(ctx.pool, limit).await
+}
+
+pub async fn outbox_backlog(ctx: Ctx<'_>) -> std::result::Result<i64, sqlx::Error> {
+    db::outbox::backlog(ctx.pool).await
 }
