@@ -2,7 +2,7 @@
 //! its recipients in slices of the audience and parks them in send jobs in the
 //! broadcast's lane, without ever holding the whole audience in memory. After a resume it
 //! enqueues every pending recipient. A job writes slices for [`TURN`] at most, then gives the
-//! broadcast to a new job at the queue's back, so a large audience does not hold a dispatch
+//! broadcast to a new job at the queue's back, so a large audience does not keep a dispatch
 //! slot while other organizations' broadcasts wait for one.
 
 use std::time::Duration;
@@ -22,7 +22,7 @@ const FIRST_SLICE: i32 = 2_000;
 /// no part of an array alone), so fixed slices of 2,000 cost 50 reads of it at 100,000 contacts
 /// and 500 at 1,000,000; growing ones 8 and 65.
 const MAX_SLICE: i32 = 16_000;
-/// A dispatcher's hold on a broadcast, renewed at every slice (one takes well under a second):
+/// A dispatcher's lease on a broadcast, renewed at every slice (one takes well under a second):
 /// a dead dispatcher's broadcast is free again when its job comes back (after 10 s).
 const LEASE: Duration = Duration::from_secs(10);
 /// How long one job writes slices before it hands the rest of the fan-out to a new job.
@@ -38,6 +38,13 @@ impl Job for DispatchBroadcast {
             retries: None,
             backoff: Backoff::Reconciled,
         }
+    }
+
+    /// None: its fan-out works in turns of [`TURN`], but a resume's requeue walks every
+    /// pending recipient of the broadcast, and a dispatch dropped then would not come back
+    /// (the reconciler finds a broadcast whose fan-out is done only through its recipients).
+    fn timeout(_: &Config) -> Option<Duration> {
+        None
     }
 
     fn span(&self) -> tracing::Span {
@@ -111,7 +118,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
     let handed_on = matches!(result, Ok(Turn::Over));
     sending::end_dispatch_turn(ctx.use_cases(), id, token, handed_on).await?;
     if let Turn::Over = result? {
-        // Released first, so that the next job takes the lease at once.
+        // The turn ended first, so that the next job takes the lease at once.
         ctx.jobs.dispatch(id, job.requeue).await?;
     }
     Ok(())

@@ -44,10 +44,10 @@ impl Failure {
     }
 
     /// What an error of a job's statements and calls calls for. A statement Postgres refused
-    /// for its data (SQLSTATE class 22, data exception, or 23, an integrity constraint other
-    /// than a unique one) is refused again however often it runs: give up. Anything else (a
-    /// connection lost, a timeout, a serialization failure or deadlock, a unique violation
-    /// lost to a race, Redis, the network) may pass: retry.
+    /// for its data (SQLSTATE class 22, a data exception; 23502, a null where none may be;
+    /// 23514, a check) is refused again however often it runs: give up. Anything else may pass:
+    /// retry (a connection lost, a timeout, a serialization failure or deadlock, and the
+    /// constraints a race can break: unique, foreign key, exclusion; Redis, the network).
     pub fn of(err: impl Into<anyhow::Error>) -> Self {
         let err = err.into();
         if refused_for_its_data(&err) {
@@ -65,7 +65,7 @@ pub fn refused_for_its_data(err: &anyhow::Error) -> bool {
             return false;
         };
         let code = db.code().unwrap_or_default();
-        code.starts_with("22") || (code.starts_with("23") && code != "23505")
+        code.starts_with("22") || code == "23502" || code == "23514"
     })
 }
 
@@ -319,10 +319,12 @@ mod tests {
         // Data exceptions and broken constraints, however deep in the chain.
         assert!(gives_up(postgres("22P02")));
         assert!(gives_up(postgres("22021")));
-        assert!(gives_up(postgres("23503")));
+        assert!(gives_up(postgres("23502")));
         assert!(gives_up(postgres("23514")));
-        // A unique violation may be a race lost; the rest may pass.
+        // A constraint a race can break (a row inserted or deleted meanwhile); the rest.
         assert!(!gives_up(postgres("23505")));
+        assert!(!gives_up(postgres("23503")));
+        assert!(!gives_up(postgres("23P01")));
         assert!(!gives_up(postgres("40001")));
         assert!(!gives_up(postgres("57P01")));
         assert!(!gives_up(anyhow::anyhow!("Redis is away")));

@@ -190,7 +190,7 @@ async fn send_all(
                 {
                     give_back.push((id, *contact));
                 }
-                if outcome != RecipientOutcome::Released {
+                if outcome != RecipientOutcome::Unsent {
                     ready.push((id, outcome));
                 } else if !taken.is_lost(id) {
                     unsent.push(id);
@@ -240,7 +240,7 @@ fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {
             RecipientOutcome::Sent { .. } => "sent",
             RecipientOutcome::Failed { .. } => "failed",
             RecipientOutcome::Skipped { .. } => "skipped",
-            RecipientOutcome::Held { .. } | RecipientOutcome::Released => continue,
+            RecipientOutcome::Held { .. } | RecipientOutcome::Unsent => continue,
         };
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status)
             .increment(1);
@@ -457,7 +457,7 @@ async fn send_one(
         Err(outcome) => return (id, outcome),
     };
     if !take_turn(ctx, b, watch).await || taken.is_lost(id) {
-        return (id, RecipientOutcome::Released);
+        return (id, RecipientOutcome::Unsent);
     }
     let prepared = messages.of(r.variant_no);
     let content = match compose(b, prepared, &r) {
@@ -566,7 +566,7 @@ async fn send(
             note_failure(ctx, b, &code, &message).await;
             RecipientOutcome::Failed { code, message }
         }
-        SendResult::Stopped => RecipientOutcome::Released,
+        SendResult::Stopped => RecipientOutcome::Unsent,
     }
 }
 

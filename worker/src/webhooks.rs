@@ -88,10 +88,10 @@ impl Job for DeliverWebhooks {
         parley_jobs::Fair::slot(self)
     }
 
-    /// Attempts start for [`SEND_WINDOW`], each bounded by `PARLEY_WEBHOOK_TIMEOUT_MS`; then
-    /// the job records them.
-    fn timeout(config: &Config) -> Option<Duration> {
-        Some(SEND_WINDOW + config.webhooks.timeout + Duration::from_secs(30))
+    /// None: each attempt is bounded by `PARLEY_WEBHOOK_TIMEOUT_MS`, and a job dropped after
+    /// its posts and before their record would post them again.
+    fn timeout(_: &Config) -> Option<Duration> {
+        None
     }
 
     fn span(&self) -> tracing::Span {
@@ -432,20 +432,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn delays_double_with_jitter_and_honour_retry_after_within_a_day() {
-        let base = Duration::from_secs(10);
-        let policy = RetryPolicy {
-            retries: Some(7),
-            backoff: Backoff::Exponential {
-                base,
-                max: MAX_DELAY,
-            },
-        };
-        for attempt in 1..=5 {
-            let d = retry_delay(&policy, attempt, None);
-            let floor = base * 2u32.pow(attempt as u32 - 1);
-            assert!(d >= floor && d <= floor * 2, "attempt {attempt}: {d:?}");
-        }
+    fn attempts_follow_the_settings_and_honour_retry_after_within_a_day() {
+        let config = Config::from_lookup(|var| match var {
+            "DATABASE_URL" => Some("postgres://127.0.0.1/parley".into()),
+            "REDIS_URL" => Some("redis://127.0.0.1".into()),
+            "PARLEY_WEBHOOK_MAX_ATTEMPTS" => Some("4".into()),
+            "PARLEY_WEBHOOK_RETRY_BASE_MS" => Some("10000".into()),
+            _ => None,
+        })
+        .unwrap();
+        let policy = attempt_policy(&config.webhooks);
+        // Four attempts: the first and three retries, 10 s doubling between them.
+        assert_eq!(policy.retries, Some(3));
+        let first = retry_delay(&policy, 1, None);
+        assert!(first >= Duration::from_secs(10) && first <= Duration::from_secs(20));
         let after = |secs| retry_delay(&policy, 1, Some(Duration::from_secs(secs)));
         assert!(after(300) >= Duration::from_secs(300));
         assert_eq!(after(10 * 86_400), MAX_DELAY);

@@ -548,6 +548,10 @@ mod tests {
         // The former name's value is checked as the new one's would be.
         let err = with(&[("PARLEY_DELIVERY_JOBS_PER_ORG", "0")]).unwrap_err();
         assert_eq!(err.var, "PARLEY_SEND_JOBS_PER_ORG");
+        assert!(
+            err.problem.contains("set as PARLEY_DELIVERY_JOBS_PER_ORG"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -291,7 +291,15 @@ impl Vars {
             }
             args.push(format!("--{var}={value}"));
         }
-        let mut vars = Vars::try_parse_from(args).map_err(config_error)?;
+        let mut vars = Vars::try_parse_from(args)
+            .map_err(config_error)
+            .map_err(|mut err| {
+                // A value read under a former name: say which name the operator set.
+                if let Some((_, old)) = former.iter().find(|(name, _)| *name == err.var) {
+                    err.problem = format!("{} (set as {old}, its former name)", err.problem);
+                }
+                err
+            })?;
         vars.former_names = former;
         match placeholder {
             Some(var) => Err(ConfigError {

@@ -224,7 +224,7 @@ pub struct ImportBatch<'a> {
 
 /// The fence of a batch: whether `token` still holds the running import, whose row stays
 /// locked until the transaction ends, so only the job holding the import writes.
-pub async fn hold_for_batch(
+pub async fn fence_batch(
     tx: &mut PgConnection,
     import: Uuid,
     token: Uuid,

@@ -576,19 +576,23 @@ pub async fn recent_resumes(
     .await
 }
 
-/// Pauses or resumes a queue, stored under `names[0]` (a resume also lifts a pause stored
-/// under one of its former names, the rest of `names`); false if it is already so.
+/// Pauses a queue under `stored` or resumes it under any of `names` (the names a pause may
+/// be stored under); false if it is already so.
 pub async fn set_queue_paused(
     db: impl PgExecutor<'_>,
+    stored: &str,
     names: &[&str],
     paused: bool,
     by: &str,
 ) -> Result<bool, sqlx::Error> {
     let n = if paused {
         sqlx::query!(
-            "INSERT INTO paused_queues (queue, paused_by) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            names[0],
+            "INSERT INTO paused_queues (queue, paused_by)
+             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ANY($3))
+             ON CONFLICT DO NOTHING",
+            stored,
             by,
+            &names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>(),
         )
         .execute(db)
         .await?

@@ -670,14 +670,14 @@ struct ClaimRow {
 }
 
 /// Records outcomes in one statement (the counters follow by trigger); a recipient no longer
-/// pending keeps the outcome it has. Released recipients are not written.
+/// pending keeps the outcome it has. Unsent recipients are not written.
 pub async fn record<'a>(
     db: impl PgExecutor<'_>,
     outcomes: impl IntoIterator<Item = &'a (Uuid, RecipientOutcome)>,
 ) -> Result<(), sqlx::Error> {
     let outcomes: Vec<&(Uuid, RecipientOutcome)> = outcomes
         .into_iter()
-        .filter(|(_, o)| *o != RecipientOutcome::Released)
+        .filter(|(_, o)| *o != RecipientOutcome::Unsent)
         .collect();
     if outcomes.is_empty() {
         return Ok(());
@@ -713,7 +713,7 @@ pub async fn record<'a>(
                 Some(code.clone()),
                 Some(message.clone()),
             ),
-            RecipientOutcome::Released => continue,
+            RecipientOutcome::Unsent => continue,
         };
         ids.push(*id);
         statuses.push(status.as_str());

@@ -1140,8 +1140,9 @@ pub enum RecipientOutcome {
     Held {
         until: Option<Timestamp>,
     },
-    /// Not sent (the broadcast paused or the worker is stopping): back to the pool.
-    Released,
+    /// Not sent (the broadcast paused or the worker is stopping): back to the pool, not
+    /// written.
+    Unsent,
 }
 
 #[cfg(test)]

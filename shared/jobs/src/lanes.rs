@@ -1,4 +1,4 @@
-//! Fair share for the queues of tenant work (recipient and webhook deliveries): lanes, taken
+//! Fair share for the queues of tenant work (recipient sends and webhook deliveries): lanes, taken
 //! in turn.
 //!
 //! A send or webhook job does not go straight into the queue, where it would wait behind every job

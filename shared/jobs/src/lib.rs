@@ -77,6 +77,16 @@ impl QueueName {
     pub const FORMER_NAMES: &'static [(QueueName, &'static str)] =
         &[(QueueName::RecipientSend, "recipient-delivery")];
 
+    /// The name every worker of this release and of the one before reads: its former name
+    /// while it has one, else its name. Pauses are stored, and wake-ups published, under it,
+    /// so that during a rolling upgrade older workers obey a pause and wake up too.
+    pub fn shared_name(self) -> &'static str {
+        Self::FORMER_NAMES
+            .iter()
+            .find(|(q, _)| *q == self)
+            .map_or(self.as_str(), |(_, former)| former)
+    }
+
     /// Its name, then its former names.
     pub fn names(self) -> Vec<&'static str> {
         std::iter::once(self.as_str())
@@ -613,7 +623,9 @@ impl Jobs {
         // a cluster the channel's node may be failing over while the queue's is fine).
         let mut conn = self.conn.clone();
         let mut publish = redis::cmd("PUBLISH");
-        publish.arg(wake_channel(&self.prefix)).arg(queue.as_str());
+        publish
+            .arg(wake_channel(&self.prefix))
+            .arg(queue.shared_name());
         let publish = publish.query_async::<i64>(&mut conn);
         match tokio::time::timeout(WAKE_TIMEOUT, publish).await {
             Ok(Ok(_)) => {}
@@ -881,6 +893,8 @@ mod tests {
             Some(QueueName::RecipientSend)
         );
         assert_eq!(QueueName::RecipientSend.as_str(), "recipient-send");
+        assert_eq!(QueueName::RecipientSend.shared_name(), "recipient-delivery");
+        assert_eq!(QueueName::SlaCheck.shared_name(), "sla-check");
         assert_eq!(
             queue_name("p", QueueName::RecipientSend),
             "{p:queue:recipient-delivery}"

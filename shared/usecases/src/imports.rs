@@ -59,7 +59,7 @@ pub async fn apply_batch(
     lease: Duration,
 ) -> std::result::Result<BatchCounts, ImportError> {
     let mut tx = pool.begin().await?;
-    if !db::imports::hold_for_batch(&mut tx, import, token).await? {
+    if !db::imports::fence_batch(&mut tx, import, token).await? {
         return Err(ImportError::LeaseLost);
     }
     let rows = batch.rows;

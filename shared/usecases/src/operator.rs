@@ -26,10 +26,10 @@ fn redis(err: impl std::fmt::Display) -> AppError {
 
 /// Every queue's depth, activity and pause, and the organizations with the most waiting work.
 pub async fn queues(ctx: Ctx<'_>) -> Result<QueuesOverview> {
-    let paused: Vec<String> = db::operator::paused_queues(ctx.pool)
+    let paused: Vec<QueueName> = db::operator::paused_queues(ctx.pool)
         .await?
-        .into_iter()
-        .map(|p| p.queue)
+        .iter()
+        .filter_map(|p| QueueName::parse(&p.queue))
         .collect();
     let mut queues = Vec::with_capacity(QueueName::ALL.len());
     for queue in QueueName::ALL {
@@ -45,7 +45,7 @@ pub async fn queues(ctx: Ctx<'_>) -> Result<QueuesOverview> {
             consumers: activity.consumers,
             jobs_per_second: activity.jobs_per_second,
             items_per_second: activity.items_per_second,
-            paused: paused.iter().any(|p| p == queue.as_str()),
+            paused: paused.contains(queue),
         });
     }
     Ok(QueuesOverview {
@@ -179,7 +179,8 @@ pub async fn set_queue_paused(
         .into());
     };
     let mut tx = ctx.pool.begin().await?;
-    if !db::operator::set_queue_paused(&mut *tx, &queue.names(), paused, actor).await? {
+    let stored = queue.shared_name();
+    if !db::operator::set_queue_paused(&mut *tx, stored, &queue.names(), paused, actor).await? {
         return Err(AppError::invalid_state(if paused {
             "the queue is already paused"
         } else {
@@ -223,8 +224,15 @@ pub async fn retry_dead(ctx: Ctx<'_>, queue: DeadQueue, ids: &[Uuid]) -> Result<
 
 /// What is paused now.
 pub async fn pauses(ctx: Ctx<'_>) -> Result<Pauses> {
+    let mut queues = db::operator::paused_queues(ctx.pool).await?;
+    // Under its name, whichever name it is stored under.
+    for q in &mut queues {
+        if let Some(queue) = QueueName::parse(&q.queue) {
+            q.queue = queue.as_str().to_owned();
+        }
+    }
     Ok(Pauses {
-        queues: db::operator::paused_queues(ctx.pool).await?,
+        queues,
         organizations: db::operator::paused_organizations(ctx.pool, TOP_ORGANIZATIONS).await?,
     })
 }

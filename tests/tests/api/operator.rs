@@ -468,6 +468,17 @@ async fn a_paused_queue_is_left_alone_until_resumed() {
         let queues = get(&app, "/admin/v1/queues").await;
         assert_eq!(queue_paused(&queues, "recipient-send"), Some(json!(true)));
         assert_eq!(queue_paused(&queues, "recipient-delivery"), None);
+        // Stored under the name workers of the release before read too, shown under its own.
+        let stored: Vec<String> = sqlx::query_scalar("SELECT queue FROM paused_queues")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+        assert_eq!(stored, vec!["recipient-delivery".to_owned()]);
+        let pauses = get(&app, "/admin/v1/pauses").await;
+        assert_eq!(pauses["queues"][0]["queue"], "recipient-send", "{pauses}");
+        admin(&app, Method::POST, &path(resume, "pause"), None)
+            .await
+            .expect_error(409, "invalid_state");
         admin(&app, Method::POST, &path(resume, "resume"), None)
             .await
             .expect(200);
