@@ -9,6 +9,15 @@ use uuid::Uuid;
 
 pub const API_ADDR: &str = "127.0.0.1:18480";
 
+/// A connection to the API from 127.0.0.`n`: another client address, which the API's limits
+/// per address count apart.
+pub async fn connect_from(n: u8) -> std::io::Result<tokio::net::TcpStream> {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)), 0))?;
+    socket.connect(API_ADDR.parse().expect("an address")).await
+}
+
 /// A child process, killed when dropped.
 pub struct Proc(pub Child);
 

@@ -17,7 +17,7 @@
 //! `PARLEY_BENCH_API_ENV` adds its settings (`NAME=value,NAME=value`).
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,7 +26,6 @@ use anyhow::Context;
 use parking_lot::Mutex;
 use parley_bench::{API_ADDR, Bench, env, rss};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
 
 /// What the other organization's clients saw.
 #[derive(Default)]
@@ -38,18 +37,12 @@ struct Seen {
 /// How the flood's connections ended.
 type Ends = Arc<Mutex<BTreeMap<String, u64>>>;
 
-async fn connect_from(n: u8) -> std::io::Result<TcpStream> {
-    let socket = TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)), 0))?;
-    socket.connect(API_ADDR.parse().expect("an address")).await
-}
-
 /// One flooding connection after another until `stop`: each sends `head` and `len - 1` bytes
 /// of body, then waits for the API to answer or close.
 async fn flood(head: Arc<String>, len: usize, stop: Arc<AtomicBool>, ends: Ends) {
     let body = vec![b' '; len - 1];
     while !stop.load(Ordering::Relaxed) {
-        let end = match connect_from(2).await {
+        let end = match parley_bench::connect_from(2).await {
             Err(_) => "connect failed".to_owned(),
             Ok(mut stream) => {
                 let sent = async {
