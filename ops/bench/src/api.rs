@@ -279,11 +279,13 @@ async fn main() -> anyhow::Result<()> {
             Request::get("/api/v1/contacts?pageSize=20&source=web", Some(key)),
         ),
         (
-            "`GET /api/v1/contacts?pageSize=20`, 1,000,000 contacts",
+            &*format!("`GET /api/v1/contacts?pageSize=20`, {big} contacts"),
             Request::get("/api/v1/contacts?pageSize=20", Some(&large.1)),
         ),
         (
-            "`GET /api/v1/contacts?pageSize=20&source=web`, 1,000,000 contacts (a tenth match)",
+            &*format!(
+                "`GET /api/v1/contacts?pageSize=20&source=web`, {big} contacts (a tenth match)"
+            ),
             Request::get("/api/v1/contacts?pageSize=20&source=web", Some(&large.1)),
         ),
         (

@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
+pub use parley_db::imports::{ImportBatch, ImportError, ImportJob};
 
 /// A file the API put in object storage.
 pub struct StoredFile<'a> {
@@ -89,8 +90,6 @@ pub async fn apply_batch(
 
 // The import job's and the reconciler's single statements, each through to its namesake in
 // `parley_db::imports`, whose doc says what it does.
-
-pub use parley_db::imports::{ImportBatch, ImportError, ImportJob};
 
 pub async fn begin(
     ctx: Ctx<'_>,

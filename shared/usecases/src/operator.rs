@@ -14,6 +14,9 @@ use parley_types::list::Cursor;
 use uuid::Uuid;
 
 use crate::{Ctx, Result};
+pub use parley_db::operator::{DeadScope, RunningAction};
+pub use parley_domain::operator::PausedQueue;
+use parley_types::time::Timestamp;
 
 /// Organizations shown in the backlog and pause lists, at most.
 pub const TOP_ORGANIZATIONS: i64 = 20;
@@ -259,10 +262,6 @@ pub async fn audit(
 
 // The worker's steps of the operator's actions and pauses: single statements, each through to
 // its namesake in `parley_db::operator`, whose doc says what it does.
-
-pub use parley_db::operator::{DeadScope, RunningAction};
-pub use parley_domain::operator::PausedQueue;
-use parley_types::time::Timestamp;
 
 pub async fn paused_queues(ctx: Ctx<'_>) -> std::result::Result<Vec<PausedQueue>, sqlx::Error> {
     db::operator::paused_queues(ctx.pool).await

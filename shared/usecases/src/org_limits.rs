@@ -5,7 +5,8 @@ use parley_db::org_limits::Changes;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::Result;
+use crate::{Ctx, Result};
+pub use parley_db::org_limits::OrgLimits;
 
 /// Applies `changes` under the organization's row lock and returns its limits; `None` when
 /// there is no such organization.
@@ -18,10 +19,6 @@ pub async fn set(pool: &PgPool, org: Uuid, changes: &Changes) -> Result<Option<O
 }
 
 // What the workers read of the organizations' own limits, through to `parley_db::org_limits`.
-
-pub use parley_db::org_limits::OrgLimits;
-
-use crate::Ctx;
 
 pub async fn all(ctx: Ctx<'_>, limit: i64) -> std::result::Result<Vec<OrgLimits>, sqlx::Error> {
     db::org_limits::all(ctx.pool, limit).await

@@ -15,6 +15,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result};
+use std::time::Duration;
 
 /// Changes an SLA policy.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -103,8 +104,6 @@ pub async fn run_checks(pool: &PgPool, ids: &[Uuid], now: Timestamp) -> Result<V
 }
 
 // The SLA scheduler's single statements, through to `parley_db::sla`.
-
-use std::time::Duration;
 
 pub async fn take_due_checks(
     ctx: Ctx<'_>,

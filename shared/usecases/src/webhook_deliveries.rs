@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
+use crate::Ctx;
 use parley_db as db;
+pub use parley_db::outbox::CHANNEL as OUTBOX_CHANNEL;
 use parley_db::outbox::TakenDeliveries;
+pub use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
 use parley_domain::webhooks::EventName;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -68,11 +71,6 @@ pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::
 
 // The webhook job's and the relay's single statements, through to `parley_db::webhooks` and
 // `parley_db::outbox`.
-
-pub use parley_db::outbox::CHANNEL as OUTBOX_CHANNEL;
-pub use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
-
-use crate::Ctx;
 
 pub async fn load_due(
     ctx: Ctx<'_>,
