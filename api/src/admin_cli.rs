@@ -4,16 +4,13 @@
 
 use anyhow::Context;
 use parley_config::Config;
-use parley_db as db;
 use parley_domain::auth;
 use parley_domain::operator::{ActionKind, DeadAction, DeadFilter, OperatorAction};
 
 use crate::cli::{ActArgs, AdminCommand, FilterArgs, OperatorKeyCommand};
-use parley_jobs::redis_conn::Redis;
+use parley_types::error::AppError;
 use parley_types::list::Cursor;
-use parley_types::time::Clock;
 use parley_usecases::operator;
-use secrecy::ExposeSecret;
 use serde::Serialize;
 
 impl FilterArgs {
@@ -39,7 +36,7 @@ fn actor() -> String {
     format!("cli:{user}")
 }
 
-fn app_error(err: parley_types::error::AppError) -> anyhow::Error {
+fn app_error(err: AppError) -> anyhow::Error {
     crate::cli::describe(err)
 }
 
@@ -59,15 +56,8 @@ pub async fn run_to(
     config: Config,
     out: &mut (dyn std::io::Write + Send),
 ) -> anyhow::Result<()> {
-    let pool = db::pool(config.database_url.expose_secret(), 2)?;
-    let redis = Redis::lazy(&config.redis_target(), &config.redis_prefix).context("REDIS_URL")?;
-    let jobs = config.jobs(&redis);
-    let clock = Clock::system();
-    let ctx = parley_usecases::Ctx {
-        pool: &pool,
-        jobs: &jobs,
-        clock: &clock,
-    };
+    let services = crate::cli::services(&config)?;
+    let ctx = services.ctx();
     let who = actor();
     match command {
         AdminCommand::Queues => {
@@ -190,9 +180,10 @@ pub async fn run_to(
         AdminCommand::Retry(args) => act(out, ctx, &who, ActionKind::Retry, args, json).await?,
         AdminCommand::Discard(args) => act(out, ctx, &who, ActionKind::Discard, args, json).await?,
         AdminCommand::Action { id } => {
-            let a = db::operator::action(&pool, id)
-                .await?
-                .with_context(|| format!("no action {id}"))?;
+            let a = operator::action(ctx, id).await.map_err(|e| match e.0 {
+                AppError::NotFound => anyhow::anyhow!("no action {id}"),
+                err => app_error(err),
+            })?;
             print_actions(out, &[a], json)?;
         }
         AdminCommand::PauseOrg { org } => {
@@ -278,7 +269,9 @@ pub async fn run_to(
             );
             let key = auth::generate_operator_key();
             anyhow::ensure!(
-                db::operator::insert_operator_key(&pool, &name, &auth::hash_key(&key)).await?,
+                operator::create_operator_key(ctx, &name, &auth::hash_key(&key))
+                    .await
+                    .map_err(|e| app_error(e.0))?,
                 "an operator key named {name:?} exists"
             );
             writeln!(
@@ -291,7 +284,9 @@ pub async fn run_to(
             command: OperatorKeyCommand::Revoke { name },
         } => {
             anyhow::ensure!(
-                db::operator::revoke_operator_key(&pool, &name).await?,
+                operator::revoke_operator_key(ctx, &name)
+                    .await
+                    .map_err(|e| app_error(e.0))?,
                 "no active operator key named {name:?}"
             );
             eprintln!("operator key {name:?} revoked");
@@ -319,9 +314,10 @@ async fn act(
     if args.wait {
         while a.status == parley_domain::operator::ActionStatus::Running {
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            a = db::operator::action(ctx.pool, a.id)
-                .await?
-                .context("the action is gone")?;
+            a = operator::action(ctx, a.id).await.map_err(|e| match e.0 {
+                AppError::NotFound => anyhow::anyhow!("the action is gone"),
+                err => app_error(err),
+            })?;
         }
     }
     print_actions(out, &[a], json)

@@ -2,10 +2,10 @@
 //! `probe`, `admin ...` (`crate::admin_cli`).
 
 use clap::{Args, Parser, Subcommand};
-use parley_db::org_limits::Setting;
 use parley_domain::operator::DeadQueue;
 use parley_types::enums::Channel;
 use parley_types::time::Timestamp;
+use parley_usecases::org_limits::Setting;
 use uuid::Uuid;
 
 #[derive(Debug, Parser)]
@@ -262,6 +262,20 @@ fn instant(s: &str) -> Result<Timestamp, String> {
     chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| Timestamp(t.with_timezone(&chrono::Utc)))
         .map_err(|e| format!("an RFC 3339 time: {e}"))
+}
+
+/// What the use cases reach, for a command: Postgres on `DATABASE_URL` (a small pool), Redis
+/// connected on first use (a command that enqueues nothing never needs it), the system clock.
+pub fn services(config: &parley_config::Config) -> anyhow::Result<parley_usecases::Services> {
+    use anyhow::Context;
+    use secrecy::ExposeSecret;
+    let redis = parley_jobs::redis_conn::Redis::lazy(&config.redis_target(), &config.redis_prefix)
+        .context("REDIS_URL")?;
+    Ok(parley_usecases::Services {
+        pool: parley_usecases::postgres::pool(config.database_url.expose_secret(), 2)?,
+        jobs: config.jobs(&redis),
+        clock: parley_types::time::Clock::system(),
+    })
 }
 
 #[cfg(test)]

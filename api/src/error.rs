@@ -32,7 +32,7 @@ impl From<parley_usecases::Error> for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        ApiError(parley_db::error::app_error(err))
+        ApiError(parley_usecases::postgres::app_error(err))
     }
 }
 

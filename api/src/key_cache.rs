@@ -4,10 +4,10 @@
 //! `GET /organization` reads nothing either.
 //!
 //! A revoked key gets 401 from the next request in every process: any change of a key row (a
-//! revocation, through the API or by hand) notifies [`parley_db::api_keys::REVOKED_CHANNEL`]
+//! revocation, through the API or by hand) notifies [`api_keys::REVOKED_CHANNEL`]
 //! with the key's id on commit (a trigger), and each API process listens to it on a session
 //! connection ([`listen`]), dropping the key. A changed organization is notified the same way
-//! (with [`parley_db::orgs::CHANGED_PREFIX`]); the process that changed it drops it itself
+//! (with [`parley_usecases::orgs::CHANGED_PREFIX`]); the process that changed it drops it itself
 //! before it answers, so its own next read is fresh. The listener proves every 5 s that
 //! notifications reach it (a heartbeat notified through the pool must come back within 2 s).
 //! While it is not connected, or its last heartbeat did not come back (at start, after a lost
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 use parley_domain::api_keys::KeyIdentity;
 use parley_domain::orgs::Organization;
-use sqlx::PgPool;
+use parley_usecases::{Ctx, Services, api_keys};
 use sqlx::postgres::PgListener;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -163,14 +163,14 @@ const HEARTBEAT: &str = "heartbeat:";
 /// back in time.
 pub async fn listen(
     cache: KeyCache,
-    pool: PgPool,
+    services: Services,
     session_url: String,
     shutdown: CancellationToken,
 ) {
     loop {
         let outcome = tokio::select! {
             () = shutdown.cancelled() => break,
-            r = listen_once(&cache, &pool, &session_url) => r,
+            r = listen_once(&cache, services.ctx(), &session_url) => r,
         };
         cache.reset(false);
         if let Err(err) = outcome {
@@ -185,16 +185,14 @@ pub async fn listen(
     cache.reset(false);
 }
 
-async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyhow::Result<()> {
+async fn listen_once(cache: &KeyCache, ctx: Ctx<'_>, session_url: &str) -> anyhow::Result<()> {
     let mut listener = PgListener::connect(session_url).await?;
     // A lost connection ends this turn at once (the cache goes off) instead of reconnecting
     // inside `try_recv` while the cache is still used.
     listener.eager_reconnect(false);
-    listener
-        .listen(parley_db::api_keys::REVOKED_CHANNEL)
-        .await?;
+    listener.listen(api_keys::REVOKED_CHANNEL).await?;
     let mut heard_once = false;
-    let mut waiting = Some(heartbeat(pool).await?);
+    let mut waiting = Some(heartbeat(ctx).await?);
     let mut next_beat = Instant::now() + HEARTBEAT_EVERY;
     loop {
         let wake = match &waiting {
@@ -209,7 +207,7 @@ async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyh
                 if waiting.is_some() {
                     anyhow::bail!("a heartbeat did not come back within {HEARTBEAT_WAIT:?}");
                 }
-                waiting = Some(heartbeat(pool).await?);
+                waiting = Some(heartbeat(ctx).await?);
                 continue;
             }
         };
@@ -231,7 +229,7 @@ async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyh
             // Another process's heartbeat.
             continue;
         }
-        if let Some(org) = payload.strip_prefix(parley_db::orgs::CHANGED_PREFIX) {
+        if let Some(org) = payload.strip_prefix(parley_usecases::orgs::CHANGED_PREFIX) {
             match org.parse::<Uuid>() {
                 Ok(id) => cache.forget_organization(id),
                 Err(_) => cache.reset(heard_once),
@@ -246,10 +244,10 @@ async fn listen_once(cache: &KeyCache, pool: &PgPool, session_url: &str) -> anyh
     }
 }
 
-/// Notifies a heartbeat through `pool`; returns its token and when it must be back.
-async fn heartbeat(pool: &PgPool) -> Result<(String, Instant), sqlx::Error> {
+/// Notifies a heartbeat; returns its token and when it must be back.
+async fn heartbeat(ctx: Ctx<'_>) -> parley_usecases::Result<(String, Instant)> {
     let token = Uuid::now_v7().simple().to_string();
-    parley_db::api_keys::notify_revoked_channel(pool, &format!("{HEARTBEAT}{token}")).await?;
+    api_keys::notify_key_caches(ctx, &format!("{HEARTBEAT}{token}")).await?;
     Ok((token, Instant::now() + HEARTBEAT_WAIT))
 }
 

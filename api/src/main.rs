@@ -6,10 +6,11 @@ use clap::Parser;
 use parley_api::Application;
 use parley_api::cli::{BucketCommand, Cli, Command, KeyCommand, OrgCommand};
 use parley_config::Config;
-use parley_db as db;
 use parley_domain::api_keys::NewApiKey;
 use parley_runtime::observability;
 use parley_storage::Storage;
+use parley_types::error::AppError;
+use parley_usecases::{api_keys, org_limits, postgres};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -56,16 +57,18 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Serve => serve(config).await,
         Command::Migrate => {
-            let pool = db::pool(config.database_session_url.expose_secret(), 2)?;
-            db::migrate(&pool).await.context("applying migrations")?;
+            let pool = postgres::pool(config.database_session_url.expose_secret(), 2)?;
+            postgres::migrate(&pool)
+                .await
+                .context("applying migrations")?;
             eprintln!("migrations applied");
             Ok(())
         }
         Command::Org {
             command: OrgCommand::Create { name },
         } => {
-            let pool = db::pool(config.database_url.expose_secret(), 2)?;
-            let (org, key) = parley_usecases::orgs::create_with_key(&pool, &name).await?;
+            let services = parley_api::cli::services(&config)?;
+            let (org, key) = parley_usecases::orgs::create_with_key(services.ctx(), &name).await?;
             println!("{}", json!({"organizationId": org.id, "apiKey": key.key}));
             Ok(())
         }
@@ -80,15 +83,15 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                     rates,
                 },
         } => {
-            let pool = db::pool(config.database_url.expose_secret(), 2)?;
-            let changes = db::org_limits::Changes {
+            let services = parley_api::cli::services(&config)?;
+            let changes = org_limits::Changes {
                 send_jobs: send_jobs.unwrap_or_default(),
                 webhook_jobs: webhook_jobs.unwrap_or_default(),
                 imports: imports.unwrap_or_default(),
                 broadcasts: broadcasts.unwrap_or_default(),
                 rates,
             };
-            let limits = parley_usecases::org_limits::set(&pool, org, &changes)
+            let limits = org_limits::set(services.ctx(), org, &changes)
                 .await?
                 .with_context(|| format!("no organization {org}"))?;
             println!("{}", serde_json::to_string(&limits)?);
@@ -103,18 +106,23 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                     name,
                 },
         } => {
-            let pool = db::pool(config.database_url.expose_secret(), 2)?;
-            db::orgs::get(&pool, org)
-                .await?
-                .with_context(|| format!("no organization {org}"))?;
+            let services = parley_api::cli::services(&config)?;
+            let ctx = services.ctx();
+            parley_usecases::orgs::read(ctx, org)
+                .await
+                .map_err(|e| match e.0 {
+                    AppError::NotFound => anyhow::anyhow!("no organization {org}"),
+                    err => parley_api::cli::describe(err),
+                })?;
             let new = NewApiKey::parse(name, scopes, limit).map_err(parley_api::cli::describe)?;
-            let key = db::api_keys::create(&pool, org, new)
-                .await?
-                .with_context(|| {
-                    format!(
+            let key = api_keys::create_for(ctx, org, new)
+                .await
+                .map_err(|e| match e.0 {
+                    AppError::InvalidState(_) => anyhow::anyhow!(
                         "organization {org} holds {} active keys, the most it may: revoke one first",
-                        db::api_keys::MAX_ACTIVE_KEYS
-                    )
+                        api_keys::MAX_ACTIVE_KEYS
+                    ),
+                    err => parley_api::cli::describe(err),
                 })?;
             println!("{}", json!({"organizationId": org, "apiKey": key.key}));
             Ok(())

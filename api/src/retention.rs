@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use parley_storage::Storage;
 use parley_types::metric_names::RETENTION_DELETED;
-use sqlx::PgPool;
+use parley_usecases::Services;
 use tokio_util::sync::CancellationToken;
 
 /// How often the API looks for abandoned uploads.
@@ -20,7 +20,7 @@ const BATCHES: usize = 25;
 
 /// Sweeps every [`EVERY`] until `shutdown`.
 pub async fn run(
-    pool: PgPool,
+    services: Services,
     storage: Storage,
     upload_url_ttl: Duration,
     shutdown: CancellationToken,
@@ -33,7 +33,7 @@ pub async fn run(
             _ = tick.tick() => {}
         }
         for _ in 0..BATCHES {
-            match sweep_uploads(&pool, &storage, upload_url_ttl + GRACE, BATCH).await {
+            match sweep_uploads(&services, &storage, upload_url_ttl + GRACE, BATCH).await {
                 Ok(n) if n == BATCH as u64 => {}
                 Ok(_) => break,
                 Err(err) => {
@@ -49,12 +49,12 @@ pub async fn run(
 /// each object before its row: a file whose object could not be deleted keeps its row and is
 /// tried again at the next pass. Returns the files removed.
 pub async fn sweep_uploads(
-    pool: &PgPool,
+    services: &Services,
     storage: &Storage,
     older_than: Duration,
     limit: i64,
 ) -> anyhow::Result<u64> {
-    let n = parley_usecases::files::sweep_abandoned(pool, older_than, limit, |id, key| async move {
+    let n = parley_usecases::files::sweep_abandoned(services.ctx(), older_than, limit, |id, key| async move {
         match storage.delete(&key).await {
             Ok(()) => true,
             Err(err) => {

@@ -11,12 +11,12 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware::{from_fn, from_fn_with_state};
 use parley_config::Config;
-use parley_db as db;
 use parley_jobs::redis_conn::Redis;
 use parley_runtime::health::{self, Probes};
 use parley_runtime::observability::metrics_handle;
 use parley_storage::Storage;
 use parley_types::time::Clock;
+use parley_usecases::{Services, postgres};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -43,10 +43,10 @@ pub struct Application {
     metrics_router: Router,
     connections: ConnectionLimits,
     /// What the sweep of abandoned uploads needs, when object storage is configured.
-    uploads: Option<(sqlx::PgPool, Storage, std::time::Duration)>,
-    /// The keys' cache, the pool its listener's heartbeats go through, and the session URL
-    /// the listener connects to.
-    keys: (crate::key_cache::KeyCache, sqlx::PgPool, String),
+    uploads: Option<(Services, Storage, std::time::Duration)>,
+    /// The keys' cache, what its listener's heartbeats go through, and the session URL the
+    /// listener connects to.
+    keys: (crate::key_cache::KeyCache, Services, String),
     /// The unlimited keys' counts and where their batches go.
     usage: (crate::usage::UnlimitedCounts, Redis),
 }
@@ -67,20 +67,20 @@ impl Application {
         if config.auto_migrate {
             // A pool of its own: a migration may run longer than any request may. On a session
             // connection: the migrator holds a session advisory lock.
-            let migrations = db::pool(config.database_session_url.expose_secret(), 1)?;
-            db::migrate(&migrations)
+            let migrations = postgres::pool(config.database_session_url.expose_secret(), 1)?;
+            postgres::migrate(&migrations)
                 .await
                 .context("applying migrations")?;
             migrations.close().await;
         }
-        let pool = db::api_pool(
+        let pool = postgres::api_pool(
             config.database_url.expose_secret(),
             config.db_max_connections,
             config.http.request_timeout,
         )?;
         // Refuses to start without a statement timeout when Postgres answers (a process that
         // starts while Postgres is away refuses every connection without one instead).
-        match db::api_connection_check(
+        match postgres::api_connection_check(
             config.database_url.expose_secret(),
             config.http.request_timeout,
         )
@@ -159,7 +159,7 @@ impl Application {
         });
         let uploads = state.storage.clone().map(|storage| {
             (
-                state.pool.clone(),
+                state.services(),
                 storage,
                 state.config.uploads.upload_url_ttl,
             )
@@ -169,7 +169,7 @@ impl Application {
             usage: (state.unlimited_usage.clone(), state.redis.clone()),
             keys: (
                 state.keys.clone(),
-                state.pool.clone(),
+                state.services(),
                 state.config.database_session_url.expose_secret().to_owned(),
             ),
             listener,
@@ -218,10 +218,10 @@ impl Application {
     /// finish. Sweeps abandoned uploads meanwhile (`crate::retention`), hears API keys'
     /// revocations (`crate::key_cache`) and writes unlimited keys' counts (`crate::usage`).
     pub async fn run_until(self, shutdown: CancellationToken) -> std::io::Result<()> {
-        let (keys, pool, session_url) = self.keys;
+        let (keys, services, session_url) = self.keys;
         tokio::spawn(crate::key_cache::listen(
             keys,
-            pool,
+            services,
             session_url,
             shutdown.clone(),
         ));
@@ -229,8 +229,13 @@ impl Application {
         let (counts, redis) = self.usage;
         let served = CancellationToken::new();
         let counting = tokio::spawn(crate::usage::write_batches(counts, redis, served.clone()));
-        if let Some((pool, storage, ttl)) = self.uploads {
-            tokio::spawn(crate::retention::run(pool, storage, ttl, shutdown.clone()));
+        if let Some((services, storage, ttl)) = self.uploads {
+            tokio::spawn(crate::retention::run(
+                services,
+                storage,
+                ttl,
+                shutdown.clone(),
+            ));
         }
         // The same header timeout as the public listener, and a few connections: scrapers.
         let metrics = crate::serve::serve(

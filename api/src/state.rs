@@ -69,6 +69,15 @@ impl AppState {
         }
     }
 
+    /// What [`Shared::use_cases`]'s `Ctx` borrows, owned: for the API's background loops.
+    pub fn services(&self) -> parley_usecases::Services {
+        parley_usecases::Services {
+            pool: self.pool.clone(),
+            jobs: self.jobs.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// The object store, or 503 `storage_unavailable` when none is configured.
     pub fn storage(&self) -> AppResult<&Storage> {
         self.storage

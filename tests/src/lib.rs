@@ -567,6 +567,16 @@ impl Drop for TestWorker {
 }
 
 impl TestApp {
+    /// What the use cases reach, as this app's API and workers have it: its database, its
+    /// queues and its clock (`services().ctx()` to call one).
+    pub async fn services(&self) -> parley_usecases::Services {
+        parley_usecases::Services {
+            pool: self.pool.clone(),
+            jobs: parley_jobs::Jobs::new(&self.redis().await),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// A connection to this app's Redis (one server or the cluster), under its prefix.
     pub async fn redis(&self) -> Redis {
         Redis::connect(

@@ -23,7 +23,9 @@ where
         .with_jitter();
     statement
         .retry(backoff)
-        .when(|err| parley_usecases::is_transient_error(err) && started.elapsed() < RETRY_FOR)
+        .when(|err| {
+            parley_usecases::postgres::is_transient_error(err) && started.elapsed() < RETRY_FOR
+        })
         .notify(|err, after| tracing::warn!(%err, ?after, "Postgres unavailable; trying again"))
         .await
 }

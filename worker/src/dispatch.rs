@@ -87,7 +87,8 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
             }
             let org = state.organization_id;
             let segment = state.segment_id.is_some();
-            let slice = sending::fan_out(&ctx.pool, id, org, segment, size, LEASE, token).await?;
+            let slice =
+                sending::fan_out(ctx.use_cases(), id, org, segment, size, LEASE, token).await?;
             let Some((recipients, finished)) = slice else {
                 tracing::warn!("dispatch lease lost to another dispatcher; leaving the rest to it");
                 return Ok(Turn::Done);
@@ -108,7 +109,7 @@ async fn run(ctx: &WorkerState, job: &DispatchBroadcast) -> anyhow::Result<()> {
                 after = Some(last);
             }
         }
-        if let Some((status, org)) = sending::finish_if_done(&ctx.pool, id).await? {
+        if let Some((status, org)) = sending::finish_if_done(ctx.use_cases(), id).await? {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended");
             start_next(ctx, org).await?;
         }

@@ -167,7 +167,7 @@ async fn run_file(
     let parser = tokio::task::spawn_blocking(move || parse(reader, format, done, &out));
     while let Some(b) = batches.recv().await {
         imports::apply_batch(
-            &ctx.pool,
+            ctx.use_cases(),
             id,
             token,
             org,

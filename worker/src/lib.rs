@@ -72,7 +72,7 @@ impl Worker {
         listener: Option<TcpListener>,
         clock: Clock,
     ) -> anyhow::Result<Self> {
-        let pool = parley_usecases::worker_pool(
+        let pool = parley_usecases::postgres::worker_pool(
             config.database_url.expose_secret(),
             config.db_max_connections,
         )?;
@@ -104,7 +104,14 @@ impl Worker {
         let ctx = WorkerState {
             pool: pool.clone(),
             jobs: config.jobs(&redis),
-            outcomes: outcomes::Outcomes::spawn(pool.clone(), claims.clone()),
+            outcomes: outcomes::Outcomes::spawn(
+                parley_usecases::Services {
+                    pool: pool.clone(),
+                    jobs: config.jobs(&redis),
+                    clock: clock.clone(),
+                },
+                claims.clone(),
+            ),
             limiter: RateLimiter::new(redis.clone(), rates, config.metrics_org_label),
             claims,
             reporter: reporter::Reporter::new(redis.clone(), config.worker.tick_interval),

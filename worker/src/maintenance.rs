@@ -112,7 +112,7 @@ async fn upkeep(ctx: &WorkerState, pass: &mut Pass) {
         },
         || {
             parley_usecases::sending::purge_recipients(
-                &ctx.pool,
+                ctx.use_cases(),
                 ctx.settings().recipient_retention,
                 RECIPIENTS_BATCH,
             )

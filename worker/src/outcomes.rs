@@ -25,7 +25,7 @@ use futures::{FutureExt, StreamExt};
 use parley_domain::broadcasts::RecipientOutcome;
 use parley_types::metric_names::{OUTCOME_STATEMENTS, OUTCOME_WRITE_FAILURES};
 use parley_usecases::sending;
-use sqlx::PgPool;
+use parley_usecases::{Ctx, Services};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
@@ -57,10 +57,15 @@ pub struct Outcomes {
 
 impl Outcomes {
     /// Starts the writer on the current runtime; it stops when every handle is dropped.
-    pub fn spawn(pool: PgPool, claims: Claims) -> Self {
+    pub fn spawn(services: Services, claims: Claims) -> Self {
         let (handed, queue) = mpsc::unbounded_channel();
         let statements = Arc::new(AtomicU64::new(0));
-        tokio::spawn(write_all(pool, claims, queue, statements.clone()));
+        tokio::spawn(write_all(
+            Arc::new(services),
+            claims,
+            queue,
+            statements.clone(),
+        ));
         Outcomes { handed, statements }
     }
 
@@ -100,7 +105,7 @@ impl Outcomes {
 /// jobs' last chunks (their jobs have nothing left to send, and hold their slots until the
 /// write).
 async fn write_all(
-    pool: PgPool,
+    services: Arc<Services>,
     claims: Claims,
     mut queue: mpsc::UnboundedReceiver<Handed>,
     statements: Arc<AtomicU64>,
@@ -123,11 +128,12 @@ async fn write_all(
         let second = !running.is_empty();
         if running.len() < 2 && waiting.iter().any(|h| !second || h.last) {
             let batch = take(&mut waiting, |h| !second || h.last);
-            let (pool, claims, statements) = (pool.clone(), claims.clone(), statements.clone());
+            let (services, claims, statements) =
+                (services.clone(), claims.clone(), statements.clone());
             let statement = async move {
                 let mut batch = batch;
                 fence(&claims, &mut batch).await;
-                write_batch(&pool, batch, &statements).await;
+                write_batch(services.ctx(), batch, &statements).await;
             };
             // A bug that panics costs its statement's jobs (their chunks go unanswered, their
             // recipients stay pending), not the writer and every job after them.
@@ -182,13 +188,13 @@ async fn fence(claims: &Claims, batch: &mut [Handed]) {
 }
 
 #[tracing::instrument(skip_all, fields(outcomes = batch.len()))]
-async fn write_batch(pool: &PgPool, batch: Vec<Handed>, statements: &AtomicU64) {
-    match write(pool, &batch, statements).await {
+async fn write_batch(ctx: Ctx<'_>, batch: Vec<Handed>, statements: &AtomicU64) {
+    match write(ctx, &batch, statements).await {
         Ok(()) => batch.into_iter().for_each(|h| h.answer(Ok(()))),
-        Err(err) if batch.len() > 1 && !parley_usecases::is_transient_error(&err) => {
+        Err(err) if batch.len() > 1 && !parley_usecases::postgres::is_transient_error(&err) => {
             tracing::warn!(%err, chunks = batch.len(), "outcomes refused; each job's written alone");
             for h in batch {
-                let result = write(pool, std::slice::from_ref(&h), statements).await;
+                let result = write(ctx, std::slice::from_ref(&h), statements).await;
                 let result = result.map_err(|err| failed(&err, h.chunk.len()));
                 h.answer(result);
             }
@@ -202,12 +208,12 @@ async fn write_batch(pool: &PgPool, batch: Vec<Handed>, statements: &AtomicU64) 
 
 /// The chunks of `batch` in one statement, through Postgres outages of up to a minute; none
 /// for no outcomes (all taken over by other jobs).
-async fn write(pool: &PgPool, batch: &[Handed], statements: &AtomicU64) -> Result<(), sqlx::Error> {
+async fn write(ctx: Ctx<'_>, batch: &[Handed], statements: &AtomicU64) -> Result<(), sqlx::Error> {
     if batch.iter().all(|h| h.chunk.is_empty()) {
         return Ok(());
     }
     let rows = || batch.iter().flat_map(|h| &h.chunk);
-    let result = retry_transient(|| sending::record_outcomes(pool, rows())).await;
+    let result = retry_transient(|| sending::record_outcomes(ctx, rows())).await;
     statements.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(OUTCOME_STATEMENTS).increment(1);
     result

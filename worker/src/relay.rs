@@ -83,7 +83,7 @@ impl Periodic for Relay {
         // Recoveries make failed deliveries due again, a few batches a pass, the recoveries
         // taking turns; the due path below feeds them to their endpoints a few at a time.
         for _ in 0..RECOVERIES_PER_PASS {
-            let advanced = webhook_deliveries::advance_recoveries(&ctx.pool, BATCH);
+            let advanced = webhook_deliveries::advance_recoveries(ctx.use_cases(), BATCH);
             match pass
                 .step("advance_recoveries", async { Ok(advanced.await?) })
                 .await
@@ -154,7 +154,8 @@ async fn enqueue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     let per_webhook = i64::from(ctx.config.webhooks.per_endpoint) * 2;
     let ceiling = DeliverWebhooks::retry_policy(&ctx.config).requeue_ceiling();
     let due =
-        webhook_deliveries::take_due(&ctx.pool, BATCH, per_webhook, lost_after, ceiling).await?;
+        webhook_deliveries::take_due(ctx.use_cases(), BATCH, per_webhook, lost_after, ceiling)
+            .await?;
     crate::metrics::given_up("webhook", &due.given_up);
     ctx.jobs.deliver_webhooks(&due.taken).await?;
     Ok(())

@@ -209,9 +209,10 @@ async fn send_all(
         &give_back,
     )
     .await;
-    if let Some((status, org)) =
-        retry_transient(|| parley_usecases::sending::finish_if_done(&ctx.pool, job.broadcast_id))
-            .await?
+    if let Some((status, org)) = retry_transient(|| {
+        parley_usecases::sending::finish_if_done(ctx.use_cases(), job.broadcast_id)
+    })
+    .await?
     {
         tracing::info!(broadcast_id = %job.broadcast_id, %status, "broadcast ended");
         crate::dispatch::start_next(ctx, org).await?;

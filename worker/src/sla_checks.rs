@@ -36,7 +36,7 @@ impl Job for CheckSla {
 
 async fn run(ctx: &WorkerState, ids: &[Uuid]) -> anyhow::Result<()> {
     let now = ctx.clock.now();
-    let found = parley_usecases::sla::run_checks(&ctx.pool, ids, now).await?;
+    let found = parley_usecases::sla::run_checks(ctx.use_cases(), ids, now).await?;
     for f in &found {
         let name = match f.kind {
             CheckKind::Warning => SLA_WARNINGS,

@@ -223,12 +223,13 @@ async fn reconcile(
         metrics::counter!(RECONCILED, "kind" => "recipient").increment(stale.len() as u64);
         enqueue_recipients(ctx, stale).await?;
     }
-    for (channel, status) in parley_usecases::receipts::apply_early(&ctx.pool, BATCH).await? {
+    for (channel, status) in parley_usecases::receipts::apply_early(ctx.use_cases(), BATCH).await? {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }
     for id in sending::done_but_sending(ctx.use_cases(), BATCH).await? {
-        if let Some((status, org)) = parley_usecases::sending::finish_if_done(&ctx.pool, id).await?
+        if let Some((status, org)) =
+            parley_usecases::sending::finish_if_done(ctx.use_cases(), id).await?
         {
             tracing::info!(broadcast_id = %id, %status, "broadcast ended by the reconciler");
             crate::dispatch::start_next(ctx, org).await?;

@@ -152,7 +152,7 @@ async fn run(ctx: &WorkerState, job: &DeliverWebhooks) -> anyhow::Result<()> {
             outcome.busy.extend(sent.busy);
             outcome.stalled.extend(sent.stalled);
         }
-        let disabled = webhook_deliveries::record_outcome(&ctx.pool, &outcome, settings.disable_after)
+        let disabled = webhook_deliveries::record_outcome(ctx.use_cases(), &outcome, settings.disable_after)
             .await
             .inspect_err(|err| {
                 // The deliveries stay due; the relay takes them again, up to its ceiling.

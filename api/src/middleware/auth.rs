@@ -12,7 +12,6 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use parley_db as db;
 use parley_domain::api_keys::KeyIdentity;
 use parley_domain::auth;
 use uuid::Uuid;
@@ -34,7 +33,7 @@ async fn identify(
         return Ok(Some(key));
     }
     let generation = state.keys.generation();
-    let key = db::api_keys::identify_hash(&state.pool, &hash).await?;
+    let key = parley_usecases::api_keys::identify(state.use_cases(), &hash).await?;
     if let Some(key) = &key {
         state.keys.put(hash, key.clone(), generation, now);
     }
@@ -95,7 +94,7 @@ async fn ticket_access(
         .and_then(|rest| rest.strip_suffix(after))
         .and_then(|id| id.parse::<Uuid>().ok())
         .ok_or(AppError::NotFound)?;
-    match db::tickets::find(&state.pool, id).await? {
+    match parley_usecases::tickets::find_for_token(state.use_cases(), id).await? {
         Some(ticket) if auth::same_secret(&ticket.access_token, token) => Ok(TicketAccess {
             ticket: Box::new(ticket),
         }),

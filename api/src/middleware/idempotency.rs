@@ -25,8 +25,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use parley_db as db;
-use parley_db::idempotency::KEPT_FOR;
+use parley_usecases::idempotency::{self, Claim};
 use sha2::{Digest, Sha256};
 
 use std::sync::Arc;
@@ -152,34 +151,33 @@ async fn run(
     let waited = tokio::time::Instant::now();
     let mut poll = POLL_FIRST;
     let token = loop {
-        match db::idempotency::claim(
-            &state.pool,
+        match idempotency::claim(
+            state.use_cases(),
             tenant.org_id,
             &key,
             &hash,
-            KEPT_FOR,
             abandoned_after,
         )
         .await?
         {
-            db::idempotency::Claim::Taken { token } => break token,
-            db::idempotency::Claim::Answered {
+            Claim::Taken { token } => break token,
+            Claim::Answered {
                 same_request: false,
                 ..
             }
-            | db::idempotency::Claim::Running {
+            | Claim::Running {
                 same_request: false,
                 ..
             } => return Err(ApiError(AppError::IdempotencyKeyReused)),
-            db::idempotency::Claim::Running {
+            Claim::Running {
                 abandoned: true, ..
             } => return Err(ApiError(AppError::IdempotencyOutcomeUnknown)),
             // A 5xx the handler gave: it may have written before it failed, and its answer
             // ("retry shortly") would send the client round again under the same key.
-            db::idempotency::Claim::Answered { status, .. } if status >= 500 => {
+            Claim::Answered { status, .. } if status >= 500 => {
                 return Err(ApiError(AppError::IdempotencyOutcomeUnknown));
             }
-            db::idempotency::Claim::Answered { status, body, .. } => {
+            Claim::Answered { status, body, .. } => {
                 if SECRET_ROUTES.contains(&route.as_str()) && (200..300).contains(&status) {
                     return Err(ApiError(AppError::IdempotencyReplaySecret {
                         created: created_id(&body),
@@ -187,11 +185,11 @@ async fn run(
                 }
                 return Ok(replay(status, body));
             }
-            db::idempotency::Claim::Running { .. } if waited.elapsed() < WAIT_FOR => {
+            Claim::Running { .. } if waited.elapsed() < WAIT_FOR => {
                 tokio::time::sleep(poll).await;
                 poll = (poll * 2).min(POLL_CAP);
             }
-            db::idempotency::Claim::Running { .. } => {
+            Claim::Running { .. } => {
                 return Err(ApiError(AppError::IdempotencyKeyInUse));
             }
         }
@@ -214,8 +212,8 @@ async fn run(
         } else {
             body.to_vec()
         };
-        let stored = db::idempotency::complete(
-            &state.pool,
+        let stored = idempotency::complete(
+            state.use_cases(),
             tenant.org_id,
             &key,
             token,

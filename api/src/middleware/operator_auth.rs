@@ -9,7 +9,6 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use parley_db as db;
 use parley_domain::auth;
 use secrecy::ExposeSecret;
 
@@ -63,7 +62,8 @@ async fn identify(
     // counts as a failure.
     if auth::looks_like_operator_key(token)
         && let Some(name) =
-            db::operator::operator_named(&state.pool, &auth::hash_key(token)).await?
+            parley_usecases::operator::operator_named(state.use_cases(), &auth::hash_key(token))
+                .await?
     {
         return Ok(name);
     }

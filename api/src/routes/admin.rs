@@ -187,10 +187,7 @@ async fn action(
     _: Operator,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<OperatorAction>> {
-    parley_db::operator::action(&state.pool, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(operator::action(state.use_cases(), id).await?))
 }
 
 /// The audit log: every operator action, newest first.

@@ -3,10 +3,10 @@
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::{AppError, AppResult};
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::api_keys::{ApiKey, CreateApiKey, CreatedApiKey, NewApiKey};
 use parley_domain::auth;
 use parley_types::list::PageParams;
+use parley_usecases::api_keys;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -39,14 +39,7 @@ async fn create(
         ))
         .into());
     }
-    let key = db::api_keys::create(&state.pool, tenant.org_id, new)
-        .await?
-        .ok_or_else(|| {
-            AppError::InvalidState(format!(
-                "the organization holds {} active keys, the most it may: revoke one first",
-                db::api_keys::MAX_ACTIVE_KEYS
-            ))
-        })?;
+    let key = api_keys::create(state.use_cases(), &tenant.caller(), new).await?;
     Ok(Reply::created(key))
 }
 
@@ -60,7 +53,7 @@ async fn list(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<ApiKey>>> {
     Ok(Reply::page(
-        db::api_keys::list(&state.pool, tenant.org_id, &page).await?,
+        api_keys::list(state.use_cases(), tenant.org_id, &page).await?,
     ))
 }
 
@@ -73,9 +66,7 @@ async fn revoke(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    let revoked = db::api_keys::revoke(&state.pool, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let revoked = api_keys::revoke(state.use_cases(), &tenant.caller(), id).await?;
     // This process drops it now; the others when the notification reaches them.
     state.keys.revoke(revoked);
     Ok(Reply::deleted(revoked))

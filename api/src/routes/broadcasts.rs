@@ -4,7 +4,6 @@
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::ab_tests::{PickVariant, PickedBy};
 use parley_domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, CreateBroadcast, RecipientFilter,
@@ -37,10 +36,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(pick_variant))
 }
 
-async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Broadcast> {
-    Ok(broadcasts::read(state.use_cases(), org, id).await?)
-}
-
 /// Create a broadcast: a draft, scheduled (future `scheduledAt`) or queued
 /// (`sendNow`). `channel` and `templateChannel` come from the template.
 #[utoipa::path(post, path = "/api/v1/broadcasts", tag = "broadcasts",
@@ -67,7 +62,7 @@ async fn list(
     Query(filter): Query<BroadcastFilter>,
 ) -> AppResult<Reply<Vec<Broadcast>>> {
     Ok(Reply::page(
-        db::broadcasts::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        broadcasts::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -80,7 +75,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Broadcast>> {
-    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
+    Ok(Reply::ok(
+        broadcasts::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a draft or scheduled broadcast. `sendNow: true` sends it, a future
@@ -130,9 +127,8 @@ async fn recipients(
     Paging(page): Paging,
     Query(filter): Query<RecipientFilter>,
 ) -> AppResult<Reply<Vec<BroadcastRecipient>>> {
-    read(&state, tenant.org_id, id).await?;
     Ok(Reply::page(
-        db::broadcasts::recipients(&state.pool, tenant.org_id, id, &filter, &page).await?,
+        broadcasts::recipients(state.use_cases(), tenant.org_id, id, &filter, &page).await?,
     ))
 }
 

@@ -1,9 +1,8 @@
 //! Conversation categories.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::categories::{
     CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
 };
@@ -50,7 +49,7 @@ async fn list(
     Query(filter): Query<CategoryFilter>,
 ) -> AppResult<Reply<Vec<ConversationCategory>>> {
     Ok(Reply::page(
-        db::categories::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        categories::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -63,10 +62,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<ConversationCategory>> {
-    db::categories::get(&state.pool, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        categories::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a conversation category.
@@ -97,9 +95,6 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::categories::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    categories::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }

@@ -1,9 +1,8 @@
 //! Endpoint 5 and the everyday contact operations.
 
 use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::broadcasts::ContactMessage;
 use parley_domain::contacts::{Contact, ContactFilter, CreateContact, UpdateContact};
 use parley_types::list::PageParams;
@@ -49,16 +48,7 @@ async fn list(
     Paging(page): Paging,
     Query(filter): Query<ContactFilter>,
 ) -> AppResult<Reply<Vec<Contact>>> {
-    let tag = match &filter.tag {
-        // An unknown tag matches no contact.
-        Some(tag) => Some(
-            db::contacts::resolve_tag(&state.pool, tenant.org_id, tag.as_str())
-                .await?
-                .unwrap_or(Uuid::nil()),
-        ),
-        None => None,
-    };
-    let page = db::contacts::list(&state.pool, tenant.org_id, &filter, tag, &page).await?;
+    let page = contacts::list(state.use_cases(), tenant.org_id, &filter, &page).await?;
     Ok(Reply::page(page))
 }
 
@@ -71,9 +61,8 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Contact>> {
-    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        contacts::read(&mut conn, tenant.org_id, id).await?,
+        contacts::read(state.use_cases(), tenant.org_id, id).await?,
     ))
 }
 
@@ -88,11 +77,8 @@ async fn messages(
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<ContactMessage>>> {
-    if !db::contacts::exists(&state.pool, tenant.org_id, id).await? {
-        return Err(AppError::NotFound.into());
-    }
     Ok(Reply::page(
-        db::broadcasts::messages_of_contact(&state.pool, tenant.org_id, id, &page).await?,
+        contacts::messages(state.use_cases(), tenant.org_id, id, &page).await?,
     ))
 }
 
@@ -124,9 +110,6 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::contacts::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    contacts::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }

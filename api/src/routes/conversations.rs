@@ -2,9 +2,8 @@
 //! handover. Every change and its event (`conversation.*`, `message.*`) commit together.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::conversations::{
     AssignTeams, AssignUsers, Conversation, ConversationFilter, CreateConversation, CreateMessage,
     Handover, Message, UpdateConversation,
@@ -55,20 +54,8 @@ async fn list(
     Paging(page): Paging,
     Query(filter): Query<ConversationFilter>,
 ) -> AppResult<Reply<Vec<Conversation>>> {
-    let tag = match &filter.tag {
-        Some(tag) => db::contacts::resolve_tag(&state.pool, tenant.org_id, tag.as_str()).await?,
-        None => None,
-    };
     Ok(Reply::page(
-        db::conversations::list(
-            &state.pool,
-            tenant.org_id,
-            &filter,
-            tag,
-            &page,
-            state.clock.now(),
-        )
-        .await?,
+        conversations::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -81,9 +68,8 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Conversation>> {
-    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        conversations::read(&mut conn, tenant.org_id, id, state.clock.now()).await?,
+        conversations::read(state.use_cases(), tenant.org_id, id).await?,
     ))
 }
 
@@ -138,11 +124,8 @@ async fn messages(
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Message>>> {
-    if !db::conversations::exists(&state.pool, tenant.org_id, id).await? {
-        return Err(AppError::NotFound.into());
-    }
     Ok(Reply::page(
-        db::conversations::messages(&state.pool, tenant.org_id, id, &page).await?,
+        conversations::messages(state.use_cases(), tenant.org_id, id, &page).await?,
     ))
 }
 

@@ -2,9 +2,8 @@
 //! entries inside a collection.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::faq::{
     CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
     FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
@@ -60,7 +59,7 @@ async fn list_collections(
     Query(filter): Query<FaqCollectionFilter>,
 ) -> AppResult<Reply<Vec<FaqCollection>>> {
     Ok(Reply::page(
-        db::faq::list_collections(&state.pool, tenant.org_id, &filter, &page).await?,
+        faq::list_collections(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -73,9 +72,8 @@ async fn get_collection(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<FaqCollection>> {
-    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        faq::read_collection(&mut conn, tenant.org_id, id).await?,
+        faq::read_collection(state.use_cases(), tenant.org_id, id).await?,
     ))
 }
 
@@ -107,11 +105,8 @@ async fn delete_collection(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::faq::delete_collection(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    faq::delete_collection(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// Create a FAQ category in a collection.
@@ -143,10 +138,8 @@ async fn list_categories(
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<FaqCategory>>> {
-    let mut conn = state.pool.acquire().await?;
-    faq::collection(&mut conn, tenant.org_id, id).await?;
     Ok(Reply::page(
-        db::faq::list_categories(&state.pool, tenant.org_id, id, &page).await?,
+        faq::list_categories(state.use_cases(), tenant.org_id, id, &page).await?,
     ))
 }
 
@@ -184,11 +177,8 @@ async fn delete_category(
     tenant: Tenant,
     Path((id, category_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::faq::delete_category(&state.pool, tenant.org_id, id, category_id).await? {
-        Ok(Reply::deleted(category_id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    faq::delete_category(state.use_cases(), &tenant.caller(), id, category_id).await?;
+    Ok(Reply::deleted(category_id))
 }
 
 /// Create a FAQ in a collection; `slug` is derived from `title` when absent.
@@ -221,11 +211,8 @@ async fn list_faqs(
     Paging(page): Paging,
     Query(filter): Query<FaqFilter>,
 ) -> AppResult<Reply<Vec<Faq>>> {
-    let mut conn = state.pool.acquire().await?;
-    faq::collection(&mut conn, tenant.org_id, id).await?;
-    drop(conn);
     Ok(Reply::page(
-        db::faq::list_faqs(&state.pool, tenant.org_id, id, &filter, &page).await?,
+        faq::list_faqs(state.use_cases(), tenant.org_id, id, &filter, &page).await?,
     ))
 }
 
@@ -241,9 +228,8 @@ async fn get_faq(
     tenant: Tenant,
     Path((id, faq_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Faq>> {
-    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        faq::read_faq(&mut conn, tenant.org_id, id, faq_id).await?,
+        faq::read_faq(state.use_cases(), tenant.org_id, id, faq_id).await?,
     ))
 }
 
@@ -281,9 +267,6 @@ async fn delete_faq(
     tenant: Tenant,
     Path((id, faq_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::faq::delete_faq(&state.pool, tenant.org_id, id, faq_id).await? {
-        Ok(Reply::deleted(faq_id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    faq::delete_faq(state.use_cases(), &tenant.caller(), id, faq_id).await?;
+    Ok(Reply::deleted(faq_id))
 }

@@ -6,9 +6,9 @@ use crate::error::{AppError, AppResult};
 use axum::Json as BareJson;
 use axum::extract::State;
 use axum::http::StatusCode;
-use parley_db as db;
 use parley_domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
 use parley_storage::Storage;
+use parley_usecases::files;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -50,7 +50,7 @@ async fn presigned_upload(
             uploads.upload_url_ttl,
         )
         .await?;
-    db::files::insert(&state.pool, &file).await?;
+    files::record_pending(state.use_cases(), &tenant.caller(), &file).await?;
     Ok((
         StatusCode::CREATED,
         BareJson(PresignedUpload {
@@ -70,9 +70,7 @@ pub(crate) async fn stored_file(
     org: Uuid,
     id: Uuid,
 ) -> AppResult<(File, &Storage)> {
-    let file = db::files::get(&state.pool, org, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let file = files::read(state.use_cases(), org, id).await?;
     Ok((file, state.storage()?))
 }
 
@@ -110,16 +108,10 @@ async fn complete(
         )
         .into());
     }
-    db::files::mark_uploaded(
-        &state.pool,
-        tenant.org_id,
-        id,
-        object.size,
-        object.etag.as_deref(),
-    )
-    .await?
-    .map(Reply::ok)
-    .ok_or(AppError::NotFound.into())
+    let hash = object.etag.as_deref();
+    Ok(Reply::ok(
+        files::mark_uploaded(state.use_cases(), &tenant.caller(), id, object.size, hash).await?,
+    ))
 }
 
 /// Get a file, with a short-lived signed download URL in `fileUrl` once it is uploaded.
@@ -155,8 +147,6 @@ async fn delete(
     let (file, storage) = stored_file(&state, tenant.org_id, id).await?;
     // The object goes first: if the store fails, nothing changed and the call can be repeated.
     storage.delete(&file.storage_key).await?;
-    if !db::files::mark_deleted(&state.pool, tenant.org_id, id).await? {
-        return Err(AppError::NotFound.into());
-    }
+    files::mark_deleted(state.use_cases(), &tenant.caller(), id).await?;
     Ok(Reply::deleted(id))
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::extract::{FromRequest, Request, State};
 use futures::StreamExt;
-use parley_db as db;
 use parley_domain::files::{File, FileStatus, FileType};
 use parley_domain::imports::{ContactImport, CreateImport, ImportFormat};
 use parley_storage::ObjectBody;
@@ -306,16 +305,11 @@ async fn from_json(
         }
         None => None,
     };
-    let import = db::imports::create(
-        &state.pool,
-        tenant.org_id,
-        req.format,
-        req.data.as_deref().map(str::as_bytes),
-        req.file_id,
-        download_url.as_deref(),
-    )
-    .await?;
-    queued(state, import).await
+    let data = req.data.as_deref().map(str::as_bytes);
+    let file = req.file_id.zip(download_url.as_deref());
+    let import =
+        imports::create(state.use_cases(), &tenant.caller(), req.format, data, file).await?;
+    Ok(Reply::created(import))
 }
 
 /// A file sent in the request: stored, then imported.
@@ -332,16 +326,15 @@ async fn from_sent_file(
         let Spooled::Memory(data) = &sent.spool.content else {
             return Err(AppError::PayloadTooLarge.into());
         };
-        let import = db::imports::create(
-            &state.pool,
-            tenant.org_id,
+        let import = imports::create(
+            state.use_cases(),
+            &tenant.caller(),
             sent.format,
             Some(data),
             None,
-            None,
         )
         .await?;
-        return queued(state, import).await;
+        return Ok(Reply::created(import));
     };
     let filename = sent.filename.unwrap_or_else(|| {
         Filename::parse(sent.format.default_filename()).expect("a valid file name")
@@ -356,7 +349,7 @@ async fn from_sent_file(
     );
     // The record first: an object whose store call fails or whose request is cut off is
     // then a pending file of the organization, as an upload never completed is.
-    db::files::insert(&state.pool, &file).await?;
+    parley_usecases::files::record_pending(state.use_cases(), &tenant.caller(), &file).await?;
     let body = match &sent.spool.content {
         Spooled::Memory(bytes) => ObjectBody::Bytes(bytes.clone()),
         Spooled::File(path) => ObjectBody::File(path.to_path_buf()),
@@ -384,13 +377,6 @@ async fn from_sent_file(
         sent.format,
     )
     .await?;
-    queued(state, import).await
-}
-
-async fn queued(state: &AppState, import: ContactImport) -> AppResult<Reply<ContactImport>> {
-    if let Err(err) = state.jobs.import_contacts(import.id).await {
-        tracing::warn!(import_id = %import.id, %err, "import not enqueued; the reconciler will");
-    }
     Ok(Reply::created(import))
 }
 
@@ -404,8 +390,7 @@ async fn get_import(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<ContactImport>> {
-    db::imports::get(&state.pool, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        imports::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }

@@ -1,9 +1,8 @@
 //! Leads (endpoints 9 and 11, and the operations beside them).
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::contacts::Contact;
 use parley_domain::leads::{CreateLead, Lead, LeadFilter, UpdateLead};
 use parley_types::list::PageParams;
@@ -47,7 +46,7 @@ async fn list(
     Query(filter): Query<LeadFilter>,
 ) -> AppResult<Reply<Vec<Lead>>> {
     Ok(Reply::page(
-        db::leads::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        leads::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -60,11 +59,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Lead>> {
-    let mut conn = state.pool.acquire().await?;
-    db::leads::get(&mut conn, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        leads::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a lead. `status` cannot become `converted` here (use convert), nor leave it.
@@ -113,9 +110,6 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::leads::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    leads::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }

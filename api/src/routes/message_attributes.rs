@@ -1,9 +1,8 @@
 //! Message attributes.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::message_attributes::{
     CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
 };
@@ -34,8 +33,7 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateMessageAttribute>,
 ) -> AppResult<Reply<MessageAttribute>> {
-    let attribute = req.into_attribute(tenant.org_id);
-    db::message_attributes::insert(&state.pool, &attribute).await?;
+    let attribute = message_attributes::create(state.use_cases(), &tenant.caller(), req).await?;
     Ok(Reply::created(attribute))
 }
 
@@ -50,7 +48,7 @@ async fn list(
     Query(filter): Query<MessageAttributeFilter>,
 ) -> AppResult<Reply<Vec<MessageAttribute>>> {
     Ok(Reply::page(
-        db::message_attributes::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        message_attributes::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -63,10 +61,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<MessageAttribute>> {
-    db::message_attributes::get(&state.pool, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        message_attributes::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a message attribute.
@@ -97,9 +94,6 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::message_attributes::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    message_attributes::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }

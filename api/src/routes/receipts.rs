@@ -8,12 +8,12 @@ use crate::envelope::{Envelope, Reply};
 use crate::error::{ApiError, AppError, AppResult};
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
-use parley_db::receipts::Receipt;
 use parley_domain::Channel;
 use parley_domain::broadcasts::{ReceiptIn, ReceiptsApplied};
 use parley_domain::signature;
 use parley_types::metric_names::RECIPIENTS;
 use parley_types::time::Timestamp;
+use parley_usecases::receipts::Receipt;
 use secrecy::{ExposeSecret, SecretString};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -130,7 +130,7 @@ async fn receive(
             error_code: r.error_code.map(Into::into),
         })
         .collect();
-    let outcome = parley_usecases::receipts::apply(&state.pool, channel, &receipts).await?;
+    let outcome = parley_usecases::receipts::apply(state.use_cases(), channel, &receipts).await?;
     for status in &outcome.changed {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);

@@ -1,9 +1,8 @@
 //! Segments: saved contact filters a broadcast may name as its audience (scope `contacts:*`).
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::segments::{CreateSegment, Segment, SegmentCount, UpdateSegment};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -48,7 +47,7 @@ async fn list(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Segment>>> {
     Ok(Reply::page(
-        db::segments::list(&state.pool, tenant.org_id, &page).await?,
+        segments::list(state.use_cases(), tenant.org_id, &page).await?,
     ))
 }
 
@@ -61,10 +60,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Segment>> {
-    db::segments::get(&state.pool, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        segments::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a segment: `name`, or `filter` (replaced whole). A broadcast that names it and has
@@ -99,11 +97,8 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::segments::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    segments::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// How many contacts the segment holds now, and how many of them a broadcast would skip.
@@ -116,12 +111,10 @@ async fn count(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<SegmentCount>> {
-    let segment = db::segments::get(&state.pool, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let segment = segments::read(state.use_cases(), tenant.org_id, id).await?;
     // Held while counting: an organization's parallel counts past its permits are refused.
     let _permit = state.counts.take(tenant.org_id)?;
     Ok(Reply::ok(
-        db::segments::count(&state.pool, tenant.org_id, &segment.filter).await?,
+        segments::count(state.use_cases(), tenant.org_id, &segment).await?,
     ))
 }

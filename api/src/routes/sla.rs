@@ -2,9 +2,8 @@
 //! policies may count in.
 
 use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::orgs::{Organization, UpdateOrganization};
 use parley_domain::sla::{
     CreateSlaPolicy, SlaPolicy, SlaPolicyFilter, SlaStats, SlaStatsQuery, UpdateSlaPolicy,
@@ -36,8 +35,7 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateSlaPolicy>,
 ) -> AppResult<Reply<SlaPolicy>> {
-    let policy = req.into_policy(tenant.org_id);
-    db::sla::insert_policy(&state.pool, &policy).await?;
+    let policy = sla::create_policy(state.use_cases(), &tenant.caller(), req).await?;
     Ok(Reply::created(policy))
 }
 
@@ -52,7 +50,7 @@ async fn list(
     Query(filter): Query<SlaPolicyFilter>,
 ) -> AppResult<Reply<Vec<SlaPolicy>>> {
     Ok(Reply::page(
-        db::sla::list_policies(&state.pool, tenant.org_id, &filter, &page).await?,
+        sla::list_policies(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -65,10 +63,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<SlaPolicy>> {
-    db::sla::get_policy(&state.pool, tenant.org_id, id, false)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        sla::read_policy(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update an SLA policy. Running clocks keep the targets they started with.
@@ -96,11 +93,8 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::sla::delete_policy(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    sla::delete_policy(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`:
@@ -114,7 +108,7 @@ async fn statistics(
     Query(q): Query<SlaStatsQuery>,
 ) -> AppResult<Reply<SlaStats>> {
     Ok(Reply::ok(
-        db::sla::stats(&state.pool, tenant.org_id, q.from, q.to).await?,
+        sla::stats(state.use_cases(), tenant.org_id, q.from, q.to).await?,
     ))
 }
 
@@ -131,9 +125,7 @@ async fn organization(
         return Ok(Reply::ok(org));
     }
     let generation = state.keys.organization_generation();
-    let org = db::orgs::get(&state.pool, tenant.org_id)
-        .await?
-        .ok_or(AppError::NotFound)?;
+    let org = parley_usecases::orgs::read(state.use_cases(), tenant.org_id).await?;
     state.keys.put_organization(org.clone(), generation, now);
     Ok(Reply::ok(org))
 }

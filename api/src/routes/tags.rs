@@ -1,9 +1,8 @@
 //! Tags and companies, which contacts and leads refer to (scope `contacts:*`).
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag, UpdateCompany, UpdateTag};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -34,8 +33,7 @@ async fn create_tag(
     tenant: Tenant,
     Json(req): Json<CreateTag>,
 ) -> AppResult<Reply<Tag>> {
-    let tag = req.into_tag(tenant.org_id);
-    db::tags::insert_tag(&state.pool, &tag).await?;
+    let tag = tags::create_tag(state.use_cases(), &tenant.caller(), req).await?;
     Ok(Reply::created(tag))
 }
 
@@ -49,7 +47,7 @@ async fn list_tags(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Tag>>> {
     Ok(Reply::page(
-        db::tags::list_tags(&state.pool, tenant.org_id, &page).await?,
+        tags::list_tags(state.use_cases(), tenant.org_id, &page).await?,
     ))
 }
 
@@ -65,8 +63,7 @@ async fn create_company(
     tenant: Tenant,
     Json(req): Json<CreateCompany>,
 ) -> AppResult<Reply<Company>> {
-    let company = req.into_company(tenant.org_id);
-    db::tags::insert_company(&state.pool, &company).await?;
+    let company = tags::create_company(state.use_cases(), &tenant.caller(), req).await?;
     Ok(Reply::created(company))
 }
 
@@ -80,7 +77,7 @@ async fn list_companies(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Company>>> {
     Ok(Reply::page(
-        db::tags::list_companies(&state.pool, tenant.org_id, &page).await?,
+        tags::list_companies(state.use_cases(), tenant.org_id, &page).await?,
     ))
 }
 
@@ -93,10 +90,9 @@ async fn get_tag(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Tag>> {
-    db::tags::get_tag(&state.pool, tenant.org_id, id, false)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        tags::read_tag(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a tag: only the fields sent change.
@@ -127,11 +123,8 @@ async fn delete_tag(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::tags::delete_tag(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    tags::delete_tag(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// Get a company.
@@ -143,10 +136,9 @@ async fn get_company(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Company>> {
-    db::tags::get_company(&state.pool, tenant.org_id, id, false)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        tags::read_company(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a company: only the fields sent change.
@@ -177,9 +169,6 @@ async fn delete_company(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::tags::delete_company(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    tags::delete_company(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }

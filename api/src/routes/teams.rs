@@ -1,9 +1,8 @@
 //! Teams and their members.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -50,7 +49,7 @@ async fn list(
     Query(filter): Query<TeamFilter>,
 ) -> AppResult<Reply<Vec<Team>>> {
     Ok(Reply::page(
-        db::teams::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        teams::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -63,11 +62,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Team>> {
-    let mut conn = state.pool.acquire().await?;
-    db::teams::get(&mut conn, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        teams::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a team.
@@ -98,11 +95,8 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::teams::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    teams::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// Add users to a team; users already in it stay as they are.
@@ -133,9 +127,6 @@ async fn remove_member(
     tenant: Tenant,
     Path((id, user_id)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::teams::remove_member(&state.pool, tenant.org_id, id, user_id).await? {
-        Ok(Reply::deleted(user_id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    teams::remove_member(state.use_cases(), &tenant.caller(), id, user_id).await?;
+    Ok(Reply::deleted(user_id))
 }

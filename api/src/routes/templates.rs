@@ -1,9 +1,8 @@
 //! Templates, their duplication and analytics.
 
 use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::analytics::TemplateAnalytics;
 use parley_domain::templates::{
     ChannelParam, CreateTemplate, Template, TemplateFilter, UpdateTemplate,
@@ -34,8 +33,7 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateTemplate>,
 ) -> AppResult<Reply<Template>> {
-    let template = req.into_template(tenant.org_id)?;
-    db::templates::insert(&state.pool, &template).await?;
+    let template = templates::create(state.use_cases(), &tenant.caller(), req).await?;
     Ok(Reply::created(template))
 }
 
@@ -50,7 +48,7 @@ async fn list(
     Query(filter): Query<TemplateFilter>,
 ) -> AppResult<Reply<Vec<Template>>> {
     Ok(Reply::page(
-        db::templates::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        templates::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -63,10 +61,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Template>> {
-    db::templates::get(&state.pool, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        templates::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a template.
@@ -94,11 +91,8 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::templates::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    templates::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// Copy a template: a new `draft` named `<name> (Copy)`, on `?channel=` if given.
@@ -111,12 +105,9 @@ async fn duplicate(
     Path(id): Path<Uuid>,
     Query(param): Query<ChannelParam>,
 ) -> AppResult<Reply<Template>> {
-    let original = db::templates::get(&state.pool, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    let copy = original.duplicate(param.channel);
-    db::templates::insert(&state.pool, &copy).await?;
-    Ok(Reply::created(copy))
+    Ok(Reply::created(
+        templates::duplicate(state.use_cases(), &tenant.caller(), id, param.channel).await?,
+    ))
 }
 
 /// Analytics of a template, from its broadcasts; `?channel=` narrows to
@@ -130,10 +121,7 @@ async fn analytics(
     Path(id): Path<Uuid>,
     Query(param): Query<ChannelParam>,
 ) -> AppResult<Reply<TemplateAnalytics>> {
-    db::templates::get(&state.pool, tenant.org_id, id)
-        .await?
-        .ok_or(AppError::NotFound)?;
     Ok(Reply::ok(
-        db::analytics::template(&state.pool, tenant.org_id, id, param.channel).await?,
+        templates::analytics(state.use_cases(), tenant.org_id, id, param.channel).await?,
     ))
 }

@@ -2,11 +2,10 @@
 //! every change, and the SLA clock. Every change and its event (`ticket.*`) commit together.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::conversations::AssignUsers;
-use parley_domain::sla::{SlaState, SlaStateView, SubjectType};
+use parley_domain::sla::{SlaState, SlaStateView};
 use parley_domain::tickets::{
     CreateReply, CreateTicket, Ticket, TicketFilter, TicketReply, UpdateTicket,
 };
@@ -54,20 +53,8 @@ async fn list(
     Paging(page): Paging,
     Query(filter): Query<TicketFilter>,
 ) -> AppResult<Reply<Vec<Ticket>>> {
-    let tag = match &filter.tag {
-        Some(tag) => db::contacts::resolve_tag(&state.pool, tenant.org_id, tag.as_str()).await?,
-        None => None,
-    };
     Ok(Reply::page(
-        db::tickets::list(
-            &state.pool,
-            tenant.org_id,
-            &filter,
-            tag,
-            &page,
-            state.clock.now(),
-        )
-        .await?,
+        tickets::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -80,9 +67,8 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Ticket>> {
-    let mut conn = state.pool.acquire().await?;
     Ok(Reply::ok(
-        tickets::read(&mut conn, tenant.org_id, id, state.clock.now()).await?,
+        tickets::read(state.use_cases(), tenant.org_id, id).await?,
     ))
 }
 
@@ -136,14 +122,8 @@ async fn replies(
     Path(id): Path<Uuid>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<TicketReply>>> {
-    if db::tickets::find(&state.pool, id)
-        .await?
-        .is_none_or(|tk| tk.organization_id != tenant.org_id)
-    {
-        return Err(AppError::NotFound.into());
-    }
     Ok(Reply::page(
-        db::tickets::replies(&state.pool, id, &page).await?,
+        tickets::replies(state.use_cases(), tenant.org_id, id, &page).await?,
     ))
 }
 
@@ -191,20 +171,10 @@ async fn sla(
     reader: TicketReader,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Option<SlaState>>> {
-    let ticket = match reader {
-        TicketReader::Key(tenant) => db::tickets::find(&state.pool, id)
-            .await?
-            .filter(|tk| tk.organization_id == tenant.org_id)
-            .ok_or(AppError::NotFound)?,
+    let ctx = state.use_cases();
+    Ok(Reply::ok(match reader {
+        TicketReader::Key(tenant) => tickets::sla_state(ctx, tenant.org_id, id).await?,
         // The token was checked against this path's ticket.
-        TicketReader::Token(access) => *access.ticket,
-    };
-    let mut states = db::sla::states_of(
-        &state.pool,
-        SubjectType::Ticket,
-        &[ticket.id],
-        state.clock.now(),
-    )
-    .await?;
-    Ok(Reply::ok(states.remove(&ticket.id)))
+        TicketReader::Token(access) => tickets::sla_state_of(ctx, &access.ticket).await?,
+    }))
 }

@@ -1,9 +1,8 @@
 //! Workspace users (agents).
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -48,7 +47,7 @@ async fn list(
     Query(filter): Query<UserFilter>,
 ) -> AppResult<Reply<Vec<User>>> {
     Ok(Reply::page(
-        db::users::list(&state.pool, tenant.org_id, &filter, &page).await?,
+        users::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
     ))
 }
 
@@ -61,10 +60,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<User>> {
-    db::users::get(&state.pool, tenant.org_id, id)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        users::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a user: only the fields sent change.
@@ -96,9 +94,6 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::users::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    users::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }

@@ -1,15 +1,11 @@
 //! Outbound webhooks (endpoints 17 and 18, and their management; scope `webhooks:manage`).
 
-use secrecy::ExposeSecret;
-use std::time::Duration;
-
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use axum::extract::State;
-use parley_db as db;
 use parley_domain::webhooks::{
     AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, RecoverWebhook, UpdateWebhook,
-    Webhook, WebhookAttempt, WebhookRecovery, WebhookWithSecret, new_secret,
+    Webhook, WebhookAttempt, WebhookRecovery, WebhookWithSecret,
 };
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -19,9 +15,6 @@ use uuid::Uuid;
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
 use parley_usecases::webhooks;
-
-/// How long a rotated-out secret keeps signing beside the new one.
-const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -34,24 +27,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(redeliver))
         .routes(routes!(recover))
         .routes(routes!(recovery))
-}
-
-/// Hands deliveries to the workers; if Redis is unreachable the relay's ticker enqueues them
-/// (they are due rows in Postgres already).
-async fn enqueue(state: &AppState, org: Uuid, d: &Delivery) {
-    if let Err(err) = state
-        .jobs
-        .deliver_webhooks(&[(org, d.webhook_id, d.delivery_id)])
-        .await
-    {
-        tracing::warn!(delivery_id = %d.delivery_id, %err, "delivery not enqueued; the relay will");
-    }
-}
-
-async fn read(state: &AppState, org: Uuid, id: Uuid) -> AppResult<Webhook> {
-    db::webhooks::get(&state.pool, org, id)
-        .await?
-        .ok_or(AppError::NotFound.into())
 }
 
 /// The events a webhook can subscribe to; this list is authoritative.
@@ -78,9 +53,10 @@ async fn create(
     tenant: Tenant,
     Json(req): Json<CreateWebhook>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
-    let (webhook, secret) = req.into_webhook(tenant.org_id, state.config.webhooks.allow_private)?;
-    db::webhooks::insert(&state.pool, &webhook, secret.expose_secret()).await?;
-    Ok(Reply::created(WebhookWithSecret { webhook, secret }))
+    let allow_private = state.config.webhooks.allow_private;
+    Ok(Reply::created(
+        webhooks::create(state.use_cases(), &tenant.caller(), req, allow_private).await?,
+    ))
 }
 
 /// List webhooks (never their secrets).
@@ -93,7 +69,7 @@ async fn list(
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Webhook>>> {
     Ok(Reply::page(
-        db::webhooks::list(&state.pool, tenant.org_id, &page).await?,
+        webhooks::list(state.use_cases(), tenant.org_id, &page).await?,
     ))
 }
 
@@ -106,7 +82,9 @@ async fn get(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Webhook>> {
-    Ok(Reply::ok(read(&state, tenant.org_id, id).await?))
+    Ok(Reply::ok(
+        webhooks::read(state.use_cases(), tenant.org_id, id).await?,
+    ))
 }
 
 /// Update a webhook; `isActive: true` enables a disabled one again.
@@ -141,11 +119,8 @@ async fn delete(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<Deleted>> {
-    if db::webhooks::delete(&state.pool, tenant.org_id, id).await? {
-        Ok(Reply::deleted(id))
-    } else {
-        Err(AppError::NotFound.into())
-    }
+    webhooks::delete(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id))
 }
 
 /// Replace the signing secret. For 24 hours deliveries carry signatures under both secrets.
@@ -157,20 +132,9 @@ async fn rotate_secret(
     tenant: Tenant,
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
-    let secret = new_secret();
-    if !db::webhooks::rotate_secret(
-        &state.pool,
-        tenant.org_id,
-        id,
-        secret.expose_secret(),
-        ROTATION_OVERLAP,
-    )
-    .await?
-    {
-        return Err(AppError::NotFound.into());
-    }
-    let webhook = read(&state, tenant.org_id, id).await?;
-    Ok(Reply::ok(WebhookWithSecret { webhook, secret }))
+    Ok(Reply::ok(
+        webhooks::rotate_secret(state.use_cases(), &tenant.caller(), id).await?,
+    ))
 }
 
 /// Send a signed `webhook.test` delivery to this webhook now.
@@ -202,9 +166,8 @@ async fn logs(
     Paging(page): Paging,
     Query(filter): Query<AttemptFilter>,
 ) -> AppResult<Reply<Vec<WebhookAttempt>>> {
-    read(&state, tenant.org_id, id).await?;
     Ok(Reply::page(
-        db::webhooks::attempts(&state.pool, id, &filter, &page).await?,
+        webhooks::attempts(state.use_cases(), tenant.org_id, id, &filter, &page).await?,
     ))
 }
 
@@ -223,15 +186,9 @@ async fn redeliver(
     tenant: Tenant,
     Path((id, delivery)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<Delivery>> {
-    let webhook = read(&state, tenant.org_id, id).await?;
-    if !webhook.is_active {
-        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
-    }
-    let delivery = db::webhooks::redeliver(&state.pool, id, delivery)
-        .await?
-        .ok_or(AppError::NotFound)?;
-    enqueue(&state, tenant.org_id, &delivery).await;
-    Ok(Reply::ok(delivery))
+    Ok(Reply::ok(
+        webhooks::redeliver(state.use_cases(), &tenant.caller(), id, delivery).await?,
+    ))
 }
 
 /// Queue again, in the background, every failed delivery of events between `since` and
@@ -251,17 +208,9 @@ async fn recover(
     Path(id): Path<Uuid>,
     Json(req): Json<RecoverWebhook>,
 ) -> AppResult<Reply<WebhookRecovery>> {
-    let (since, until) = req.window()?;
-    let webhook = read(&state, tenant.org_id, id).await?;
-    if !webhook.is_active {
-        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
-    }
-    let recovery = db::webhooks::start_recovery(&state.pool, tenant.org_id, id, since, until)
-        .await?
-        .ok_or_else(|| {
-            AppError::invalid_state("a recovery of this webhook is still running; wait for it")
-        })?;
-    Ok(Reply::created(recovery))
+    Ok(Reply::created(
+        webhooks::recover(state.use_cases(), &tenant.caller(), id, req).await?,
+    ))
 }
 
 /// A recovery and how far it went.
@@ -276,8 +225,7 @@ async fn recovery(
     tenant: Tenant,
     Path((id, recovery)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Reply<WebhookRecovery>> {
-    db::webhooks::get_recovery(&state.pool, tenant.org_id, id, recovery)
-        .await?
-        .map(Reply::ok)
-        .ok_or(AppError::NotFound.into())
+    Ok(Reply::ok(
+        webhooks::read_recovery(state.use_cases(), tenant.org_id, id, recovery).await?,
+    ))
 }

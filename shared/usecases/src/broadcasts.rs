@@ -5,13 +5,14 @@ use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_domain::ab_tests::{PickedBy, winner};
 use parley_domain::broadcasts::{
-    Action, Broadcast, BroadcastStatus, CreateBroadcast, MAX_AUDIENCE, NewBroadcast,
-    UpdateBroadcast,
+    Action, Broadcast, BroadcastFilter, BroadcastRecipient, BroadcastStatus, CreateBroadcast,
+    MAX_AUDIENCE, NewBroadcast, RecipientFilter, UpdateBroadcast,
 };
 use parley_domain::templates::Template;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
 use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -341,4 +342,26 @@ pub async fn pick_variant(
         dispatch(ctx, id, false).await;
     }
     Ok(broadcast)
+}
+
+/// A page of the organization's broadcasts.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &BroadcastFilter,
+    page: &PageRequest,
+) -> Result<Page<Broadcast>> {
+    Ok(db::broadcasts::list(ctx.pool, org, f, page).await?)
+}
+
+/// A page of the broadcast's recipients with their outcomes.
+pub async fn recipients(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    filter: &RecipientFilter,
+    page: &PageRequest,
+) -> Result<Page<BroadcastRecipient>> {
+    read(ctx, org, id).await?;
+    Ok(db::broadcasts::recipients(ctx.pool, org, id, filter, page).await?)
 }

@@ -1,13 +1,16 @@
-//! Conversation categories: creating and changing one, each in one transaction with its
-//! checks.
+//! Conversation categories: read, listed and deleted; created and changed, each in one
+//! transaction with its checks.
 
 use parley_db as db;
-use parley_domain::categories::{ConversationCategory, CreateCategory, UpdateCategory};
+use parley_domain::categories::{
+    CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
+};
 use parley_types::error::AppError;
 use parley_types::fields::next_free_slug;
+use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Creates a category.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -43,4 +46,24 @@ pub async fn update(
     db::categories::update(&mut *tx, &category).await?;
     tx.commit().await?;
     Ok(category)
+}
+
+/// Deletes the organization's conversation category; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::categories::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's conversation categories.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &CategoryFilter,
+    page: &PageRequest,
+) -> Result<Page<ConversationCategory>> {
+    Ok(db::categories::list(ctx.pool, org, f, page).await?)
+}
+
+/// The organization's conversation category.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<ConversationCategory> {
+    found(db::categories::get(ctx.pool, org, id).await?)
 }

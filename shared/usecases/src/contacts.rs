@@ -1,17 +1,20 @@
-//! Contacts: creating and changing one, each in one transaction with its tags, its activities
-//! and its reference checks.
+//! Contacts: read (with their latest activities), listed, with what was sent them, and
+//! deleted; created and changed, each in one transaction with its tags, its activities and
+//! its reference checks.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags, tags_of};
+use parley_domain::broadcasts::ContactMessage;
 use parley_domain::contacts::{
-    ActivityType, Contact, ContactActivity, CreateContact, UpdateContact,
+    ActivityType, Contact, ContactActivity, ContactFilter, CreateContact, UpdateContact,
 };
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, exists};
 
 /// Activities shown with a contact, newest first.
 const ACTIVITIES_SHOWN: i64 = 100;
@@ -108,16 +111,55 @@ pub async fn update(
         db::contacts::update(&mut *tx, &contact).await?;
         db::contacts::add_activities(&mut tx, caller.org_id, &activities).await?;
     }
-    let contact = read(&mut tx, caller.org_id, id).await?;
+    let contact = read_in(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(contact)
 }
 
 /// The contact with its latest activities, as the API shows it.
-pub async fn read(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<Contact> {
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Contact> {
+    read_in(&mut *ctx.pool.acquire().await?, org, id).await
+}
+
+async fn read_in(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<Contact> {
     let mut contact = db::contacts::get(conn, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
     contact.activities = Some(db::contacts::activities(&mut *conn, id, ACTIVITIES_SHOWN).await?);
     Ok(contact)
+}
+
+/// Deletes the organization's contact; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::contacts::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's contacts; a `tag` filter names a tag or gives its id, and an
+/// unknown tag matches no contact.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &ContactFilter,
+    page: &PageRequest,
+) -> Result<Page<Contact>> {
+    let tag = match &f.tag {
+        Some(tag) => Some(
+            db::contacts::resolve_tag(ctx.pool, org, tag.as_str())
+                .await?
+                .unwrap_or(Uuid::nil()),
+        ),
+        None => None,
+    };
+    Ok(db::contacts::list(ctx.pool, org, f, tag, page).await?)
+}
+
+/// A page of what was sent to a contact (404 for another organization's contact).
+pub async fn messages(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    page: &PageRequest,
+) -> Result<Page<ContactMessage>> {
+    exists(db::contacts::exists(ctx.pool, org, id).await?)?;
+    Ok(db::broadcasts::messages_of_contact(ctx.pool, org, id, page).await?)
 }

@@ -1,19 +1,19 @@
-//! Conversations' changes, each in one transaction with its effects (SLA clocks, wake-ups)
-//! and its event; the handlers in `routes::conversations` parse, authorize, call one of these
-//! and answer.
+//! Conversations: read, listed, with their messages; their changes, each in one transaction
+//! with its effects (SLA clocks, wake-ups) and its event.
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, exists};
 use parley_db as db;
 use parley_db::conversations::AttachmentRow;
 use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags};
 use parley_domain::conversations::{
-    AssignTeams, AssignUsers, Conversation, CreateConversation, CreateMessage, Handover, Message,
-    NewAttachment, SenderType, UpdateConversation,
+    AssignTeams, AssignUsers, Conversation, ConversationFilter, CreateConversation, CreateMessage,
+    Handover, Message, NewAttachment, SenderType, UpdateConversation,
 };
 use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -21,7 +21,11 @@ use uuid::Uuid;
 const MAX_PER_CALL: usize = 50;
 
 /// The conversation with everything it embeds, as the API and its events show it.
-pub async fn read(
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Conversation> {
+    read_in(&mut *ctx.pool.acquire().await?, org, id, ctx.clock.now()).await
+}
+
+async fn read_in(
     conn: &mut PgConnection,
     org: Uuid,
     id: Uuid,
@@ -154,7 +158,7 @@ async fn assigned(
     added: u64,
     now: Timestamp,
 ) -> Result<Conversation> {
-    let c = read(conn, org, id, now).await?;
+    let c = read_in(conn, org, id, now).await?;
     if added > 0 {
         db::outbox::emit(conn, org, EventName::ConversationAssigned, &c).await?;
     }
@@ -212,7 +216,7 @@ pub async fn create(
         c.created_at,
     )
     .await?;
-    let started = read(&mut tx, caller.org_id, c.id, now).await?;
+    let started = read_in(&mut tx, caller.org_id, c.id, now).await?;
     db::outbox::emit(
         &mut tx,
         caller.org_id,
@@ -223,7 +227,7 @@ pub async fn create(
     if let Some(first) = first {
         write_message(&mut tx, &mut c, first, "message.", now).await?;
     }
-    let c = read(&mut tx, caller.org_id, c.id, now).await?;
+    let c = read_in(&mut tx, caller.org_id, c.id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -267,7 +271,7 @@ pub async fn update(
         })
         .await?;
     }
-    let c = read(&mut tx, caller.org_id, id, now).await?;
+    let c = read_in(&mut tx, caller.org_id, id, now).await?;
     if change.closed {
         db::outbox::emit(&mut tx, caller.org_id, EventName::ConversationEnded, &c).await?;
     }
@@ -385,7 +389,7 @@ pub async fn handover(
     let mut c = lock(&mut tx, caller.org_id, id).await?;
     req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read(&mut tx, caller.org_id, id, now).await?;
+    let c = read_in(&mut tx, caller.org_id, id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -395,4 +399,30 @@ pub async fn handover(
 
 pub async fn wake_snoozed(ctx: Ctx<'_>, limit: i64) -> std::result::Result<u64, sqlx::Error> {
     db::conversations::wake_snoozed(ctx.pool, limit).await
+}
+
+/// A page of the organization's conversations; a `tag` filter names a tag or gives its id.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &ConversationFilter,
+    page: &PageRequest,
+) -> Result<Page<Conversation>> {
+    let tag = match &f.tag {
+        Some(tag) => db::contacts::resolve_tag(ctx.pool, org, tag.as_str()).await?,
+        None => None,
+    };
+    let now = ctx.clock.now();
+    Ok(db::conversations::list(ctx.pool, org, f, tag, page, now).await?)
+}
+
+/// A page of a conversation's messages (404 for another organization's conversation).
+pub async fn messages(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    page: &PageRequest,
+) -> Result<Page<Message>> {
+    exists(db::conversations::exists(ctx.pool, org, id).await?)?;
+    Ok(db::conversations::messages(ctx.pool, org, id, page).await?)
 }

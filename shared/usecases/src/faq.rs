@@ -4,36 +4,94 @@
 
 use parley_db as db;
 use parley_domain::faq::{
-    CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection, UpdateFaq,
-    UpdateFaqCategory, UpdateFaqCollection,
+    CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
+    FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
 };
 use parley_types::error::AppError;
 use parley_types::fields::next_free_slug;
+use parley_types::list::{Page, PageRequest};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed};
 
 /// The collection with its FAQs, as the API shows it.
-pub async fn read_collection(
-    conn: &mut PgConnection,
+pub async fn read_collection(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<FaqCollection> {
+    read_collection_in(&mut *ctx.pool.acquire().await?, org, id).await
+}
+
+/// A page of the organization's collections.
+pub async fn list_collections(
+    ctx: Ctx<'_>,
     org: Uuid,
+    filter: &FaqCollectionFilter,
+    page: &PageRequest,
+) -> Result<Page<FaqCollection>> {
+    Ok(db::faq::list_collections(ctx.pool, org, filter, page).await?)
+}
+
+/// A page of a collection's categories (404 for another organization's collection).
+pub async fn list_categories(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    collection: Uuid,
+    page: &PageRequest,
+) -> Result<Page<FaqCategory>> {
+    collection_in(&mut *ctx.pool.acquire().await?, org, collection).await?;
+    Ok(db::faq::list_categories(ctx.pool, org, collection, page).await?)
+}
+
+/// A page of a collection's FAQs (404 for another organization's collection).
+pub async fn list_faqs(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    collection: Uuid,
+    filter: &FaqFilter,
+    page: &PageRequest,
+) -> Result<Page<Faq>> {
+    collection_in(&mut *ctx.pool.acquire().await?, org, collection).await?;
+    Ok(db::faq::list_faqs(ctx.pool, org, collection, filter, page).await?)
+}
+
+/// The FAQ with its category embedded.
+pub async fn read_faq(ctx: Ctx<'_>, org: Uuid, collection: Uuid, id: Uuid) -> Result<Faq> {
+    read_faq_in(&mut *ctx.pool.acquire().await?, org, collection, id).await
+}
+
+/// Deletes a collection with its categories and FAQs.
+pub async fn delete_collection(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::faq::delete_collection(ctx.pool, caller.org_id, id).await?)
+}
+
+/// Deletes a category of a collection.
+pub async fn delete_category(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    collection: Uuid,
     id: Uuid,
-) -> Result<FaqCollection> {
-    let mut c = collection(&mut *conn, org, id).await?;
+) -> Result<()> {
+    changed(db::faq::delete_category(ctx.pool, caller.org_id, collection, id).await?)
+}
+
+/// Deletes an FAQ of a collection.
+pub async fn delete_faq(ctx: Ctx<'_>, caller: &Caller, collection: Uuid, id: Uuid) -> Result<()> {
+    changed(db::faq::delete_faq(ctx.pool, caller.org_id, collection, id).await?)
+}
+
+async fn read_collection_in(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
+    let mut c = collection_in(&mut *conn, org, id).await?;
     c.faqs = Some(db::faq::faqs_of(conn, org, id).await?);
     Ok(c)
 }
 
 /// The organization's collection (404 otherwise).
-pub async fn collection(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
+async fn collection_in(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
     Ok(db::faq::get_collection(conn, org, id)
         .await?
         .ok_or(AppError::NotFound)?)
 }
 
-/// The FAQ with its category embedded.
-pub async fn read_faq(
+async fn read_faq_in(
     conn: &mut PgConnection,
     org: Uuid,
     collection: Uuid,
@@ -96,7 +154,7 @@ pub async fn update_collection(
         .ok_or(AppError::NotFound)?;
     req.apply(&mut c);
     db::faq::update_collection(&mut *tx, &c).await?;
-    let c = read_collection(&mut tx, caller.org_id, id).await?;
+    let c = read_collection_in(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -109,7 +167,7 @@ pub async fn create_category(
     req: CreateFaqCategory,
 ) -> Result<FaqCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let c = collection(&mut tx, caller.org_id, id).await?;
+    let c = collection_in(&mut tx, caller.org_id, id).await?;
     let category = req.into_category(caller.org_id, c.id);
     db::faq::insert_category(&mut *tx, &category).await?;
     tx.commit().await?;
@@ -137,7 +195,7 @@ pub async fn update_category(
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id))]
 pub async fn create_faq(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: CreateFaq) -> Result<Faq> {
     let mut tx = ctx.pool.begin().await?;
-    let c = collection(&mut tx, caller.org_id, id).await?;
+    let c = collection_in(&mut tx, caller.org_id, id).await?;
     let (mut faq, derived) = req.into_faq(&c)?;
     check_category(&mut tx, c.id, faq.category_id).await?;
     if derived {
@@ -166,7 +224,7 @@ pub async fn update_faq(
     req.apply(&mut faq)?;
     check_category(&mut tx, id, faq.category_id).await?;
     db::faq::update_faq(&mut *tx, &faq).await?;
-    let faq = read_faq(&mut tx, caller.org_id, id, faq_id).await?;
+    let faq = read_faq_in(&mut tx, caller.org_id, id, faq_id).await?;
     tx.commit().await?;
     Ok(faq)
 }

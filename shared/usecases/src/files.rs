@@ -1,13 +1,15 @@
-//! Retention of abandoned uploads: files still `pending` long after their upload URL expired
-//! are removed with their objects, a batch per transaction.
+//! Files' records (their objects are in the store, which the API reaches): recorded `pending`,
+//! marked uploaded or deleted; and the retention of abandoned uploads, files still `pending`
+//! long after their upload URL expired, removed with their objects a batch per transaction.
 
 use std::time::Duration;
 
 use parley_db as db;
-use sqlx::PgPool;
+use parley_domain::files::File;
+use parley_types::error::AppError;
 use uuid::Uuid;
 
-use crate::Result;
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Takes up to `limit` files still `pending` longer than `older_than` after their creation
 /// (skipping those another process holds), deletes each one's object with `delete_object`
@@ -15,7 +17,7 @@ use crate::Result;
 /// a file whose object stays keeps its row and is tried again. Returns the files removed.
 #[tracing::instrument(skip_all)]
 pub async fn sweep_abandoned<F, Fut>(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     older_than: Duration,
     limit: i64,
     mut delete_object: F,
@@ -24,7 +26,7 @@ where
     F: FnMut(Uuid, String) -> Fut,
     Fut: Future<Output = bool>,
 {
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let abandoned = db::files::take_abandoned(&mut tx, older_than, limit).await?;
     let mut removed = Vec::with_capacity(abandoned.len());
     for (id, key) in abandoned {
@@ -35,4 +37,35 @@ where
     let n = db::files::delete_many(&mut *tx, &removed).await?;
     tx.commit().await?;
     Ok(n)
+}
+
+/// The organization's file.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<File> {
+    found(db::files::get(ctx.pool, org, id).await?)
+}
+
+/// Records a file of the caller's organization `pending`: its object is put in the store
+/// after (a client's upload, or the API's own), so a store call that fails leaves a pending
+/// file the sweep removes.
+pub async fn record_pending(ctx: Ctx<'_>, caller: &Caller, file: &File) -> Result<()> {
+    if file.organization_id != caller.org_id {
+        return Err(AppError::Internal(anyhow::anyhow!("a file of another organization")).into());
+    }
+    Ok(db::files::insert(ctx.pool, file).await?)
+}
+
+/// Marks the file uploaded with the stored object's size and ETag.
+pub async fn mark_uploaded(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    size: i64,
+    hash: Option<&str>,
+) -> Result<File> {
+    found(db::files::mark_uploaded(ctx.pool, caller.org_id, id, size, hash).await?)
+}
+
+/// Marks the file deleted (its object removed already); attachments keep showing the record.
+pub async fn mark_deleted(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::files::mark_deleted(ctx.pool, caller.org_id, id).await?)
 }

@@ -1,5 +1,5 @@
-//! Contact imports: a file sent in the request and stored by the API becomes an import in
-//! one transaction (the file marked uploaded, the import queued); the worker applies the
+//! Contact imports: created (queued, and handed to the workers) and read. A file sent in the
+//! request and stored by the API becomes an import in one transaction (the file marked uploaded, the import queued); the worker applies the
 //! file's rows a batch per transaction, so a job that dies resumes where the last batch ended.
 
 use std::time::Duration;
@@ -7,10 +7,9 @@ use std::time::Duration;
 use parley_db as db;
 use parley_db::imports::BatchCounts;
 use parley_domain::imports::{self, ContactImport, ImportFormat, MatchedRows};
-use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, found};
 pub use parley_db::imports::{ImportBatch, ImportError, ImportJob};
 
 /// A file the API put in object storage.
@@ -22,7 +21,7 @@ pub struct StoredFile<'a> {
     pub download_url: &'a str,
 }
 
-/// Marks the stored file uploaded and creates its import, `queued`.
+/// Marks the stored file uploaded and creates its import, `queued`, handed to the workers.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, file_id = %file.id))]
 pub async fn import_stored_file(
     ctx: Ctx<'_>,
@@ -42,6 +41,7 @@ pub async fn import_stored_file(
     )
     .await?;
     tx.commit().await?;
+    enqueue(ctx, &import).await;
     Ok(import)
 }
 
@@ -52,14 +52,14 @@ pub async fn import_stored_file(
 /// creates a contact.
 #[tracing::instrument(skip_all, fields(import_id = %import, organization_id = %org, rows = batch.rows.len()))]
 pub async fn apply_batch(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     import: Uuid,
     token: Uuid,
     org: Uuid,
     batch: ImportBatch<'_>,
     lease: Duration,
 ) -> std::result::Result<BatchCounts, ImportError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     if !db::imports::fence_batch(&mut tx, import, token).await? {
         return Err(ImportError::LeaseLost);
     }
@@ -131,4 +131,38 @@ pub async fn stale(
     limit: i64,
 ) -> std::result::Result<Vec<Uuid>, sqlx::Error> {
     db::imports::stale(ctx.pool, after, limit).await
+}
+
+/// Creates an import, `queued`, of rows sent in the request (`data`) or of an uploaded file
+/// the workers download (`file`: its id and a download URL), and hands it to the workers.
+pub async fn create(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    format: ImportFormat,
+    data: Option<&[u8]>,
+    file: Option<(Uuid, &str)>,
+) -> Result<ContactImport> {
+    let import = db::imports::create(
+        ctx.pool,
+        caller.org_id,
+        format,
+        data,
+        file.map(|(id, _)| id),
+        file.map(|(_, url)| url),
+    )
+    .await?;
+    enqueue(ctx, &import).await;
+    Ok(import)
+}
+
+/// The organization's import, with its progress and result.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<ContactImport> {
+    found(db::imports::get(ctx.pool, org, id).await?)
+}
+
+/// Hands a queued import to the workers; when Redis does not take it, the reconciler will.
+async fn enqueue(ctx: Ctx<'_>, import: &ContactImport) {
+    if let Err(err) = ctx.jobs.import_contacts(import.id).await {
+        tracing::warn!(import_id = %import.id, %err, "import not enqueued; the reconciler will");
+    }
 }

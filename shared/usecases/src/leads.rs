@@ -1,17 +1,19 @@
-//! Leads' changes: each in one transaction with its reference checks, its tags and, for a
-//! new lead, its `lead.created` event; converting a lead finds or creates its contact.
+//! Leads: read, listed and deleted; their changes, each in one transaction with its reference
+//! checks, its tags and, for a new lead, its `lead.created` event; converting a lead finds or
+//! creates its contact.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags, tags_of};
 use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
-use parley_domain::leads::{CreateLead, Lead, LeadStatus, UpdateLead};
+use parley_domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Creates a lead with its tags and its `lead.created` event.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -137,4 +139,24 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
     Ok(contact)
+}
+
+/// Deletes the organization's lead; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::leads::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's leads.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &LeadFilter,
+    page: &PageRequest,
+) -> Result<Page<Lead>> {
+    Ok(db::leads::list(ctx.pool, org, f, page).await?)
+}
+
+/// The organization's lead.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Lead> {
+    found(db::leads::get(&mut *ctx.pool.acquire().await?, org, id).await?)
 }

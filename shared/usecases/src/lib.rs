@@ -1,17 +1,23 @@
-//! The use cases: each change of a resource that takes more than one statement runs here, in
-//! one transaction with its checks of referenced ids, its effects and its event, and returns
-//! what the caller answers. The API's route handlers parse, authorize, call one of these and
-//! answer; the rules live in `parley_domain`, the SQL in `parley_db`. One module per feature.
-//! The worker's jobs call the same layer for their units of work (a slice of an audience
-//! written, an import batch applied, SLA checks run, a webhook job's outcome recorded); those
-//! that a job retries on a transient failure return Postgres' own error.
+//! The use cases, the one door to the database: every read and write of the API (its routes,
+//! its middleware, its CLI) and of the worker (its jobs and periodic tasks) runs here. A
+//! change of several statements runs in one transaction with its checks of referenced ids,
+//! its effects and its event; a single statement goes through to its function in
+//! `parley_db`. The API's route handlers parse, authorize, call one of these and answer; the
+//! rules live in `parley_domain`, the SQL in `parley_db`. One module per feature. Those that
+//! a job retries on a transient failure return Postgres' own error.
+//!
+//! One calling convention: [`Ctx`] first. A tenant's change takes the [`Caller`] next, a
+//! tenant's query the organization's id; what the operator runs (the CLI, the operator API)
+//! and what the worker runs take the ids they act on.
 
+pub mod api_keys;
 pub mod broadcasts;
 pub mod categories;
 pub mod contacts;
 pub mod conversations;
 pub mod faq;
 pub mod files;
+pub mod idempotency;
 pub mod imports;
 pub mod leads;
 pub mod message_attributes;
@@ -38,18 +44,59 @@ use parley_types::time::Clock;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// The workers' connections to Postgres, and which of Postgres' errors pass (what the jobs
-/// retry through): from `parley_db`, which the worker reaches only through this crate.
-pub use parley_db::error::is_transient_error;
-pub use parley_db::worker_pool;
+/// Connections to Postgres, the migrations, and what Postgres' errors mean (to a client;
+/// whether they pass, for the jobs that retry through them): `parley_db`'s, for the binaries
+/// that reach the database only through this crate.
+pub mod postgres {
+    pub use parley_db::error::{app_error, is_transient_error};
+    pub use parley_db::{api_connection_check, api_pool, migrate, pool, worker_pool};
+}
 
 /// What the use cases reach: Postgres, the queues they hand work to, and the clock the SLA
-/// rules read.
+/// rules read. Every use case takes it first.
 #[derive(Clone, Copy)]
 pub struct Ctx<'a> {
     pub pool: &'a PgPool,
     pub jobs: &'a Jobs,
     pub clock: &'a Clock,
+}
+
+/// What a [`Ctx`] borrows, owned: for a task that outlives its caller's borrows (the
+/// worker's outcome writer, the API's background loops) and for the CLI.
+#[derive(Clone)]
+pub struct Services {
+    pub pool: PgPool,
+    pub jobs: Jobs,
+    pub clock: Clock,
+}
+
+impl Services {
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            pool: &self.pool,
+            jobs: &self.jobs,
+            clock: &self.clock,
+        }
+    }
+}
+
+/// The row that was asked for, or 404.
+fn found<T>(row: Option<T>) -> Result<T> {
+    row.ok_or(Error(AppError::NotFound))
+}
+
+/// 404 unless it exists.
+fn exists(it: bool) -> Result<()> {
+    changed(it)
+}
+
+/// 404 when there was nothing to change.
+fn changed(any: bool) -> Result<()> {
+    if any {
+        Ok(())
+    } else {
+        Err(Error(AppError::NotFound))
+    }
 }
 
 /// Who acts: an API key of an organization.

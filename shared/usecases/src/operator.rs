@@ -13,7 +13,7 @@ use parley_types::error::AppError;
 use parley_types::list::Cursor;
 use uuid::Uuid;
 
-use crate::{Ctx, Result};
+use crate::{Ctx, Result, found};
 pub use parley_db::operator::{DeadScope, RunningAction};
 pub use parley_domain::operator::PausedQueue;
 use parley_types::time::Timestamp;
@@ -327,4 +327,24 @@ pub async fn record_batch(
     finished: bool,
 ) -> std::result::Result<(), sqlx::Error> {
     db::operator::advance(ctx.pool, id, leased, done, cursor, finished).await
+}
+
+/// An operator action with its progress.
+pub async fn action(ctx: Ctx<'_>, id: Uuid) -> Result<OperatorAction> {
+    found(db::operator::action(ctx.pool, id).await?)
+}
+
+/// The operator key's name for this hash, unless unknown or revoked.
+pub async fn operator_named(ctx: Ctx<'_>, hash: &[u8]) -> Result<Option<String>> {
+    Ok(db::operator::operator_named(ctx.pool, hash).await?)
+}
+
+/// Makes an operator key; false when one of that name exists.
+pub async fn create_operator_key(ctx: Ctx<'_>, name: &str, hash: &[u8]) -> Result<bool> {
+    Ok(db::operator::insert_operator_key(ctx.pool, name, hash).await?)
+}
+
+/// Revokes an operator key by name; false when there is none to revoke.
+pub async fn revoke_operator_key(ctx: Ctx<'_>, name: &str) -> Result<bool> {
+    Ok(db::operator::revoke_operator_key(ctx.pool, name).await?)
 }

@@ -1,18 +1,26 @@
-//! Organizations, as the operator's CLI makes them.
+//! Organizations: made by the operator's CLI, read by their keys (and kept in the API's cache,
+//! which hears of a change on `api_keys::REVOKED_CHANNEL` as [`CHANGED_PREFIX`] and the id).
 
 use parley_db as db;
 use parley_domain::api_keys::{CreatedApiKey, NewApiKey};
 use parley_domain::orgs::Organization;
 use parley_types::error::AppError;
-use sqlx::PgPool;
+use uuid::Uuid;
 
-use crate::Result;
+use crate::{Ctx, Result, found};
+
+pub use parley_db::orgs::CHANGED_PREFIX;
+
+/// The organization, with its business hours.
+pub async fn read(ctx: Ctx<'_>, id: Uuid) -> Result<Organization> {
+    found(db::orgs::get(ctx.pool, id).await?)
+}
 
 /// Creates an organization with one key, `default`, of every scope, in one transaction.
 #[tracing::instrument(skip_all)]
-pub async fn create_with_key(pool: &PgPool, name: &str) -> Result<(Organization, CreatedApiKey)> {
+pub async fn create_with_key(ctx: Ctx<'_>, name: &str) -> Result<(Organization, CreatedApiKey)> {
     let key = NewApiKey::parse("default".into(), vec!["*".into()], None)?;
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let org = db::orgs::create(&mut tx, name).await?;
     // A new organization holds no key yet: it is always below the most.
     let key = db::api_keys::create(&mut *tx, org.id, key)

@@ -2,22 +2,22 @@
 //! came before their message was recorded applied later, in one transaction per pass.
 
 use parley_db as db;
-use parley_db::receipts::{Receipt, ReceiptsOutcome};
+use parley_db::receipts::ReceiptsOutcome;
 use parley_domain::Channel;
 use parley_domain::broadcasts::RecipientStatus;
-use sqlx::PgPool;
 
-use crate::Result;
+use crate::{Ctx, Result};
+pub use parley_db::receipts::Receipt;
 
 /// Applies a batch of `channel`'s receipts (each recipient moves forward only), keeping those
 /// whose message is not recorded yet for [`apply_early`].
 #[tracing::instrument(skip_all, fields(%channel, receipts = receipts.len()))]
 pub async fn apply(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     channel: Channel,
     receipts: &[Receipt],
 ) -> Result<ReceiptsOutcome> {
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let outcome = db::receipts::apply(&mut tx, channel, receipts).await?;
     tx.commit().await?;
     Ok(outcome)
@@ -25,8 +25,8 @@ pub async fn apply(
 
 /// Applies at most `limit` kept receipts whose message is now recorded (the ticker's pass).
 #[tracing::instrument(skip_all)]
-pub async fn apply_early(pool: &PgPool, limit: i64) -> Result<Vec<(Channel, RecipientStatus)>> {
-    let mut tx = pool.begin().await?;
+pub async fn apply_early(ctx: Ctx<'_>, limit: i64) -> Result<Vec<(Channel, RecipientStatus)>> {
+    let mut tx = ctx.pool.begin().await?;
     let applied = db::receipts::apply_early(&mut tx, limit).await?;
     tx.commit().await?;
     Ok(applied)

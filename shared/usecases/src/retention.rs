@@ -8,7 +8,7 @@ use parley_db as db;
 
 use crate::Ctx;
 
-pub use parley_db::idempotency::KEPT_FOR as IDEMPOTENCY_KEYS_KEPT_FOR;
+pub use crate::idempotency::KEPT_FOR as IDEMPOTENCY_KEYS_KEPT_FOR;
 
 pub async fn sweep_webhook_events(
     ctx: Ctx<'_>,

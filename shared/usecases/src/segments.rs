@@ -1,13 +1,14 @@
-//! Segments: creating and changing one, each in one transaction with the check of the tags
-//! its filter names.
+//! Segments: read, listed, counted and deleted; created and changed, each in one transaction
+//! with the check of the tags its filter names.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
-use parley_domain::segments::{CreateSegment, MAX_TAGS, Segment, UpdateSegment};
+use parley_domain::segments::{CreateSegment, MAX_TAGS, Segment, SegmentCount, UpdateSegment};
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Creates a segment.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -54,4 +55,24 @@ async fn check_tags(conn: &mut sqlx::PgConnection, org: Uuid, segment: &Segment)
     )
     .await?;
     Ok(())
+}
+
+/// Deletes the organization's segment; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::segments::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's segments.
+pub async fn list(ctx: Ctx<'_>, org: Uuid, page: &PageRequest) -> Result<Page<Segment>> {
+    Ok(db::segments::list(ctx.pool, org, page).await?)
+}
+
+/// The organization's segment.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Segment> {
+    found(db::segments::get(ctx.pool, org, id).await?)
+}
+
+/// How many contacts the segment holds now, and how many of them a broadcast would skip.
+pub async fn count(ctx: Ctx<'_>, org: Uuid, segment: &Segment) -> Result<SegmentCount> {
+    Ok(db::segments::count(ctx.pool, org, &segment.filter).await?)
 }

@@ -7,12 +7,10 @@
 use std::time::Duration;
 
 use parley_db as db;
-use parley_domain::broadcasts::RecipientOutcome;
-use parley_domain::broadcasts::{self as rules, BroadcastStatus};
+use parley_domain::broadcasts::{self as rules, BroadcastStatus, RecipientOutcome};
 use parley_domain::webhooks::EventName;
 use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::time::Timestamp;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::Ctx;
@@ -30,7 +28,7 @@ type Result<T> = std::result::Result<T, sqlx::Error>;
 /// lease is lost.
 #[tracing::instrument(skip_all, fields(broadcast_id = %id, organization_id = %org))]
 pub async fn fan_out(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     id: BroadcastId,
     org: OrgId,
     segment: bool,
@@ -38,7 +36,7 @@ pub async fn fan_out(
     lease: Duration,
     token: Uuid,
 ) -> Result<Option<(Vec<Uuid>, bool)>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let written = if segment {
         db::sending::fan_out_segment(&mut tx, id, org, slice, lease, token).await?
     } else {
@@ -55,10 +53,10 @@ pub async fn fan_out(
 /// decided: the dispatcher's, a send job's and the ticker's.
 #[tracing::instrument(skip_all, fields(broadcast_id = %id))]
 pub async fn finish_if_done(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     id: BroadcastId,
 ) -> Result<Option<(BroadcastStatus, OrgId)>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let Some((org, totals)) = db::sending::lock_sending_totals(&mut tx, id).await? else {
         return Ok(None);
     };
@@ -80,8 +78,8 @@ pub async fn finish_if_done(
 /// Retention: deletes up to `limit` recipients of the broadcast that ended longest ago, more
 /// than `after` ago; returns the rows deleted and whether such a broadcast was found.
 #[tracing::instrument(skip_all)]
-pub async fn purge_recipients(pool: &PgPool, after: Duration, limit: i64) -> Result<(u64, bool)> {
-    let mut tx = pool.begin().await?;
+pub async fn purge_recipients(ctx: Ctx<'_>, after: Duration, limit: i64) -> Result<(u64, bool)> {
+    let mut tx = ctx.pool.begin().await?;
     let purged = db::sending::purge_recipients(&mut tx, after, limit).await?;
     tx.commit().await?;
     Ok(purged)
@@ -162,13 +160,13 @@ pub async fn auto_pause(ctx: Ctx<'_>, id: BroadcastId, reason: &str) -> Result<b
     db::sending::auto_pause(ctx.pool, id, reason).await
 }
 
-/// Records outcomes in one statement, a recipient no longer pending keeping its own. Takes
-/// the pool: the worker's outcome writer runs apart from any job.
+/// Records outcomes in one statement, a recipient no longer pending keeping its own (the
+/// worker's outcome writer, which runs apart from any job, holds `Services` for it).
 pub async fn record_outcomes<'a>(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     outcomes: impl IntoIterator<Item = &'a (Uuid, RecipientOutcome)>,
 ) -> Result<()> {
-    db::sending::record(pool, outcomes).await
+    db::sending::record(ctx.pool, outcomes).await
 }
 
 // The ticker's and the reconciler's steps.

@@ -6,16 +6,19 @@ use std::collections::HashMap;
 use parley_db as db;
 use parley_domain::Actor;
 use parley_domain::orgs::{Organization, UpdateOrganization};
-use parley_domain::sla::{CheckKind, Finding, SlaPolicy, SubjectType, UpdateSlaPolicy};
+use parley_domain::sla::{
+    CheckKind, CreateSlaPolicy, Finding, SlaPolicy, SlaPolicyFilter, SlaStats, SubjectType,
+    UpdateSlaPolicy,
+};
 use parley_domain::tickets::TicketActivity;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
-use sqlx::PgPool;
+use std::time::Duration;
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
-use std::time::Duration;
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Changes an SLA policy.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -57,8 +60,8 @@ pub async fn update_organization(
 /// activity, all in one transaction. Checks of targets met meanwhile, or of deadlines moved
 /// later, find nothing. Returns what was found.
 #[tracing::instrument(skip_all, fields(checks = ids.len()))]
-pub async fn run_checks(pool: &PgPool, ids: &[Uuid], now: Timestamp) -> Result<Vec<Finding>> {
-    let mut tx = pool.begin().await?;
+pub async fn run_checks(ctx: Ctx<'_>, ids: &[Uuid], now: Timestamp) -> Result<Vec<Finding>> {
+    let mut tx = ctx.pool.begin().await?;
     let checked = db::sla::run_checks(&mut tx, ids, now).await?;
     let mut events = Vec::new();
     let mut activities: HashMap<Uuid, Vec<TicketActivity>> = HashMap::new();
@@ -116,4 +119,45 @@ pub async fn take_due_checks(
 
 pub async fn checks_backlog(ctx: Ctx<'_>) -> std::result::Result<i64, sqlx::Error> {
     db::sla::checks_backlog(ctx.pool).await
+}
+
+/// Deletes the organization's SLA policy; 404 when there is none.
+pub async fn delete_policy(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::sla::delete_policy(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's SLA policies.
+pub async fn list_policies(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &SlaPolicyFilter,
+    page: &PageRequest,
+) -> Result<Page<SlaPolicy>> {
+    Ok(db::sla::list_policies(ctx.pool, org, f, page).await?)
+}
+
+/// The organization's SLA policy.
+pub async fn read_policy(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<SlaPolicy> {
+    found(db::sla::get_policy(ctx.pool, org, id, false).await?)
+}
+
+/// Creates an SLA policy.
+pub async fn create_policy(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    req: CreateSlaPolicy,
+) -> Result<SlaPolicy> {
+    let policy = req.into_policy(caller.org_id);
+    db::sla::insert_policy(ctx.pool, &policy).await?;
+    Ok(policy)
+}
+
+/// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`.
+pub async fn stats(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    from: Option<Timestamp>,
+    to: Option<Timestamp>,
+) -> Result<SlaStats> {
+    Ok(db::sla::stats(ctx.pool, org, from, to).await?)
 }

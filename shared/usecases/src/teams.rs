@@ -1,13 +1,14 @@
-//! Teams: creating and changing one, and adding members, each in one transaction with the
-//! checks of the users it names.
+//! Teams: read, listed and deleted, members taken off; created and changed, and members
+//! added, each in one transaction with the checks of the users it names.
 
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
-use parley_domain::teams::{AddMembers, CreateTeam, Team, UpdateTeam};
+use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Who added a member, as `team_members.added_by` records it.
 fn added_by(caller: &Caller) -> String {
@@ -94,4 +95,29 @@ pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMember
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
     Ok(team)
+}
+
+/// Deletes the organization's team; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::teams::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// Takes a user off the organization's team; 404 when the user is not on it.
+pub async fn remove_member(ctx: Ctx<'_>, caller: &Caller, team: Uuid, user: Uuid) -> Result<()> {
+    changed(db::teams::remove_member(ctx.pool, caller.org_id, team, user).await?)
+}
+
+/// A page of the organization's teams.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &TeamFilter,
+    page: &PageRequest,
+) -> Result<Page<Team>> {
+    Ok(db::teams::list(ctx.pool, org, f, page).await?)
+}
+
+/// The organization's team.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Team> {
+    found(db::teams::get(&mut *ctx.pool.acquire().await?, org, id).await?)
 }

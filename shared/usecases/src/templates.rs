@@ -1,12 +1,16 @@
-//! Templates: changing one under its row lock.
+//! Templates: created (the body checked for its channel), read, listed, duplicated and
+//! deleted; changed under their row lock; their analytics.
 
 use parley_db as db;
+use parley_domain::Channel;
+use parley_domain::analytics::TemplateAnalytics;
 use parley_domain::broadcasts::check_template_change;
-use parley_domain::templates::{Template, UpdateTemplate};
+use parley_domain::templates::{CreateTemplate, Template, TemplateFilter, UpdateTemplate};
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Changes a template.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -26,4 +30,54 @@ pub async fn update(
     db::templates::update(&mut *tx, &template).await?;
     tx.commit().await?;
     Ok(template)
+}
+
+/// Deletes the organization's template; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::templates::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's templates.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &TemplateFilter,
+    page: &PageRequest,
+) -> Result<Page<Template>> {
+    Ok(db::templates::list(ctx.pool, org, f, page).await?)
+}
+
+/// The organization's template.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Template> {
+    found(db::templates::get(ctx.pool, org, id).await?)
+}
+
+/// Creates a template, its body checked for its channel.
+pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTemplate) -> Result<Template> {
+    let template = req.into_template(caller.org_id)?;
+    db::templates::insert(ctx.pool, &template).await?;
+    Ok(template)
+}
+
+/// A copy of the template, for `channel` or its own.
+pub async fn duplicate(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    channel: Option<Channel>,
+) -> Result<Template> {
+    let copy = read(ctx, caller.org_id, id).await?.duplicate(channel);
+    db::templates::insert(ctx.pool, &copy).await?;
+    Ok(copy)
+}
+
+/// The template's sends and outcomes, for one channel or all.
+pub async fn analytics(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    channel: Option<Channel>,
+) -> Result<TemplateAnalytics> {
+    read(ctx, org, id).await?;
+    Ok(db::analytics::template(ctx.pool, org, id, channel).await?)
 }

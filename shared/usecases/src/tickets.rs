@@ -1,19 +1,20 @@
-//! Tickets' changes, each in one transaction with its activities, SLA effects and event; the
-//! handlers in `routes::tickets` parse, authorize, call one of these and answer.
+//! Tickets: read, listed, with their replies and SLA state; their changes, each in one
+//! transaction with its activities, SLA effects and event.
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, found};
 use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_db::tags::{TagLink, set_tags};
 use parley_domain::Actor;
 use parley_domain::conversations::AssignUsers;
-use parley_domain::sla::SubjectType;
+use parley_domain::sla::{SlaState, SubjectType};
 use parley_domain::tickets::{
-    AuthorType, CreateReply, CreateTicket, Ticket, TicketActivity, TicketChange, TicketLinks,
-    TicketReply, TicketStatus, UpdateTicket,
+    AuthorType, CreateReply, CreateTicket, Ticket, TicketActivity, TicketChange, TicketFilter,
+    TicketLinks, TicketReply, TicketStatus, UpdateTicket,
 };
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -22,7 +23,50 @@ const MAX_PER_CALL: usize = 50;
 const MAX_FILES: usize = 20;
 
 /// The ticket with everything it embeds, as the API and its events show it.
-pub async fn read(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Ticket> {
+    read_in(&mut *ctx.pool.acquire().await?, org, id, ctx.clock.now()).await
+}
+
+/// The ticket with this id, whatever its organization: for the check of an access token
+/// (`X-Ticket-Access-Token`), which names no organization.
+pub async fn find_for_token(ctx: Ctx<'_>, id: Uuid) -> Result<Option<Ticket>> {
+    Ok(db::tickets::find(ctx.pool, id).await?)
+}
+
+/// The organization's ticket, or 404.
+async fn of_org(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Ticket> {
+    found(
+        find_for_token(ctx, id)
+            .await?
+            .filter(|t| t.organization_id == org),
+    )
+}
+
+/// A page of the ticket's replies.
+pub async fn replies(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    page: &PageRequest,
+) -> Result<Page<TicketReply>> {
+    of_org(ctx, org, id).await?;
+    Ok(db::tickets::replies(ctx.pool, id, page).await?)
+}
+
+/// The organization's ticket's SLA state; `None` when no policy applies to it.
+pub async fn sla_state(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Option<SlaState>> {
+    sla_state_of(ctx, &of_org(ctx, org, id).await?).await
+}
+
+/// The SLA state of a ticket read already (by its access token); `None` when no policy
+/// applies to it.
+pub async fn sla_state_of(ctx: Ctx<'_>, ticket: &Ticket) -> Result<Option<SlaState>> {
+    let mut states =
+        db::sla::states_of(ctx.pool, SubjectType::Ticket, &[ticket.id], ctx.clock.now()).await?;
+    Ok(states.remove(&ticket.id))
+}
+
+async fn read_in(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
     db::tickets::get(conn, org, id, now)
         .await?
         .ok_or(AppError::NotFound.into())
@@ -37,7 +81,7 @@ async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Ticket> {
 
 /// The ticket as it now reads, with its `ticket.updated` event.
 async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
-    let ticket = read(conn, org, id, now).await?;
+    let ticket = read_in(conn, org, id, now).await?;
     db::outbox::emit(conn, org, EventName::TicketUpdated, &ticket).await?;
     Ok(ticket)
 }
@@ -149,7 +193,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<
         ticket.created_at,
     )
     .await?;
-    let ticket = read(&mut tx, org, ticket.id, now).await?;
+    let ticket = read_in(&mut tx, org, ticket.id, now).await?;
     db::outbox::emit(&mut tx, org, EventName::TicketCreated, &ticket).await?;
     tx.commit().await?;
     Ok(ticket)
@@ -186,7 +230,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) 
     if let Some((_, to)) = change.status {
         follow_status(&mut tx, id, to, now).await?;
     }
-    let ticket = read(&mut tx, org, id, now).await?;
+    let ticket = read_in(&mut tx, org, id, now).await?;
     if change
         .status
         .is_some_and(|(_, to)| to == TicketStatus::Closed)
@@ -361,7 +405,7 @@ pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -
     .await?;
     let added = db::tickets::add_assignees(&mut tx, org, id, &users, req.assigned_by).await?;
     if added.is_empty() {
-        let ticket = read(&mut tx, org, id, now).await?;
+        let ticket = read_in(&mut tx, org, id, now).await?;
         tx.commit().await?;
         return Ok(ticket);
     }
@@ -405,4 +449,19 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Re
     updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(user)
+}
+
+/// A page of the organization's tickets; a `tag` filter names a tag or gives its id.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &TicketFilter,
+    page: &PageRequest,
+) -> Result<Page<Ticket>> {
+    let tag = match &f.tag {
+        Some(tag) => db::contacts::resolve_tag(ctx.pool, org, tag.as_str()).await?,
+        None => None,
+    };
+    let now = ctx.clock.now();
+    Ok(db::tickets::list(ctx.pool, org, f, tag, page, now).await?)
 }

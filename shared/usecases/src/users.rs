@@ -1,12 +1,14 @@
-//! Users: creating and changing one, each in one transaction with its checks.
+//! Users: read, listed and deleted; created and changed, each in one transaction with its
+//! checks.
 
 use parley_db as db;
-use parley_domain::users::{CreateUser, UpdateUser, User};
+use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
 
 /// Creates a user.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
@@ -30,4 +32,24 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) ->
     db::users::update(&mut *tx, &user).await?;
     tx.commit().await?;
     Ok(user)
+}
+
+/// Deletes the organization's user; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::users::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's users.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    f: &UserFilter,
+    page: &PageRequest,
+) -> Result<Page<User>> {
+    Ok(db::users::list(ctx.pool, org, f, page).await?)
+}
+
+/// The organization's user.
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<User> {
+    found(db::users::get(ctx.pool, org, id).await?)
 }

@@ -2,15 +2,14 @@
 //! job's outcome recorded, a recovery moved on. Each is one transaction; they fail with
 //! Postgres' own error, which the jobs sort into transient (try again) or not.
 
+use parley_db as db;
 use std::time::Duration;
 
 use crate::Ctx;
-use parley_db as db;
 pub use parley_db::outbox::CHANNEL as OUTBOX_CHANNEL;
 use parley_db::outbox::TakenDeliveries;
 pub use parley_db::webhooks::{AttemptRecord, DueAttempt, WebhookJobReport};
 use parley_domain::webhooks::EventName;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 /// Takes the deliveries due for an attempt that no job holds (and those whose job was lost),
@@ -18,13 +17,13 @@ use uuid::Uuid;
 /// one worker at a time (the others find nothing).
 #[tracing::instrument(skip_all)]
 pub async fn take_due(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     limit: i64,
     per_webhook: i64,
     lost_after: Duration,
     max_requeues: i16,
 ) -> Result<TakenDeliveries, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let due = db::outbox::take_due(&mut tx, limit, per_webhook, lost_after, max_requeues).await?;
     tx.commit().await?;
     Ok(due)
@@ -36,14 +35,14 @@ pub async fn take_due(
 /// webhooks this disabled.
 #[tracing::instrument(skip_all, fields(attempts = outcome.attempts.len()))]
 pub async fn record_outcome(
-    pool: &PgPool,
+    ctx: Ctx<'_>,
     outcome: &WebhookJobReport,
     disable_after: Duration,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     if outcome.attempts.is_empty() && outcome.busy.is_empty() && outcome.stalled.is_empty() {
         return Ok(Vec::new());
     }
-    let mut tx = pool.begin().await?;
+    let mut tx = ctx.pool.begin().await?;
     let disabled = db::webhooks::record_outcome(&mut tx, outcome, disable_after).await?;
     let mut events = Vec::new();
     for &(org, id) in &disabled {
@@ -62,8 +61,8 @@ pub async fn record_outcome(
 /// Moves the running recovery moved least recently on by `batch` failed deliveries; returns
 /// how many were queued again.
 #[tracing::instrument(skip_all)]
-pub async fn advance_recoveries(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+pub async fn advance_recoveries(ctx: Ctx<'_>, batch: i64) -> Result<u64, sqlx::Error> {
+    let mut tx = ctx.pool.begin().await?;
     let queued = db::webhooks::advance_recoveries(&mut tx, batch).await?;
     tx.commit().await?;
     Ok(queued)

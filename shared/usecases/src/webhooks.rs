@@ -1,12 +1,23 @@
-//! Webhooks: the changes that take several statements, each in one transaction under the
-//! webhook's row lock.
+//! Webhooks: created with their secret, read, changed under the webhook's row lock, deleted;
+//! their secrets rotated, their test deliveries, redeliveries and recoveries started and
+//! handed to the workers; their delivery attempts' log.
+
+use std::time::Duration;
 
 use parley_db as db;
-use parley_domain::webhooks::{Delivery, UpdateWebhook, Webhook};
+use parley_domain::webhooks::{
+    AttemptFilter, CreateWebhook, Delivery, RecoverWebhook, UpdateWebhook, Webhook, WebhookAttempt,
+    WebhookRecovery, WebhookWithSecret, new_secret,
+};
 use parley_types::error::AppError;
+use parley_types::list::{Page, PageRequest};
+use secrecy::ExposeSecret;
 use uuid::Uuid;
 
-use crate::{Caller, Ctx, Result};
+use crate::{Caller, Ctx, Result, changed, found};
+
+/// How long a rotated-out secret keeps signing beside the new one.
+const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
 /// Changes a webhook; `allow_private` admits `http` and private addresses (development).
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, webhook_id = %id))]
@@ -40,12 +51,126 @@ pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Delivery> {
     }
     let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
     tx.commit().await?;
+    enqueue(ctx, caller.org_id, &delivery).await;
+    Ok(delivery)
+}
+
+/// Deletes the organization's webhook; 404 when there is none.
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+    changed(db::webhooks::delete(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's webhooks (never their secrets).
+pub async fn list(ctx: Ctx<'_>, org: Uuid, page: &PageRequest) -> Result<Page<Webhook>> {
+    Ok(db::webhooks::list(ctx.pool, org, page).await?)
+}
+
+/// The organization's webhook (never its secret).
+pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Webhook> {
+    found(db::webhooks::get(ctx.pool, org, id).await?)
+}
+
+/// The organization's active webhook; 409 when it is disabled.
+async fn active(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Webhook> {
+    let webhook = read(ctx, org, id).await?;
+    if !webhook.is_active {
+        return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
+    }
+    Ok(webhook)
+}
+
+/// Creates a webhook with a new signing secret, shown in this answer only; `allow_private`
+/// admits `http` and private addresses (development).
+pub async fn create(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    req: CreateWebhook,
+    allow_private: bool,
+) -> Result<WebhookWithSecret> {
+    let (webhook, secret) = req.into_webhook(caller.org_id, allow_private)?;
+    db::webhooks::insert(ctx.pool, &webhook, secret.expose_secret()).await?;
+    Ok(WebhookWithSecret { webhook, secret })
+}
+
+/// A new signing secret; the former one keeps signing beside it for [`ROTATION_OVERLAP`].
+pub async fn rotate_secret(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<WebhookWithSecret> {
+    let secret = new_secret();
+    changed(
+        db::webhooks::rotate_secret(
+            ctx.pool,
+            caller.org_id,
+            id,
+            secret.expose_secret(),
+            ROTATION_OVERLAP,
+        )
+        .await?,
+    )?;
+    let webhook = read(ctx, caller.org_id, id).await?;
+    Ok(WebhookWithSecret { webhook, secret })
+}
+
+/// A page of the webhook's delivery attempts.
+pub async fn attempts(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    id: Uuid,
+    filter: &AttemptFilter,
+    page: &PageRequest,
+) -> Result<Page<WebhookAttempt>> {
+    read(ctx, org, id).await?;
+    Ok(db::webhooks::attempts(ctx.pool, id, filter, page).await?)
+}
+
+/// Sends a delivery of an active webhook again, due now, handed to the workers (the relay
+/// enqueues it if Redis is unreachable).
+pub async fn redeliver(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    delivery: Uuid,
+) -> Result<Delivery> {
+    active(ctx, caller.org_id, id).await?;
+    let delivery = found(db::webhooks::redeliver(ctx.pool, id, delivery).await?)?;
+    enqueue(ctx, caller.org_id, &delivery).await;
+    Ok(delivery)
+}
+
+/// Starts sending an active webhook's failed deliveries of `[since, until)` again; 409 while
+/// a recovery of it runs.
+pub async fn recover(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: Uuid,
+    req: RecoverWebhook,
+) -> Result<WebhookRecovery> {
+    let (since, until) = req.window()?;
+    active(ctx, caller.org_id, id).await?;
+    db::webhooks::start_recovery(ctx.pool, caller.org_id, id, since, until)
+        .await?
+        .ok_or_else(|| {
+            AppError::invalid_state("a recovery of this webhook is still running; wait for it")
+                .into()
+        })
+}
+
+/// A recovery of the organization's webhook.
+pub async fn read_recovery(
+    ctx: Ctx<'_>,
+    org: Uuid,
+    webhook: Uuid,
+    id: Uuid,
+) -> Result<WebhookRecovery> {
+    found(db::webhooks::get_recovery(ctx.pool, org, webhook, id).await?)
+}
+
+/// Hands a due delivery to the workers; when Redis does not take it, the relay will (it is a
+/// due row in Postgres already).
+async fn enqueue(ctx: Ctx<'_>, org: Uuid, d: &Delivery) {
     if let Err(err) = ctx
         .jobs
-        .deliver_webhooks(&[(caller.org_id, delivery.webhook_id, delivery.delivery_id)])
+        .deliver_webhooks(&[(org, d.webhook_id, d.delivery_id)])
         .await
     {
-        tracing::warn!(delivery_id = %delivery.delivery_id, %err, "delivery not enqueued; the relay will");
+        tracing::warn!(delivery_id = %d.delivery_id, %err, "delivery not enqueued; the relay will");
     }
-    Ok(delivery)
 }

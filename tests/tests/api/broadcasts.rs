@@ -355,7 +355,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
     );
     // A wakes up: its fan-out writes nothing, its release leaves B's lease alone.
     assert!(
-        fan_out(&app.pool, id, org, false, 2, lease, a)
+        fan_out(app.services().await.ctx(), id, org, false, 2, lease, a)
             .await
             .unwrap()
             .is_none()
@@ -368,7 +368,7 @@ async fn a_dispatcher_whose_lease_was_taken_over_can_neither_renew_nor_release_i
             .is_none(),
         "B still holds the lease"
     );
-    let (recipients, done) = fan_out(&app.pool, id, org, false, 2, lease, b)
+    let (recipients, done) = fan_out(app.services().await.ctx(), id, org, false, 2, lease, b)
         .await
         .unwrap()
         .unwrap();
@@ -1310,8 +1310,10 @@ async fn retention_deletes_the_recipients_of_old_broadcasts_and_keeps_their_coun
         .await
         .unwrap();
     }
+    let services = app.services().await;
     let purge = || {
-        parley_usecases::sending::purge_recipients(&app.pool, Duration::from_secs(180 * 86_400), 50)
+        let after = Duration::from_secs(180 * 86_400);
+        parley_usecases::sending::purge_recipients(services.ctx(), after, 50)
     };
     // 50 a statement: three statements for 120, the last one marks the broadcast.
     assert_eq!(purge().await.unwrap(), (50, true));

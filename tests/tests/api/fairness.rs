@@ -685,7 +685,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         rates: vec![(Channel::Email, Setting::Value(100))],
         ..Changes::default()
     };
-    let set = parley_usecases::org_limits::set(&app.pool, a_org, &changes)
+    let set = parley_usecases::org_limits::set(app.services().await.ctx(), a_org, &changes)
         .await
         .unwrap()
         .expect("A exists");
@@ -736,7 +736,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         rates: vec![(Channel::Email, Setting::Default)],
         ..Changes::default()
     };
-    let back = parley_usecases::org_limits::set(&app.pool, a_org, &reset)
+    let back = parley_usecases::org_limits::set(app.services().await.ctx(), a_org, &reset)
         .await
         .unwrap()
         .unwrap();
@@ -767,7 +767,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         assert!(refused.is_err(), "{bad} was stored");
     }
     assert!(
-        parley_usecases::org_limits::set(&app.pool, Uuid::now_v7(), &changes)
+        parley_usecases::org_limits::set(app.services().await.ctx(), Uuid::now_v7(), &changes)
             .await
             .unwrap()
             .is_none(),

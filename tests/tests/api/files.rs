@@ -473,7 +473,8 @@ async fn abandoned_uploads_are_deleted_with_their_objects() {
     let storage = parley_storage::Storage::new(config.storage.as_ref().unwrap());
     // The upload URL lives 15 minutes; the grace is an hour: past both only the old ones.
     let older_than = Duration::from_secs(900) + parley_api::retention::GRACE;
-    let sweep = || parley_api::retention::sweep_uploads(&app.pool, &storage, older_than, 100);
+    let services = app.services().await;
+    let sweep = || parley_api::retention::sweep_uploads(&services, &storage, older_than, 100);
     assert_eq!(sweep().await.unwrap(), 1, "the abandoned upload goes");
     assert_eq!(sweep().await.unwrap(), 0);
 

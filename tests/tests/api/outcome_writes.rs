@@ -29,6 +29,8 @@ enum Audience {
 /// claims on a Redis prefix of its own.
 struct Dispatching {
     app: TestApp,
+    /// What the use cases reach, as `app`'s workers have it.
+    services: parley_usecases::Services,
     audience: Audience,
     redis: Redis,
     claims: Claims,
@@ -81,6 +83,7 @@ impl Dispatching {
             .await
             .unwrap();
         Dispatching {
+            services: app.services().await,
             app,
             claims: Claims::new(redis.clone()),
             redis,
@@ -97,8 +100,8 @@ impl Dispatching {
         &self,
         n: i32,
     ) -> impl Future<Output = Result<Option<(Vec<Uuid>, bool)>, sqlx::Error>> + use<> {
-        let (pool, audience, id, org, lease, token) = (
-            self.app.pool.clone(),
+        let (services, audience, id, org, lease, token) = (
+            self.services.clone(),
             self.audience,
             self.id,
             self.org,
@@ -107,7 +110,7 @@ impl Dispatching {
         );
         async move {
             let segment = matches!(audience, Audience::Segment);
-            sending::fan_out(&pool, id, org, segment, n, lease, token).await
+            sending::fan_out(services.ctx(), id, org, segment, n, lease, token).await
         }
     }
 
@@ -195,7 +198,7 @@ impl Held {
                 r[0]
             ))
             .await;
-        let outcomes = Outcomes::spawn(d.app.pool.clone(), d.claims.clone());
+        let outcomes = Outcomes::spawn(d.services.clone(), d.claims.clone());
         let job = claim(&d, &r[0..1]).await;
         let first = tokio::spawn(outcomes.write(vec![(r[0], sent(0))], job.fence(), false));
         assert!(d.a_session_waits().await, "the first statement waits");
@@ -298,7 +301,7 @@ async fn the_outcome_of_a_recipient_another_job_took_over_is_not_written() {
     // its own outcome.
     let d = Dispatching::new(3).await;
     let (r, _) = d.fan_out(3).await.unwrap().unwrap();
-    let outcomes = Outcomes::spawn(d.app.pool.clone(), d.claims.clone());
+    let outcomes = Outcomes::spawn(d.services.clone(), d.claims.clone());
     let jobs = [claim(&d, &r[0..2]).await, claim(&d, &r[2..3]).await];
     let mut conn = d.redis.conn.clone();
     let _: () = redis::cmd("SET")

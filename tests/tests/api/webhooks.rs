@@ -972,9 +972,13 @@ async fn taking_due_deliveries_reads_what_it_takes_not_the_backlog() {
     let (passes, per_webhook) = (20, 16);
     let lost_after = Duration::from_secs(600); // the ones in jobs are not lost yet
     let mut taken = HashSet::new();
+    let services = parley_usecases::Services {
+        pool: session.clone(),
+        ..app.services().await
+    };
     for _ in 0..passes {
         let due = parley_usecases::webhook_deliveries::take_due(
-            &session,
+            services.ctx(),
             1_000,
             per_webhook,
             lost_after,
