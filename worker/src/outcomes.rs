@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use parley_domain::broadcasts::RecipientOutcome;
+use parley_domain::sending::RecipientOutcome;
 use parley_types::metric_names::{OUTCOME_STATEMENTS, OUTCOME_WRITE_FAILURES};
 use parley_usecases::sending;
 use parley_usecases::{Ctx, Services};

@@ -1,10 +1,12 @@
 //! The recipient-send job: sends a batch of a broadcast's recipients, each at most once.
 //!
-//! Recipients are claimed in Redis first (one job at a time per recipient, short leases kept by
-//! a heartbeat: see [`crate::claims`]), skipped when their contact must not be contacted,
-//! rendered, rate-limited per channel and organization, and sent with the recipient id as
-//! idempotency key. Outcomes are written while the sends go on, each chunk taking all that
-//! arrived during the previous one's write, through the worker's one writer, whose
+//! The adapter around the send pipeline (`parley_domain::sending`, which decides each
+//! recipient and renders its message): recipients are claimed in Redis first (one job at a
+//! time per recipient, short leases kept by a heartbeat: see [`crate::claims`]), decided
+//! (held, skipped, failed without an address, or sent under the frequency cap), rate-limited
+//! per channel and organization, and sent with the recipient id as idempotency key. Outcomes
+//! are written while the sends go on, each chunk taking all that arrived during the previous
+//! one's write, through the worker's one writer, whose
 //! statements take the chunks of all its jobs (see [`crate::outcomes`]); the counters follow
 //! by trigger in the same statement. At shutdown a job stops sending, writes what it sent and
 //! hands the rest back to the queue.
@@ -18,12 +20,10 @@ use futures::StreamExt;
 use parley_config::Config;
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
-use parley_domain::broadcasts::RecipientOutcome;
-use parley_domain::broadcasts::TemplateVariables;
-use parley_domain::templates::{max_message_chars, render};
+use parley_domain::sending::{Claimed, Decided, Messages, Ready, RecipientOutcome, SendContext};
 use parley_jobs::{QueueName, SEND_BATCH, SendRecipients};
 use parley_types::ids::BroadcastId;
-use parley_usecases::sending::{self, Claimed, SendContext, VariantContent};
+use parley_usecases::sending;
 use uuid::Uuid;
 
 use crate::claims::TakenClaims;
@@ -32,10 +32,7 @@ use crate::job::{Failure, Job, JobResult};
 use crate::provider::{Message, SendResult};
 use crate::state::WorkerState;
 use crate::status_watch::StatusWatch;
-use chrono::SubsecRound;
-use parley_domain::send_rules::{Decision, HoldReason};
 use parley_types::metric_names::{RECIPIENTS, RECIPIENTS_CAPPED, RECIPIENTS_HELD};
-use parley_types::time::Timestamp;
 
 /// Messages in flight at once within one job.
 const IN_FLIGHT: usize = 32;
@@ -140,8 +137,8 @@ async fn send_all(
     };
     // Held, skipped and capped recipients are decided before any is sent; their outcomes
     // are the first to be written.
-    let Decided {
-        to_send: claimed,
+    let Decisions {
+        to_send,
         mut ready,
         reserved,
     } = decide(ctx, broadcast, claimed).await?;
@@ -154,8 +151,8 @@ async fn send_all(
     });
     let saw_failure = AtomicBool::new(false);
     // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
-    let mut unanswered = claimed.len();
-    let mut sends = futures::stream::iter(claimed)
+    let mut unanswered = to_send.len();
+    let mut sends = futures::stream::iter(to_send)
         .map(|r| send_one(ctx, broadcast, &message, r, &watch, taken, &saw_failure))
         .buffer_unordered(IN_FLIGHT);
     // Group commit: while the sends go on, each chunk takes what arrived during the previous
@@ -166,7 +163,8 @@ async fn send_all(
     let mut unsent = Vec::new();
     let mut give_back = Vec::new();
     let mut writing: Option<Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send + '_>>> = None;
-    let mut sending = true;
+    // Nothing to send (all settled or held): the first chunk is the job's last.
+    let mut sending = unanswered > 0;
     while sending || writing.is_some() || !ready.is_empty() {
         if writing.is_none() && !ready.is_empty() {
             let batch: Vec<_> = ready.drain(..ready.len().min(CHUNK)).collect();
@@ -236,90 +234,56 @@ async fn record(
 }
 
 fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {
-    for (_, outcome) in chunk {
-        let status = match outcome {
-            RecipientOutcome::Sent { .. } => "sent",
-            RecipientOutcome::Failed { .. } => "failed",
-            RecipientOutcome::Skipped { .. } => "skipped",
-            RecipientOutcome::Held { .. } | RecipientOutcome::Unsent => continue,
-        };
+    for status in chunk.iter().filter_map(|(_, o)| o.counted_as()) {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status)
             .increment(1);
     }
 }
 
-/// The claimed recipients sorted before sending: those to send, the outcomes of the others
-/// (held, skipped: their local time passed, capped), and the recipients that hold a place
-/// under the frequency cap (with their contacts), to give back if they end unsent.
-struct Decided {
-    to_send: Vec<Claimed>,
+/// The claimed recipients decided before any is sent: those to send, the outcomes of the
+/// others (held, settled, capped), and the recipients that hold a place under the frequency
+/// cap (with their contacts), to give back if they end unsent.
+struct Decisions {
+    to_send: Vec<Ready>,
     ready: Vec<(Uuid, RecipientOutcome)>,
     reserved: HashMap<Uuid, Uuid>,
 }
 
-/// Applies the broadcast's local time, quiet hours and frequency cap (by the worker's clock)
-/// to the claimed recipients. A contact that will not be sent to anyway (deleted, do-not-
-/// contact, opted out, no address) is left to [`send_one`] and takes no place under the cap.
+/// Decides the claimed recipients by the worker's clock ([`SendContext::decide`]), then
+/// reserves the places of those to send under the broadcast's frequency cap (in Redis): a
+/// recipient refused one is skipped.
 async fn decide(
     ctx: &WorkerState,
     b: &SendContext,
     claimed: Vec<Claimed>,
-) -> anyhow::Result<Decided> {
+) -> anyhow::Result<Decisions> {
     let plan = b.send_plan();
-    let cap = b.frequency_cap();
-    let mut decided = Decided {
+    let now = ctx.clock.now();
+    let channel = b.channel.as_str();
+    let mut decided = Decisions {
         to_send: Vec::with_capacity(claimed.len()),
         ready: Vec::new(),
         reserved: HashMap::new(),
     };
-    let channel = b.channel.as_str();
-    // An operator paused the organization: every recipient waits, `high` ones too.
-    if b.paused {
-        metrics::counter!(RECIPIENTS_HELD, "channel" => channel, "reason" => HoldReason::Paused.as_str())
-            .increment(claimed.len() as u64);
-        decided.ready = claimed
-            .into_iter()
-            .map(|r| (r.id, RecipientOutcome::Held { until: None }))
-            .collect();
-        return Ok(decided);
-    }
-    if plan.is_free() && cap.is_none() {
-        decided.to_send = claimed;
-        return Ok(decided);
-    }
-    let now = ctx.clock.now();
     for r in claimed {
-        if r.contact_id.is_none() {
-            decided.to_send.push(r);
-            continue;
-        }
-        match plan.decide(r.timezone.as_deref(), now.0) {
-            Decision::Send => decided.to_send.push(r),
-            Decision::Hold { until, reason } => {
-                metrics::counter!(RECIPIENTS_HELD, "channel" => channel, "reason" => reason.as_str())
-                    .increment(1);
-                let until = Timestamp(until.trunc_subsecs(6));
-                decided
-                    .ready
-                    .push((r.id, RecipientOutcome::Held { until: Some(until) }));
+        match b.decide(&plan, r, now.0) {
+            Decided::Send(ready) => decided.to_send.push(*ready),
+            other => {
+                if let Decided::Hold { reason, .. } = &other {
+                    metrics::counter!(RECIPIENTS_HELD, "channel" => channel, "reason" => reason.as_str())
+                        .increment(1);
+                }
+                decided.ready.extend(other.outcome());
             }
-            Decision::SkipPast => decided.ready.push((
-                r.id,
-                skip(
-                    "send_time_passed",
-                    "the local send time had passed in the contact's time zone when the broadcast was created",
-                ),
-            )),
         }
     }
-    let Some(cap) = cap else {
+    let Some(cap) = b.frequency_cap().filter(|_| !decided.to_send.is_empty()) else {
         return Ok(decided);
     };
     let candidates: Vec<(Uuid, Uuid)> = decided
         .to_send
         .iter()
-        .filter(|r| reachable_address(b, r).is_ok())
-        .filter_map(|r| Some((r.id, r.contact_id?)))
+        .map(|r| (r.recipient.id, r.contact))
         .collect();
     let refused = crate::frequency_caps::reserve(
         &ctx.redis,
@@ -334,173 +298,47 @@ async fn decide(
     if !refused.is_empty() {
         metrics::counter!(RECIPIENTS_CAPPED, "channel" => channel).increment(refused.len() as u64);
         let refused: std::collections::HashSet<Uuid> = refused.into_iter().collect();
-        decided.to_send.retain(|r| !refused.contains(&r.id));
+        decided
+            .to_send
+            .retain(|r| !refused.contains(&r.recipient.id));
         for id in refused {
             decided.reserved.remove(&id);
-            decided.ready.push((
-                id,
-                skip(
-                    "frequency_capped",
-                    "the contact reached the organization's frequency cap on this channel",
-                ),
-            ));
+            decided.ready.push((id, RecipientOutcome::capped()));
         }
     }
     Ok(decided)
 }
 
-/// The messages of a broadcast: its own, and an A/B broadcast's variants B to D.
-struct Messages {
-    own: Prepared,
-    variants: HashMap<i16, Prepared>,
-}
-
-impl Messages {
-    fn new(b: &SendContext, variants: &[VariantContent]) -> Self {
-        let own = Prepared::new(
-            b,
-            b.template_id,
-            b.message_body.as_deref(),
-            b.message_subject.as_deref(),
-            b.template_variables.as_ref(),
-        );
-        let variants = variants
-            .iter()
-            .map(|v| {
-                let prepared = Prepared::new(
-                    b,
-                    v.template_id,
-                    v.message_body.as_deref(),
-                    v.message_subject.as_deref(),
-                    v.template_variables.as_ref(),
-                );
-                (v.variant_no, prepared)
-            })
-            .collect();
-        Messages { own, variants }
-    }
-
-    /// The message of a recipient's variant (variant A, and every recipient of other
-    /// broadcasts: the broadcast's own).
-    fn of(&self, variant: Option<i16>) -> &Prepared {
-        variant
-            .and_then(|v| self.variants.get(&v))
-            .unwrap_or(&self.own)
-    }
-}
-
-/// The parts of one message shared by every recipient sent it.
-struct Prepared {
-    template_id: Uuid,
-    body: String,
-    subject: Option<String>,
-    values: Vec<String>,
-    variables: serde_json::Value,
-}
-
-impl Prepared {
-    fn new(
-        b: &SendContext,
-        template_id: Uuid,
-        body: Option<&str>,
-        subject: Option<&str>,
-        vars: Option<&sqlx::types::Json<TemplateVariables>>,
-    ) -> Self {
-        let vars = vars.map(|v| v.0.clone()).unwrap_or_default();
-        let values = vars
-            .body
-            .iter()
-            .map(|v| v.value.as_str().to_owned())
-            .collect();
-        let mut variables = serde_json::to_value(&vars).unwrap_or_default();
-        if let (Some(email), Some(obj)) = (&b.email_variables, variables.as_object_mut()) {
-            obj.insert("email".to_owned(), email.0.clone());
-        }
-        Prepared {
-            template_id,
-            body: body.unwrap_or_default().to_owned(),
-            subject: subject.map(str::to_owned),
-            values,
-            variables,
-        }
-    }
-}
-
-fn skip(code: &str, message: &str) -> RecipientOutcome {
-    RecipientOutcome::Skipped {
-        code: code.to_owned(),
-        message: message.to_owned(),
-    }
-}
-
-/// The address a channel sends to.
-fn address(channel: Channel, r: &Claimed) -> Option<&str> {
-    match channel {
-        Channel::Email => r.email.as_deref(),
-        Channel::MessagingA => r.phone.as_deref(),
-        Channel::SocialA | Channel::SocialB => r.external_id.as_deref().or(r.phone.as_deref()),
-    }
-}
-
-#[tracing::instrument(level = "debug", skip_all, fields(recipient_id = %r.id))]
+#[tracing::instrument(level = "debug", skip_all, fields(recipient_id = %r.recipient.id))]
 async fn send_one(
     ctx: &WorkerState,
     b: &SendContext,
     messages: &Messages,
-    r: Claimed,
+    r: Ready,
     watch: &StatusWatch,
     taken: &TakenClaims,
     saw_failure: &AtomicBool,
 ) -> (Uuid, RecipientOutcome) {
-    let id = r.id;
-    let to = match reachable_address(b, &r) {
-        Ok(to) => to,
-        Err(outcome) => return (id, outcome),
-    };
+    let id = r.recipient.id;
     if !take_turn(ctx, b, watch).await || taken.is_lost(id) {
         return (id, RecipientOutcome::Unsent);
     }
-    let prepared = messages.of(r.variant_no);
-    let content = match compose(b, prepared, &r) {
+    let prepared = messages.of(r.recipient.variant_no);
+    let content = match prepared.compose(b.channel, &r.recipient) {
         Ok(content) => content,
         Err(outcome) => return (id, outcome),
     };
     let message = Message {
         recipient_id: id,
-        send_generation: r.send_generation,
+        send_generation: r.recipient.send_generation,
         channel: b.channel,
-        to,
+        to: &r.to,
         content: &content,
         template_id: prepared.template_id,
         variables: &prepared.variables,
-        subject: if b.channel == Channel::Email {
-            prepared.subject.as_deref()
-        } else {
-            None
-        },
+        subject: prepared.subject.as_deref(),
     };
     (id, send(ctx, b, &message, watch, saw_failure).await)
-}
-
-/// The recipient's address on the broadcast's channel; or why the message is not sent: the
-/// contact is gone, do-not-contact or opted out (skipped), or has no address (failed).
-fn reachable_address<'r>(b: &SendContext, r: &'r Claimed) -> Result<&'r str, RecipientOutcome> {
-    if r.contact_id.is_none() {
-        return Err(skip("contact_deleted", "the contact was deleted"));
-    }
-    if r.do_not_contact == Some(true) {
-        return Err(skip(
-            "do_not_contact",
-            "the contact is marked do-not-contact",
-        ));
-    }
-    if b.channel == Channel::MessagingA && r.messaging_a_opted_out == Some(true) {
-        return Err(skip("opted_out", "the contact opted out of this channel"));
-    }
-    address(b.channel, r).ok_or_else(|| RecipientOutcome::Failed {
-        code: "no_address".to_owned(),
-        message: format!("the contact has no address for {}", b.channel),
-    })
 }
 
 /// Waits for the channel's rate limit while the broadcast is sending; `false` when the
@@ -520,31 +358,6 @@ async fn take_turn(ctx: &WorkerState, b: &SendContext, watch: &StatusWatch) -> b
             false
         }
     }
-}
-
-/// The template rendered for this recipient, within the channel's length.
-fn compose(b: &SendContext, prepared: &Prepared, r: &Claimed) -> Result<String, RecipientOutcome> {
-    let values: Vec<&str> = prepared.values.iter().map(String::as_str).collect();
-    let content = render(&prepared.body, &values, |field| match field {
-        "name" => r.name.as_deref(),
-        "email" => r.email.as_deref(),
-        "phone" => r.phone.as_deref(),
-        "country" => r.country.as_deref(),
-        "language" => r.language.as_deref(),
-        "position" => r.position.as_deref(),
-        "companyName" => r.company_name.as_deref(),
-        "externalId" => r.external_id.as_deref(),
-        _ => None,
-    });
-    // Checked when the broadcast and its template were written; this only guards the
-    // provider against a message that got past those checks.
-    if content.chars().count() > max_message_chars(b.channel) {
-        return Err(RecipientOutcome::Failed {
-            code: "message_too_long".to_owned(),
-            message: format!("the message is longer than {} takes", b.channel),
-        });
-    }
-    Ok(content)
 }
 
 /// Sends through the provider and keeps the broadcast's failure streak (auto-pause) current.

@@ -133,48 +133,6 @@ impl Action {
     }
 }
 
-/// A sending broadcast whose audience is written, as its end is decided: its recipients'
-/// totals, and whether its A/B test still waits for a winner.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SendingTotals {
-    pub sent: i64,
-    pub pending: i64,
-    pub held: i64,
-    pub winner_awaited: bool,
-}
-
-/// How a sending broadcast ends, once nothing of it can still be sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ending {
-    /// `completed` when any recipient was sent, else `failed`.
-    pub status: BroadcastStatus,
-    /// The broadcast's `errorMessage`, when the ending sets one.
-    pub error_message: Option<&'static str>,
-}
-
-/// Why a broadcast that sent to no recipient failed.
-pub const NONE_SENT: &str = "no recipient could be sent to";
-
-/// The end of a sending broadcast whose audience is written: none while a recipient is pending
-/// or held or an A/B winner is awaited; then `completed` if any recipient was sent, else
-/// `failed`.
-pub fn ending(totals: SendingTotals) -> Option<Ending> {
-    if totals.pending > 0 || totals.held > 0 || totals.winner_awaited {
-        return None;
-    }
-    Some(if totals.sent > 0 {
-        Ending {
-            status: BroadcastStatus::Completed,
-            error_message: None,
-        }
-    } else {
-        Ending {
-            status: BroadcastStatus::Failed,
-            error_message: Some(NONE_SENT),
-        }
-    })
-}
-
 /// Error codes one retry may name.
 pub const MAX_RETRY_CODES: usize = 50;
 
@@ -1121,66 +1079,10 @@ pub struct ReceiptsApplied {
     pub deferred: usize,
 }
 
-/// How one claimed recipient ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecipientOutcome {
-    Sent {
-        message_id: Option<String>,
-    },
-    Failed {
-        code: String,
-        message: String,
-    },
-    Skipped {
-        code: String,
-        message: String,
-    },
-    /// Not yet: `held` until then (its local send time, or the end of its quiet hours), or
-    /// with no time (`None`) while its organization's sending is paused.
-    Held {
-        until: Option<Timestamp>,
-    },
-    /// Not sent (the broadcast paused or the worker is stopping): back to the pool, not
-    /// written.
-    Unsent,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use BroadcastStatus::*;
-
-    #[test]
-    fn a_broadcast_ends_once_nothing_can_be_sent_and_fails_when_none_was() {
-        let done = SendingTotals {
-            sent: 3,
-            ..Default::default()
-        };
-        assert_eq!(
-            ending(done),
-            Some(Ending {
-                status: BroadcastStatus::Completed,
-                error_message: None
-            })
-        );
-        for waiting in [
-            SendingTotals { pending: 1, ..done },
-            SendingTotals { held: 1, ..done },
-            SendingTotals {
-                winner_awaited: true,
-                ..done
-            },
-        ] {
-            assert_eq!(ending(waiting), None, "{waiting:?}");
-        }
-        assert_eq!(
-            ending(SendingTotals::default()),
-            Some(Ending {
-                status: BroadcastStatus::Failed,
-                error_message: Some(NONE_SENT)
-            })
-        );
-    }
 
     fn at(offset_secs: i64) -> Timestamp {
         Timestamp(chrono::Utc::now() + chrono::Duration::seconds(offset_secs))

@@ -22,6 +22,7 @@ pub mod operator;
 pub mod orgs;
 pub mod segments;
 pub mod send_rules;
+pub mod sending;
 pub mod signature;
 pub mod sla;
 pub mod tags;

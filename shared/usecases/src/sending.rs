@@ -7,7 +7,10 @@
 use std::time::Duration;
 
 use parley_db as db;
-use parley_domain::broadcasts::{self as rules, BroadcastStatus, RecipientOutcome};
+use parley_domain::broadcasts::BroadcastStatus;
+use parley_domain::sending::{
+    self as rules, Claimed, RecipientOutcome, SendContext, VariantContent,
+};
 use parley_domain::webhooks::EventName;
 use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::time::Timestamp;
@@ -15,10 +18,7 @@ use uuid::Uuid;
 
 use crate::Ctx;
 
-pub use parley_db::sending::{
-    BroadcastLane, Claimed, DispatchState, SendContext, StaleBounds, StaleRecipients,
-    VariantContent,
-};
+pub use parley_db::sending::{BroadcastLane, DispatchState, StaleBounds, StaleRecipients};
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
 
@@ -47,7 +47,7 @@ pub async fn fan_out(
 }
 
 /// Ends the broadcast if it is sending, its audience is written and nothing of it can still
-/// be sent ([`parley_domain::broadcasts::ending`]), with its `broadcast.sent` or
+/// be sent ([`parley_domain::sending::ending`]), with its `broadcast.sent` or
 /// `broadcast.failed` event in the same transaction; returns its final status and
 /// organization when this call ended it. The place every end of a sending broadcast is
 /// decided: the dispatcher's, a send job's and the ticker's.

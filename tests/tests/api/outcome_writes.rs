@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parley_db::sending::{begin_dispatch, record};
-use parley_domain::broadcasts::RecipientOutcome;
+use parley_domain::sending::RecipientOutcome;
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, wait_until};
 use parley_types::ids::{BroadcastId, OrgId};
