@@ -4,6 +4,7 @@
 use clap::{Args, Parser, Subcommand};
 use parley_domain::operator::DeadQueue;
 use parley_types::enums::Channel;
+use parley_types::ids::OrgId;
 use parley_types::time::Timestamp;
 use parley_usecases::org_limits::Setting;
 use uuid::Uuid;
@@ -74,7 +75,7 @@ pub enum OrgCommand {
     /// the deployment's.
     Limits {
         #[arg(long)]
-        org: Uuid,
+        org: OrgId,
         /// Send jobs ready or running at once (PARLEY_SEND_JOBS_PER_ORG); also read as
         /// `--delivery-jobs`, its former name, for one release.
         #[arg(long, alias = "delivery-jobs", value_parser = setting(10_000))]
@@ -145,7 +146,7 @@ pub enum KeyCommand {
     /// Create a key; prints {"organizationId","apiKey"}.
     Create {
         #[arg(long)]
-        org: Uuid,
+        org: OrgId,
         /// Comma-separated scopes, e.g. contacts:read,contacts:write (or *).
         #[arg(long, value_delimiter = ',')]
         scopes: Vec<String>,
@@ -180,9 +181,9 @@ pub enum AdminCommand {
     /// Follow one action.
     Action { id: Uuid },
     /// Pause an organization's sending (its recipients are held).
-    PauseOrg { org: Uuid },
+    PauseOrg { org: OrgId },
     /// Resume an organization's sending (its held recipients are released, each sent once).
-    ResumeOrg { org: Uuid },
+    ResumeOrg { org: OrgId },
     /// Pause a queue (its workers stop taking its jobs).
     PauseQueue { queue: String },
     /// Resume a queue.

@@ -9,6 +9,7 @@ use axum::http::{StatusCode, header};
 use parley_domain::Actor;
 use parley_types::error::FieldError;
 use parley_types::fields::classify_serde_message;
+use parley_types::ids::OrgId;
 use parley_types::list::{PageParams, PageRequest};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
@@ -287,7 +288,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
 /// The calling organization and key, set by the authentication middleware.
 #[derive(Debug, Clone)]
 pub struct Tenant {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub key_id: Uuid,
     pub key_name: String,
     pub scopes: Vec<String>,

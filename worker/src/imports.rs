@@ -12,6 +12,7 @@ use std::time::Duration;
 use parley_config::Config;
 use parley_domain::imports::{ImportFormat, ImportRow, RawRow, RejectedRow};
 use parley_jobs::ImportContacts;
+use parley_types::ids::OrgId;
 use parley_usecases::imports;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -122,7 +123,7 @@ async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
     .await;
     // The organization's next import waiting for its turn starts now, not at reconciliation
     // (which starts it anyway when this fails: it must not hide how this import ended).
-    match imports::next_waiting(ctx.use_cases(), org).await {
+    match imports::next_waiting(ctx.use_cases(), OrgId::from(org)).await {
         Ok(Some(next)) => {
             if let Err(err) = ctx.jobs.import_contacts(next).await {
                 tracing::warn!(%err, import_id = %next, "next import not enqueued; the reconciler will");
@@ -170,7 +171,7 @@ async fn run_file(
             ctx.use_cases(),
             id,
             token,
-            org,
+            OrgId::from(org),
             imports::ImportBatch {
                 rows: &b.rows,
                 rejected: &b.rejected,

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use parley_domain::operator::{ActionKind, DeadFilter, DeadItem, DeadQueue};
 use parley_jobs::QueueName;
+use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::list::Cursor;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -59,7 +60,8 @@ impl Periodic for Operator {
 /// resume, its organization's held-by-pause recipients are released again (one batch each).
 async fn sweep_resumed(ctx: &WorkerState) -> anyhow::Result<()> {
     for org in usecase::recent_resumes(ctx.use_cases(), SWEEP_FOR_SECS).await? {
-        let n = usecase::release_paused(ctx.use_cases(), org, ctx.clock.now(), BATCH).await?;
+        let n = usecase::release_paused(ctx.use_cases(), OrgId::from(org), ctx.clock.now(), BATCH)
+            .await?;
         if n > 0 {
             tracing::info!(organization_id = %org, released = n, "held recipients of a resumed organization released");
         }
@@ -93,8 +95,8 @@ async fn retry_recipients(
     for ((org, broadcast), ids) in by_broadcast {
         done += parley_usecases::broadcasts::retry_recipients(
             usecases,
-            org,
-            broadcast,
+            OrgId::from(org),
+            BroadcastId::from(broadcast),
             &ids,
             uncertain_too,
         )
@@ -156,7 +158,9 @@ async fn run_batch(ctx: &WorkerState, a: &usecase::RunningAction) -> anyhow::Res
             (done as i32, cursor, finished)
         }
         (ActionKind::ResumeOrganization, _, Some(org)) => {
-            let n = usecase::release_paused(ctx.use_cases(), org, ctx.clock.now(), BATCH).await?;
+            let n =
+                usecase::release_paused(ctx.use_cases(), OrgId::from(org), ctx.clock.now(), BATCH)
+                    .await?;
             (n as i32, None, n < BATCH)
         }
         _ => (0, None, true),

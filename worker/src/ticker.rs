@@ -100,13 +100,8 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
     // A/B tests whose wait ended: the winner goes to the rest.
     let usecases = ctx.use_cases();
     for (org, id) in sending::due_picks(ctx.use_cases(), ctx.clock.now(), BATCH).await? {
-        let pick = parley_usecases::broadcasts::pick_variant(
-            usecases,
-            org.uuid(),
-            id.uuid(),
-            None,
-            PickedBy::Auto,
-        );
+        let pick =
+            parley_usecases::broadcasts::pick_variant(usecases, org, id, None, PickedBy::Auto);
         match pick.await {
             Ok(b) => {
                 tracing::info!(broadcast_id = %id, winner = ?b.variant_name, "A/B winner picked")

@@ -14,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use parley_domain::api_keys::KeyIdentity;
 use parley_domain::auth;
+use parley_types::ids::OrgId;
 use uuid::Uuid;
 
 use crate::client_addr::ClientAddr;
@@ -50,7 +51,7 @@ fn bearer(req: &Request) -> Option<&str> {
 pub fn org_of(req: &Request) -> Option<Uuid> {
     let ext = req.extensions();
     ext.get::<Tenant>()
-        .map(|t| t.org_id)
+        .map(|t| t.org_id.uuid())
         .or_else(|| ext.get::<TicketAccess>().map(|t| t.ticket.organization_id))
 }
 
@@ -67,7 +68,7 @@ pub async fn authenticate(State(state): State<AppState>, req: Request, next: Nex
 pub async fn take_turn(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let ext = req.extensions();
     let lane = match (ext.get::<Tenant>(), ext.get::<TicketAccess>()) {
-        (Some(tenant), _) => (&state.turns, tenant.org_id),
+        (Some(tenant), _) => (&state.turns, tenant.org_id.uuid()),
         (None, Some(access)) => (&state.ticket_turns, access.ticket.organization_id),
         (None, None) => return ApiError(AppError::Unauthorized).into_response(),
     };
@@ -189,7 +190,7 @@ async fn admit(state: &AppState, mut req: Request) -> Result<Request, ApiError> 
     }
 
     req.extensions_mut().insert(Tenant {
-        org_id: key.organization_id,
+        org_id: OrgId::from(key.organization_id),
         key_id: key.id,
         key_name: key.name,
         scopes: key.scopes,

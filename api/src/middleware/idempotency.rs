@@ -125,7 +125,7 @@ async fn run(
         let hashing = hasher.clone();
         let sent = crate::routes::imports::read_sent(
             state,
-            tenant.org_id,
+            tenant.org_id.uuid(),
             &content_type,
             body,
             move |chunk| hashing.lock().update(chunk),

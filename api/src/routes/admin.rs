@@ -10,6 +10,7 @@ use parley_domain::operator::{
     ActionKind, DeadAction, DeadFilter, DeadItem, OperatorAction, Pauses, QueuesOverview,
 };
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::Cursor;
 use parley_usecases::operator;
 use serde::{Deserialize, Serialize};
@@ -228,7 +229,7 @@ async fn pause_organization(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<OperatorAction>> {
     Ok(Reply::ok(
-        operator::set_org_paused(state.use_cases(), &who.0, id, true).await?,
+        operator::set_org_paused(state.use_cases(), &who.0, OrgId::from(id), true).await?,
     ))
 }
 
@@ -246,7 +247,7 @@ async fn resume_organization(
     Path(id): Path<Uuid>,
 ) -> AppResult<Reply<OperatorAction>> {
     Ok(Reply::ok(
-        operator::set_org_paused(state.use_cases(), &who.0, id, false).await?,
+        operator::set_org_paused(state.use_cases(), &who.0, OrgId::from(id), false).await?,
     ))
 }
 

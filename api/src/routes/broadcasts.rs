@@ -9,11 +9,11 @@ use parley_domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, CreateBroadcast, RecipientFilter,
     RetryFailed, UpdateBroadcast,
 };
+use parley_types::ids::BroadcastId;
 use parley_types::list::PageParams;
 use parley_usecases::broadcasts;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -73,7 +73,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
 ) -> AppResult<Reply<Broadcast>> {
     Ok(Reply::ok(
         broadcasts::read(state.use_cases(), tenant.org_id, id).await?,
@@ -92,7 +92,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
     Json(req): Json<UpdateBroadcast>,
 ) -> AppResult<Reply<Broadcast>> {
     Ok(Reply::ok(
@@ -110,10 +110,10 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
 ) -> AppResult<Reply<Deleted>> {
     broadcasts::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// List a broadcast's recipients, each with its contact.
@@ -123,7 +123,7 @@ async fn delete(
 async fn recipients(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
     Paging(page): Paging,
     Query(filter): Query<RecipientFilter>,
 ) -> AppResult<Reply<Vec<BroadcastRecipient>>> {
@@ -136,7 +136,7 @@ async fn recipients(
 async fn act(
     state: &AppState,
     tenant: &Tenant,
-    id: Uuid,
+    id: BroadcastId,
     action: Action,
 ) -> AppResult<Reply<Broadcast>> {
     Ok(Reply::ok(
@@ -154,7 +154,7 @@ async fn act(
 async fn pause(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
 ) -> AppResult<Reply<Broadcast>> {
     act(&state, &tenant, id, Action::Pause).await
 }
@@ -169,7 +169,7 @@ async fn pause(
 async fn resume(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
 ) -> AppResult<Reply<Broadcast>> {
     act(&state, &tenant, id, Action::Resume).await
 }
@@ -185,7 +185,7 @@ async fn resume(
 async fn cancel(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
 ) -> AppResult<Reply<Broadcast>> {
     act(&state, &tenant, id, Action::Cancel).await
 }
@@ -204,7 +204,7 @@ async fn cancel(
 async fn retry_failed(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
     Json(req): Json<RetryFailed>,
 ) -> AppResult<Reply<Broadcast>> {
     let codes = req.codes()?;
@@ -225,7 +225,7 @@ async fn retry_failed(
 async fn pick_variant(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<BroadcastId>,
     Json(req): Json<PickVariant>,
 ) -> AppResult<Reply<Broadcast>> {
     Ok(Reply::ok(

@@ -5,10 +5,10 @@ use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::broadcasts::ContactMessage;
 use parley_domain::contacts::{Contact, ContactFilter, CreateContact, UpdateContact};
+use parley_types::ids::ContactId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -59,7 +59,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ContactId>,
 ) -> AppResult<Reply<Contact>> {
     Ok(Reply::ok(
         contacts::read(state.use_cases(), tenant.org_id, id).await?,
@@ -74,7 +74,7 @@ async fn get(
 async fn messages(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ContactId>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<ContactMessage>>> {
     Ok(Reply::page(
@@ -93,7 +93,7 @@ async fn messages(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ContactId>,
     Json(req): Json<UpdateContact>,
 ) -> AppResult<Reply<Contact>> {
     Ok(Reply::ok(
@@ -108,8 +108,8 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ContactId>,
 ) -> AppResult<Reply<Deleted>> {
     contacts::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use parley_domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
 use parley_storage::Storage;
+use parley_types::ids::OrgId;
 use parley_usecases::files;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -41,7 +42,7 @@ async fn presigned_upload(
     let uploads = &state.config.uploads;
     req.check(uploads)?;
     let storage = state.storage()?;
-    let file = req.into_file(tenant.org_id);
+    let file = req.into_file(tenant.org_id.uuid());
     let upload_url = storage
         .presign_upload(
             &file.storage_key,
@@ -67,7 +68,7 @@ async fn presigned_upload(
 /// configured; a known one needs the store (503 `storage_unavailable` without it).
 pub(crate) async fn stored_file(
     state: &AppState,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
 ) -> AppResult<(File, &Storage)> {
     let file = files::read(state.use_cases(), org, id).await?;

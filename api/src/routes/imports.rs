@@ -108,7 +108,7 @@ async fn create_import(
         None => {
             read_sent(
                 &state,
-                tenant.org_id,
+                tenant.org_id.uuid(),
                 &content_type,
                 req.into_body(),
                 |_| {},
@@ -340,7 +340,7 @@ async fn from_sent_file(
         Filename::parse(sent.format.default_filename()).expect("a valid file name")
     });
     let file = File::pending(
-        tenant.org_id,
+        tenant.org_id.uuid(),
         &filename,
         FileType::Document,
         sent.format.content_type().to_owned(),

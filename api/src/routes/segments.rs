@@ -113,7 +113,7 @@ async fn count(
 ) -> AppResult<Reply<SegmentCount>> {
     let segment = segments::read(state.use_cases(), tenant.org_id, id).await?;
     // Held while counting: an organization's parallel counts past its permits are refused.
-    let _permit = state.counts.take(tenant.org_id)?;
+    let _permit = state.counts.take(tenant.org_id.uuid())?;
     Ok(Reply::ok(
         segments::count(state.use_cases(), tenant.org_id, &segment).await?,
     ))

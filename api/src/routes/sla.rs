@@ -121,7 +121,7 @@ async fn organization(
 ) -> AppResult<Reply<Organization>> {
     // Kept in memory like the keys (`crate::key_cache`): a change is notified to every process.
     let now = std::time::Instant::now();
-    if let Some(org) = state.keys.organization(tenant.org_id, now) {
+    if let Some(org) = state.keys.organization(tenant.org_id.uuid(), now) {
         return Ok(Reply::ok(org));
     }
     let generation = state.keys.organization_generation();
@@ -141,6 +141,6 @@ async fn update_organization(
 ) -> AppResult<Reply<Organization>> {
     let org = sla::update_organization(state.use_cases(), &tenant.caller(), req).await?;
     // Committed: this process's next read is fresh without waiting for the notification.
-    state.keys.forget_organization(tenant.org_id);
+    state.keys.forget_organization(tenant.org_id.uuid());
     Ok(Reply::ok(org))
 }

@@ -28,8 +28,8 @@ async fn dispatch(ctx: Ctx<'_>, id: Uuid, requeue: bool) {
 }
 
 /// The broadcast as the API shows it.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Broadcast> {
-    Ok(db::broadcasts::get(ctx.pool, org, id)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: BroadcastId) -> Result<Broadcast> {
+    Ok(db::broadcasts::get(ctx.pool, org.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?)
 }
@@ -52,10 +52,10 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     if let Some(ab) = &req.ab_test {
         ab.check_count()?;
     }
-    let template = template(&mut tx, org, req.template_id).await?;
+    let template = template(&mut tx, org.uuid(), req.template_id).await?;
     let mut variant_templates = Vec::new();
     for (i, v) in req.ab_test.iter().flat_map(|ab| &ab.variants).enumerate() {
-        let t = db::templates::share(&mut *tx, org, v.template_id)
+        let t = db::templates::share(&mut *tx, org.uuid(), v.template_id)
             .await?
             .ok_or_else(|| {
                 AppError::validation(
@@ -69,7 +69,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     refs::check_ids(
         &mut tx,
         RefTable::Contacts,
-        org,
+        org.uuid(),
         "contactIds",
         &req.contact_ids,
         MAX_AUDIENCE,
@@ -78,7 +78,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     refs::check_id(
         &mut tx,
         RefTable::Segments,
-        org,
+        org.uuid(),
         "segmentId",
         req.segment_id,
     )
@@ -87,16 +87,17 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
         broadcast,
         audience,
         ab,
-    } = req.into_broadcast(org, &template, &variant_templates, Timestamp::now())?;
+    } = req.into_broadcast(org.uuid(), &template, &variant_templates, Timestamp::now())?;
     db::broadcasts::insert(&mut *tx, &broadcast, &audience).await?;
     if let Some((settings, variants)) = &ab {
-        db::broadcasts::insert_ab_test(&mut tx, org, broadcast.id, settings, variants).await?;
+        db::broadcasts::insert_ab_test(&mut tx, org.uuid(), broadcast.id, settings, variants)
+            .await?;
     }
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
         dispatch(ctx, broadcast.id, false).await;
     }
-    read(ctx, org, broadcast.id).await
+    read(ctx, org, BroadcastId::from(broadcast.id)).await
 }
 
 /// Changes a draft or scheduled broadcast (dispatched when it becomes queued).
@@ -104,12 +105,12 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: BroadcastId,
     req: UpdateBroadcast,
 ) -> Result<Broadcast> {
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut broadcast = db::broadcasts::lock(&mut tx, org, id)
+    let mut broadcast = db::broadcasts::lock(&mut tx, org.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Update.allowed_from().contains(&broadcast.status) {
@@ -119,7 +120,7 @@ pub async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Contacts,
-            org,
+            org.uuid(),
             "contactIds",
             ids,
             MAX_AUDIENCE,
@@ -129,32 +130,32 @@ pub async fn update(
     refs::check_id(
         &mut tx,
         RefTable::Segments,
-        org,
+        org.uuid(),
         "segmentId",
         req.segment_id,
     )
     .await?;
-    let template = template(&mut tx, org, broadcast.template_id).await?;
+    let template = template(&mut tx, org.uuid(), broadcast.template_id).await?;
     let audience = req.apply(&mut broadcast, &template, Timestamp::now())?;
     db::broadcasts::update(&mut *tx, &broadcast, audience.as_deref()).await?;
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
-        dispatch(ctx, id, false).await;
+        dispatch(ctx, id.uuid(), false).await;
     }
     read(ctx, org, id).await
 }
 
 /// Deletes a draft broadcast.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, broadcast_id = %id))]
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: BroadcastId) -> Result<()> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id, id)
+    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Delete.allowed_from().contains(&broadcast.status) {
         return Err(Action::Delete.refused(broadcast.status).into());
     }
-    db::broadcasts::delete(&mut *tx, caller.org_id, id).await?;
+    db::broadcasts::delete(&mut *tx, caller.org_id.uuid(), id.uuid()).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -162,9 +163,14 @@ pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
 /// Pauses, resumes or cancels: checks the state under the row lock, then moves the broadcast
 /// (a resumed one is dispatched again, every pending recipient enqueued).
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, broadcast_id = %id, ?action))]
-pub async fn act(ctx: Ctx<'_>, caller: &Caller, id: Uuid, action: Action) -> Result<Broadcast> {
+pub async fn act(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: BroadcastId,
+    action: Action,
+) -> Result<Broadcast> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id, id)
+    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if !action.allowed_from().contains(&broadcast.status) {
@@ -180,10 +186,10 @@ pub async fn act(ctx: Ctx<'_>, caller: &Caller, id: Uuid, action: Action) -> Res
             return Err(action.refused(broadcast.status).into());
         }
     };
-    db::broadcasts::set_status(&mut *tx, caller.org_id, id, to).await?;
+    db::broadcasts::set_status(&mut *tx, caller.org_id.uuid(), id.uuid(), to).await?;
     tx.commit().await?;
     if action == Action::Resume {
-        dispatch(ctx, id, true).await;
+        dispatch(ctx, id.uuid(), true).await;
     }
     read(ctx, caller.org_id, id).await
 }
@@ -193,11 +199,11 @@ pub async fn act(ctx: Ctx<'_>, caller: &Caller, id: Uuid, action: Action) -> Res
 pub async fn retry_failed(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: BroadcastId,
     codes: Option<&[String]>,
 ) -> Result<Broadcast> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id, id)
+    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::RetryFailed
@@ -210,7 +216,7 @@ pub async fn retry_failed(
         codes,
         ..Default::default()
     };
-    let retried = db::broadcasts::retry_failed(&mut tx, id, &which)
+    let retried = db::broadcasts::retry_failed(&mut tx, id.uuid(), &which)
         .await?
         .count;
     if retried == 0 {
@@ -220,7 +226,7 @@ pub async fn retry_failed(
     }
     tx.commit().await?;
     tracing::info!(retried, "failed recipients sent again");
-    dispatch(ctx, id, true).await;
+    dispatch(ctx, id.uuid(), true).await;
     read(ctx, caller.org_id, id).await
 }
 
@@ -235,13 +241,13 @@ pub async fn retry_failed(
 /// recipients in its lane at once, as the reconciler would enqueue them.
 pub async fn retry_recipients(
     ctx: Ctx<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
     ids: &[Uuid],
     uncertain_too: bool,
 ) -> Result<u64> {
     let mut tx = ctx.pool.begin().await?;
-    let Some(broadcast) = db::broadcasts::lock(&mut tx, org, id).await? else {
+    let Some(broadcast) = db::broadcasts::lock(&mut tx, org.uuid(), id.uuid()).await? else {
         return Ok(0);
     };
     if broadcast.status != BroadcastStatus::Sending
@@ -257,7 +263,9 @@ pub async fn retry_recipients(
         ids: Some(ids),
         except: if uncertain_too { &[] } else { &uncertain },
     };
-    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?.ids;
+    let retried = db::broadcasts::retry_failed(&mut tx, id.uuid(), &which)
+        .await?
+        .ids;
     tx.commit().await?;
     if retried.is_empty() {
         return Ok(0);
@@ -265,12 +273,12 @@ pub async fn retry_recipients(
     tracing::info!(broadcast_id = %id, retried = retried.len(), "failed recipients sent again by an operator");
     if broadcast.status == BroadcastStatus::Sending {
         let high = broadcast.priority == parley_domain::broadcasts::SendPriority::High;
-        let lane = parley_jobs::Lane::of_broadcast(OrgId::from(org), BroadcastId::from(id), high);
+        let lane = parley_jobs::Lane::of_broadcast(org, id, high);
         if let Err(err) = ctx.jobs.enqueue_sends(&lane, &retried).await {
             tracing::warn!(broadcast_id = %id, %err, "retried recipients not enqueued; the reconciler will");
         }
     } else {
-        dispatch(ctx, id, true).await;
+        dispatch(ctx, id.uuid(), true).await;
     }
     Ok(retried.len() as u64)
 }
@@ -286,13 +294,13 @@ pub const UNCERTAIN_CODES: [&str; 2] = ["attempts_exhausted", "timeout"];
 #[tracing::instrument(skip_all, fields(organization_id = %org, broadcast_id = %id, ?by))]
 pub async fn pick_variant(
     ctx: Ctx<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
     name: Option<&str>,
     by: PickedBy,
 ) -> Result<Broadcast> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, org, id)
+    let broadcast = db::broadcasts::lock(&mut tx, org.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     let Some(test) = &broadcast.ab_test else {
@@ -327,19 +335,25 @@ pub async fn pick_variant(
         None => winner(&broadcast.variants, test.winner_metric),
     };
     let variant = index as i16 + 1;
-    let picked = db::sending::pick_variant(&mut *tx, BroadcastId::from(id), variant, by).await?;
+    let picked = db::sending::pick_variant(&mut *tx, id, variant, by).await?;
     if !picked {
         return Err(AppError::invalid_state("this broadcast's winner is picked already").into());
     }
-    let broadcast = db::broadcasts::get(&mut *tx, org, id)
+    let broadcast = db::broadcasts::get(&mut *tx, org.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
-    db::outbox::emit(&mut tx, org, EventName::BroadcastVariantPicked, &broadcast).await?;
+    db::outbox::emit(
+        &mut tx,
+        org.uuid(),
+        EventName::BroadcastVariantPicked,
+        &broadcast,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(winner = ?broadcast.variant_name, "A/B winner picked");
     metrics::counter!(parley_types::metric_names::VARIANT_PICKS, "by" => by.as_str()).increment(1);
     if broadcast.status == BroadcastStatus::Sending {
-        dispatch(ctx, id, false).await;
+        dispatch(ctx, id.uuid(), false).await;
     }
     Ok(broadcast)
 }
@@ -347,21 +361,21 @@ pub async fn pick_variant(
 /// A page of the organization's broadcasts.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &BroadcastFilter,
     page: &PageRequest,
 ) -> Result<Page<Broadcast>> {
-    Ok(db::broadcasts::list(ctx.pool, org, f, page).await?)
+    Ok(db::broadcasts::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// A page of the broadcast's recipients with their outcomes.
 pub async fn recipients(
     ctx: Ctx<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
     filter: &RecipientFilter,
     page: &PageRequest,
 ) -> Result<Page<BroadcastRecipient>> {
     read(ctx, org, id).await?;
-    Ok(db::broadcasts::recipients(ctx.pool, org, id, filter, page).await?)
+    Ok(db::broadcasts::recipients(ctx.pool, org.uuid(), id.uuid(), filter, page).await?)
 }

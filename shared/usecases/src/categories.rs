@@ -7,6 +7,7 @@ use parley_domain::categories::{
 };
 use parley_types::error::AppError;
 use parley_types::fields::next_free_slug;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -19,10 +20,11 @@ pub async fn create(
     caller: &Caller,
     req: CreateCategory,
 ) -> Result<ConversationCategory> {
-    let (mut category, derived) = req.into_category(caller.org_id);
+    let (mut category, derived) = req.into_category(caller.org_id.uuid());
     let mut tx = ctx.pool.begin().await?;
     if derived {
-        let taken = db::categories::taken_slugs(&mut *tx, caller.org_id, &category.slug).await?;
+        let taken =
+            db::categories::taken_slugs(&mut *tx, caller.org_id.uuid(), &category.slug).await?;
         category.slug = next_free_slug(&category.slug, &taken);
     }
     db::categories::insert(&mut *tx, &category).await?;
@@ -39,7 +41,7 @@ pub async fn update(
     req: UpdateCategory,
 ) -> Result<ConversationCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let mut category = db::categories::lock(&mut *tx, caller.org_id, id)
+    let mut category = db::categories::lock(&mut *tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -50,20 +52,20 @@ pub async fn update(
 
 /// Deletes the organization's conversation category; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::categories::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::categories::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's conversation categories.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &CategoryFilter,
     page: &PageRequest,
 ) -> Result<Page<ConversationCategory>> {
-    Ok(db::categories::list(ctx.pool, org, f, page).await?)
+    Ok(db::categories::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's conversation category.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<ConversationCategory> {
-    found(db::categories::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<ConversationCategory> {
+    found(db::categories::get(ctx.pool, org.uuid(), id).await?)
 }

@@ -10,6 +10,7 @@ use parley_domain::contacts::{
     ActivityType, Contact, ContactActivity, ContactFilter, CreateContact, UpdateContact,
 };
 use parley_types::error::AppError;
+use parley_types::ids::{ContactId, OrgId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use uuid::Uuid;
@@ -24,7 +25,7 @@ const ACTIVITIES_SHOWN: i64 = 100;
 /// company's name and the tags).
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result<Contact> {
-    let (mut contact, tag_ids) = req.into_contact(caller.org_id);
+    let (mut contact, tag_ids) = req.into_contact(caller.org_id.uuid());
     let tag_ids = parley_types::ids::dedup(tag_ids);
     let created = ContactActivity::new(
         contact.id,
@@ -36,12 +37,12 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result
         db::contacts::insert_created(ctx.pool, &mut contact, &created).await?;
     } else {
         let mut tx = ctx.pool.begin().await?;
-        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
         db::contacts::insert_created(&mut *tx, &mut contact, &created).await?;
         set_tags(
             &mut tx,
             TagLink::Contact,
-            caller.org_id,
+            caller.org_id.uuid(),
             contact.id,
             &tag_ids,
         )
@@ -61,12 +62,12 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: ContactId,
     req: UpdateContact,
 ) -> Result<Contact> {
     let actor = caller.actor();
     let mut tx = ctx.pool.begin().await?;
-    let mut contact = db::contacts::lock(&mut tx, caller.org_id, id)
+    let mut contact = db::contacts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     let now = Timestamp::now();
@@ -75,7 +76,7 @@ pub async fn update(
         refs::check_id(
             &mut tx,
             RefTable::Companies,
-            caller.org_id,
+            caller.org_id.uuid(),
             "companyId",
             contact.company_id,
         )
@@ -83,20 +84,30 @@ pub async fn update(
     }
     let mut activities: Vec<ContactActivity> = changes
         .into_iter()
-        .map(|c| c.into_activity(id, &actor))
+        .map(|c| c.into_activity(id.uuid(), &actor))
         .collect();
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
-        let (added, removed) =
-            set_tags(&mut tx, TagLink::Contact, caller.org_id, id, &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+        let (added, removed) = set_tags(
+            &mut tx,
+            TagLink::Contact,
+            caller.org_id.uuid(),
+            id.uuid(),
+            &tag_ids,
+        )
+        .await?;
         for (tags, kind, verb) in [
             (added, ActivityType::TagAdded, "added"),
             (removed, ActivityType::TagRemoved, "removed"),
         ] {
             for tag in tags {
-                let mut a =
-                    ContactActivity::new(id, kind, &actor, format!("Tag {} {verb}", tag.name));
+                let mut a = ContactActivity::new(
+                    id.uuid(),
+                    kind,
+                    &actor,
+                    format!("Tag {} {verb}", tag.name),
+                );
                 if kind == ActivityType::TagAdded {
                     a.new_value = Some(tag.name);
                 } else {
@@ -109,16 +120,16 @@ pub async fn update(
     if !activities.is_empty() {
         contact.updated_at = now;
         db::contacts::update(&mut *tx, &contact).await?;
-        db::contacts::add_activities(&mut tx, caller.org_id, &activities).await?;
+        db::contacts::add_activities(&mut tx, caller.org_id.uuid(), &activities).await?;
     }
-    let contact = read_in(&mut tx, caller.org_id, id).await?;
+    let contact = read_in(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
     tx.commit().await?;
     Ok(contact)
 }
 
 /// The contact with its latest activities, as the API shows it.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Contact> {
-    read_in(&mut *ctx.pool.acquire().await?, org, id).await
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<Contact> {
+    read_in(&mut *ctx.pool.acquire().await?, org.uuid(), id.uuid()).await
 }
 
 async fn read_in(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<Contact> {
@@ -130,36 +141,36 @@ async fn read_in(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<C
 }
 
 /// Deletes the organization's contact; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::contacts::delete(ctx.pool, caller.org_id, id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: ContactId) -> Result<()> {
+    changed(db::contacts::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's contacts; a `tag` filter names a tag or gives its id, and an
 /// unknown tag matches no contact.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &ContactFilter,
     page: &PageRequest,
 ) -> Result<Page<Contact>> {
     let tag = match &f.tag {
         Some(tag) => Some(
-            db::contacts::resolve_tag(ctx.pool, org, tag.as_str())
+            db::contacts::resolve_tag(ctx.pool, org.uuid(), tag.as_str())
                 .await?
                 .unwrap_or(Uuid::nil()),
         ),
         None => None,
     };
-    Ok(db::contacts::list(ctx.pool, org, f, tag, page).await?)
+    Ok(db::contacts::list(ctx.pool, org.uuid(), f, tag, page).await?)
 }
 
 /// A page of what was sent to a contact (404 for another organization's contact).
 pub async fn messages(
     ctx: Ctx<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ContactId,
     page: &PageRequest,
 ) -> Result<Page<ContactMessage>> {
-    exists(db::contacts::exists(ctx.pool, org, id).await?)?;
-    Ok(db::broadcasts::messages_of_contact(ctx.pool, org, id, page).await?)
+    exists(db::contacts::exists(ctx.pool, org.uuid(), id.uuid()).await?)?;
+    Ok(db::broadcasts::messages_of_contact(ctx.pool, org.uuid(), id.uuid(), page).await?)
 }

@@ -13,6 +13,7 @@ use parley_domain::conversations::{
 use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -21,8 +22,14 @@ use uuid::Uuid;
 const MAX_PER_CALL: usize = 50;
 
 /// The conversation with everything it embeds, as the API and its events show it.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Conversation> {
-    read_in(&mut *ctx.pool.acquire().await?, org, id, ctx.clock.now()).await
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Conversation> {
+    read_in(
+        &mut *ctx.pool.acquire().await?,
+        org.uuid(),
+        id,
+        ctx.clock.now(),
+    )
+    .await
 }
 
 async fn read_in(
@@ -178,7 +185,7 @@ pub async fn create(
     refs::check_id(
         &mut tx,
         RefTable::Contacts,
-        caller.org_id,
+        caller.org_id.uuid(),
         "contactId",
         Some(req.contact_id),
     )
@@ -186,29 +193,29 @@ pub async fn create(
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        caller.org_id,
+        caller.org_id.uuid(),
         "categoryId",
         req.category_id,
     )
     .await?;
     let tag_ids = parley_types::ids::dedup(req.tag_ids.clone().unwrap_or_default());
-    refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
-    let number = db::orgs::next_number(&mut tx, caller.org_id, "conversation").await?;
+    refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+    let number = db::orgs::next_number(&mut tx, caller.org_id.uuid(), "conversation").await?;
     let mut req = req;
     let first = req.message.take();
-    let mut c = req.into_conversation(caller.org_id, number, now);
+    let mut c = req.into_conversation(caller.org_id.uuid(), number, now);
     db::conversations::insert(&mut *tx, &c).await?;
     set_tags(
         &mut tx,
         TagLink::Conversation,
-        caller.org_id,
+        caller.org_id.uuid(),
         c.id,
         &tag_ids,
     )
     .await?;
     db::sla::start(
         &mut tx,
-        caller.org_id,
+        caller.org_id.uuid(),
         SubjectType::Conversation,
         c.id,
         c.priority,
@@ -216,10 +223,10 @@ pub async fn create(
         c.created_at,
     )
     .await?;
-    let started = read_in(&mut tx, caller.org_id, c.id, now).await?;
+    let started = read_in(&mut tx, caller.org_id.uuid(), c.id, now).await?;
     db::outbox::emit(
         &mut tx,
-        caller.org_id,
+        caller.org_id.uuid(),
         EventName::ConversationStarted,
         &started,
     )
@@ -227,7 +234,7 @@ pub async fn create(
     if let Some(first) = first {
         write_message(&mut tx, &mut c, first, "message.", now).await?;
     }
-    let c = read_in(&mut tx, caller.org_id, c.id, now).await?;
+    let c = read_in(&mut tx, caller.org_id.uuid(), c.id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -242,20 +249,27 @@ pub async fn update(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id, id).await?;
+    let mut c = lock(&mut tx, caller.org_id.uuid(), id).await?;
     let change = req.apply(&mut c, now)?;
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        caller.org_id,
+        caller.org_id.uuid(),
         "categoryId",
         c.category_id,
     )
     .await?;
     if let Some(tag_ids) = &change.tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids.clone());
-        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
-        set_tags(&mut tx, TagLink::Conversation, caller.org_id, id, &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+        set_tags(
+            &mut tx,
+            TagLink::Conversation,
+            caller.org_id.uuid(),
+            id,
+            &tag_ids,
+        )
+        .await?;
     }
     db::conversations::update(&mut *tx, &c).await?;
     if change.priority_changed {
@@ -271,9 +285,15 @@ pub async fn update(
         })
         .await?;
     }
-    let c = read_in(&mut tx, caller.org_id, id, now).await?;
+    let c = read_in(&mut tx, caller.org_id.uuid(), id, now).await?;
     if change.closed {
-        db::outbox::emit(&mut tx, caller.org_id, EventName::ConversationEnded, &c).await?;
+        db::outbox::emit(
+            &mut tx,
+            caller.org_id.uuid(),
+            EventName::ConversationEnded,
+            &c,
+        )
+        .await?;
     }
     tx.commit().await?;
     Ok(c)
@@ -289,7 +309,7 @@ pub async fn add_message(
 ) -> Result<Message> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id, id).await?;
+    let mut c = lock(&mut tx, caller.org_id.uuid(), id).await?;
     let message = write_message(&mut tx, &mut c, req, "", now).await?;
     tx.commit().await?;
     Ok(message)
@@ -305,21 +325,26 @@ pub async fn assign_users(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id, id).await?;
+    lock(&mut tx, caller.org_id.uuid(), id).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
-        caller.org_id,
+        caller.org_id.uuid(),
         "userIds",
         req.user_ids,
         req.assigned_by,
         MAX_PER_CALL,
     )
     .await?;
-    let added =
-        db::conversations::add_assignees(&mut tx, caller.org_id, id, &users, req.assigned_by)
-            .await?;
-    let c = assigned(&mut tx, caller.org_id, id, added, now).await?;
+    let added = db::conversations::add_assignees(
+        &mut tx,
+        caller.org_id.uuid(),
+        id,
+        &users,
+        req.assigned_by,
+    )
+    .await?;
+    let c = assigned(&mut tx, caller.org_id.uuid(), id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -334,11 +359,11 @@ pub async fn assign_teams(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id, id).await?;
+    lock(&mut tx, caller.org_id.uuid(), id).await?;
     let teams = refs::check_assignment(
         &mut tx,
         RefTable::Teams,
-        caller.org_id,
+        caller.org_id.uuid(),
         "teamIds",
         req.team_ids,
         req.assigned_by,
@@ -346,8 +371,9 @@ pub async fn assign_teams(
     )
     .await?;
     let added =
-        db::conversations::add_teams(&mut tx, caller.org_id, id, &teams, req.assigned_by).await?;
-    let c = assigned(&mut tx, caller.org_id, id, added, now).await?;
+        db::conversations::add_teams(&mut tx, caller.org_id.uuid(), id, &teams, req.assigned_by)
+            .await?;
+    let c = assigned(&mut tx, caller.org_id.uuid(), id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -356,7 +382,7 @@ pub async fn assign_teams(
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn unassign_user(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id, id).await?;
+    lock(&mut tx, caller.org_id.uuid(), id).await?;
     if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
@@ -368,7 +394,7 @@ pub async fn unassign_user(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) 
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
 pub async fn unassign_team(ctx: Ctx<'_>, caller: &Caller, id: Uuid, team: Uuid) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id, id).await?;
+    lock(&mut tx, caller.org_id.uuid(), id).await?;
     if !db::conversations::remove_team(&mut *tx, id, team).await? {
         return Err(AppError::NotFound.into());
     }
@@ -386,10 +412,10 @@ pub async fn handover(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id, id).await?;
+    let mut c = lock(&mut tx, caller.org_id.uuid(), id).await?;
     req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read_in(&mut tx, caller.org_id, id, now).await?;
+    let c = read_in(&mut tx, caller.org_id.uuid(), id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -404,25 +430,25 @@ pub async fn wake_snoozed(ctx: Ctx<'_>, limit: i64) -> std::result::Result<u64, 
 /// A page of the organization's conversations; a `tag` filter names a tag or gives its id.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &ConversationFilter,
     page: &PageRequest,
 ) -> Result<Page<Conversation>> {
     let tag = match &f.tag {
-        Some(tag) => db::contacts::resolve_tag(ctx.pool, org, tag.as_str()).await?,
+        Some(tag) => db::contacts::resolve_tag(ctx.pool, org.uuid(), tag.as_str()).await?,
         None => None,
     };
     let now = ctx.clock.now();
-    Ok(db::conversations::list(ctx.pool, org, f, tag, page, now).await?)
+    Ok(db::conversations::list(ctx.pool, org.uuid(), f, tag, page, now).await?)
 }
 
 /// A page of a conversation's messages (404 for another organization's conversation).
 pub async fn messages(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
     page: &PageRequest,
 ) -> Result<Page<Message>> {
-    exists(db::conversations::exists(ctx.pool, org, id).await?)?;
-    Ok(db::conversations::messages(ctx.pool, org, id, page).await?)
+    exists(db::conversations::exists(ctx.pool, org.uuid(), id).await?)?;
+    Ok(db::conversations::messages(ctx.pool, org.uuid(), id, page).await?)
 }

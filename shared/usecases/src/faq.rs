@@ -9,6 +9,7 @@ use parley_domain::faq::{
 };
 use parley_types::error::AppError;
 use parley_types::fields::next_free_slug;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -16,51 +17,51 @@ use uuid::Uuid;
 use crate::{Caller, Ctx, Result, changed};
 
 /// The collection with its FAQs, as the API shows it.
-pub async fn read_collection(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<FaqCollection> {
-    read_collection_in(&mut *ctx.pool.acquire().await?, org, id).await
+pub async fn read_collection(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<FaqCollection> {
+    read_collection_in(&mut *ctx.pool.acquire().await?, org.uuid(), id).await
 }
 
 /// A page of the organization's collections.
 pub async fn list_collections(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     filter: &FaqCollectionFilter,
     page: &PageRequest,
 ) -> Result<Page<FaqCollection>> {
-    Ok(db::faq::list_collections(ctx.pool, org, filter, page).await?)
+    Ok(db::faq::list_collections(ctx.pool, org.uuid(), filter, page).await?)
 }
 
 /// A page of a collection's categories (404 for another organization's collection).
 pub async fn list_categories(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     collection: Uuid,
     page: &PageRequest,
 ) -> Result<Page<FaqCategory>> {
-    collection_in(&mut *ctx.pool.acquire().await?, org, collection).await?;
-    Ok(db::faq::list_categories(ctx.pool, org, collection, page).await?)
+    collection_in(&mut *ctx.pool.acquire().await?, org.uuid(), collection).await?;
+    Ok(db::faq::list_categories(ctx.pool, org.uuid(), collection, page).await?)
 }
 
 /// A page of a collection's FAQs (404 for another organization's collection).
 pub async fn list_faqs(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     collection: Uuid,
     filter: &FaqFilter,
     page: &PageRequest,
 ) -> Result<Page<Faq>> {
-    collection_in(&mut *ctx.pool.acquire().await?, org, collection).await?;
-    Ok(db::faq::list_faqs(ctx.pool, org, collection, filter, page).await?)
+    collection_in(&mut *ctx.pool.acquire().await?, org.uuid(), collection).await?;
+    Ok(db::faq::list_faqs(ctx.pool, org.uuid(), collection, filter, page).await?)
 }
 
 /// The FAQ with its category embedded.
-pub async fn read_faq(ctx: Ctx<'_>, org: Uuid, collection: Uuid, id: Uuid) -> Result<Faq> {
-    read_faq_in(&mut *ctx.pool.acquire().await?, org, collection, id).await
+pub async fn read_faq(ctx: Ctx<'_>, org: OrgId, collection: Uuid, id: Uuid) -> Result<Faq> {
+    read_faq_in(&mut *ctx.pool.acquire().await?, org.uuid(), collection, id).await
 }
 
 /// Deletes a collection with its categories and FAQs.
 pub async fn delete_collection(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::faq::delete_collection(ctx.pool, caller.org_id, id).await?)
+    changed(db::faq::delete_collection(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// Deletes a category of a collection.
@@ -70,12 +71,12 @@ pub async fn delete_category(
     collection: Uuid,
     id: Uuid,
 ) -> Result<()> {
-    changed(db::faq::delete_category(ctx.pool, caller.org_id, collection, id).await?)
+    changed(db::faq::delete_category(ctx.pool, caller.org_id.uuid(), collection, id).await?)
 }
 
 /// Deletes an FAQ of a collection.
 pub async fn delete_faq(ctx: Ctx<'_>, caller: &Caller, collection: Uuid, id: Uuid) -> Result<()> {
-    changed(db::faq::delete_faq(ctx.pool, caller.org_id, collection, id).await?)
+    changed(db::faq::delete_faq(ctx.pool, caller.org_id.uuid(), collection, id).await?)
 }
 
 async fn read_collection_in(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
@@ -128,11 +129,11 @@ pub async fn create_collection(
     caller: &Caller,
     req: CreateFaqCollection,
 ) -> Result<FaqCollection> {
-    let (mut c, derived) = req.into_collection(caller.org_id);
+    let (mut c, derived) = req.into_collection(caller.org_id.uuid());
     let mut tx = ctx.pool.begin().await?;
     if derived {
         let taken =
-            db::faq::taken_slugs(&mut *tx, false, caller.org_id, &c.locale, &c.slug).await?;
+            db::faq::taken_slugs(&mut *tx, false, caller.org_id.uuid(), &c.locale, &c.slug).await?;
         c.slug = next_free_slug(&c.slug, &taken);
     }
     db::faq::insert_collection(&mut *tx, &c).await?;
@@ -149,12 +150,12 @@ pub async fn update_collection(
     req: UpdateFaqCollection,
 ) -> Result<FaqCollection> {
     let mut tx = ctx.pool.begin().await?;
-    let mut c = db::faq::lock_collection(&mut tx, caller.org_id, id)
+    let mut c = db::faq::lock_collection(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut c);
     db::faq::update_collection(&mut *tx, &c).await?;
-    let c = read_collection_in(&mut tx, caller.org_id, id).await?;
+    let c = read_collection_in(&mut tx, caller.org_id.uuid(), id).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -167,8 +168,8 @@ pub async fn create_category(
     req: CreateFaqCategory,
 ) -> Result<FaqCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let c = collection_in(&mut tx, caller.org_id, id).await?;
-    let category = req.into_category(caller.org_id, c.id);
+    let c = collection_in(&mut tx, caller.org_id.uuid(), id).await?;
+    let category = req.into_category(caller.org_id.uuid(), c.id);
     db::faq::insert_category(&mut *tx, &category).await?;
     tx.commit().await?;
     Ok(category)
@@ -183,7 +184,7 @@ pub async fn update_category(
     req: UpdateFaqCategory,
 ) -> Result<FaqCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let mut category = db::faq::lock_category(&mut *tx, caller.org_id, id, category_id)
+    let mut category = db::faq::lock_category(&mut *tx, caller.org_id.uuid(), id, category_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -195,12 +196,13 @@ pub async fn update_category(
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id))]
 pub async fn create_faq(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: CreateFaq) -> Result<Faq> {
     let mut tx = ctx.pool.begin().await?;
-    let c = collection_in(&mut tx, caller.org_id, id).await?;
+    let c = collection_in(&mut tx, caller.org_id.uuid(), id).await?;
     let (mut faq, derived) = req.into_faq(&c)?;
     check_category(&mut tx, c.id, faq.category_id).await?;
     if derived {
         let taken =
-            db::faq::taken_slugs(&mut *tx, true, caller.org_id, &faq.locale, &faq.slug).await?;
+            db::faq::taken_slugs(&mut *tx, true, caller.org_id.uuid(), &faq.locale, &faq.slug)
+                .await?;
         faq.slug = next_free_slug(&faq.slug, &taken);
     }
     db::faq::insert_faq(&mut *tx, &faq).await?;
@@ -218,13 +220,13 @@ pub async fn update_faq(
     req: UpdateFaq,
 ) -> Result<Faq> {
     let mut tx = ctx.pool.begin().await?;
-    let mut faq = db::faq::lock_faq(&mut tx, caller.org_id, id, faq_id)
+    let mut faq = db::faq::lock_faq(&mut tx, caller.org_id.uuid(), id, faq_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut faq)?;
     check_category(&mut tx, id, faq.category_id).await?;
     db::faq::update_faq(&mut *tx, &faq).await?;
-    let faq = read_faq_in(&mut tx, caller.org_id, id, faq_id).await?;
+    let faq = read_faq_in(&mut tx, caller.org_id.uuid(), id, faq_id).await?;
     tx.commit().await?;
     Ok(faq)
 }

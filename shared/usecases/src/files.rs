@@ -7,6 +7,7 @@ use std::time::Duration;
 use parley_db as db;
 use parley_domain::files::File;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
@@ -40,15 +41,15 @@ where
 }
 
 /// The organization's file.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<File> {
-    found(db::files::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<File> {
+    found(db::files::get(ctx.pool, org.uuid(), id).await?)
 }
 
 /// Records a file of the caller's organization `pending`: its object is put in the store
 /// after (a client's upload, or the API's own), so a store call that fails leaves a pending
 /// file the sweep removes.
 pub async fn record_pending(ctx: Ctx<'_>, caller: &Caller, file: &File) -> Result<()> {
-    if file.organization_id != caller.org_id {
+    if file.organization_id != caller.org_id.uuid() {
         return Err(AppError::Internal(anyhow::anyhow!("a file of another organization")).into());
     }
     Ok(db::files::insert(ctx.pool, file).await?)
@@ -62,10 +63,10 @@ pub async fn mark_uploaded(
     size: i64,
     hash: Option<&str>,
 ) -> Result<File> {
-    found(db::files::mark_uploaded(ctx.pool, caller.org_id, id, size, hash).await?)
+    found(db::files::mark_uploaded(ctx.pool, caller.org_id.uuid(), id, size, hash).await?)
 }
 
 /// Marks the file deleted (its object removed already); attachments keep showing the record.
 pub async fn mark_deleted(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::files::mark_deleted(ctx.pool, caller.org_id, id).await?)
+    changed(db::files::mark_deleted(ctx.pool, caller.org_id.uuid(), id).await?)
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use parley_db as db;
+use parley_types::ids::OrgId;
 use uuid::Uuid;
 
 use crate::{Ctx, Result};
@@ -15,22 +16,22 @@ pub use parley_db::idempotency::{Claim, KEPT_FOR};
 /// for [`KEPT_FOR`].
 pub async fn claim(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     key: &str,
     hash: &[u8],
     abandoned_after: Duration,
 ) -> Result<Claim> {
-    Ok(db::idempotency::claim(ctx.pool, org, key, hash, KEPT_FOR, abandoned_after).await?)
+    Ok(db::idempotency::claim(ctx.pool, org.uuid(), key, hash, KEPT_FOR, abandoned_after).await?)
 }
 
 /// Keeps the answer of the request that took the key with `token`.
 pub async fn complete(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     key: &str,
     token: Uuid,
     status: u16,
     body: &[u8],
 ) -> Result<()> {
-    Ok(db::idempotency::complete(ctx.pool, org, key, token, status, body).await?)
+    Ok(db::idempotency::complete(ctx.pool, org.uuid(), key, token, status, body).await?)
 }

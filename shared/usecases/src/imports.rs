@@ -7,6 +7,7 @@ use std::time::Duration;
 use parley_db as db;
 use parley_db::imports::BatchCounts;
 use parley_domain::imports::{self, ContactImport, ImportFormat, MatchedRows};
+use parley_types::ids::OrgId;
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, found};
@@ -30,10 +31,17 @@ pub async fn import_stored_file(
     format: ImportFormat,
 ) -> Result<ContactImport> {
     let mut tx = ctx.pool.begin().await?;
-    db::files::mark_uploaded(&mut *tx, caller.org_id, file.id, file.size, file.etag).await?;
+    db::files::mark_uploaded(
+        &mut *tx,
+        caller.org_id.uuid(),
+        file.id,
+        file.size,
+        file.etag,
+    )
+    .await?;
     let import = db::imports::create(
         &mut *tx,
-        caller.org_id,
+        caller.org_id.uuid(),
         format,
         None,
         Some(file.id),
@@ -55,7 +63,7 @@ pub async fn apply_batch(
     ctx: Ctx<'_>,
     import: Uuid,
     token: Uuid,
-    org: Uuid,
+    org: OrgId,
     batch: ImportBatch<'_>,
     lease: Duration,
 ) -> std::result::Result<BatchCounts, ImportError> {
@@ -64,12 +72,13 @@ pub async fn apply_batch(
         return Err(ImportError::LeaseLost);
     }
     let rows = batch.rows;
-    let by_email = db::imports::contacts_by_email(&mut *tx, org, &imports::emails_of(rows)).await?;
+    let by_email =
+        db::imports::contacts_by_email(&mut *tx, org.uuid(), &imports::emails_of(rows)).await?;
     let phones = imports::phones_of(rows, &by_email);
-    let by_phone = db::imports::contacts_by_phone(&mut *tx, org, &phones).await?;
+    let by_phone = db::imports::contacts_by_phone(&mut *tx, org.uuid(), &phones).await?;
     let MatchedRows { existing, new } = imports::match_rows(rows, &by_email, &by_phone);
-    let updated = db::imports::update_matched(&mut *tx, org, &existing).await?;
-    let created = db::imports::insert_new(&mut *tx, org, &new).await?;
+    let updated = db::imports::update_matched(&mut *tx, org.uuid(), &existing).await?;
+    let created = db::imports::insert_new(&mut *tx, org.uuid(), &new).await?;
     let counts = BatchCounts {
         created: created as i32,
         updated: updated as i32,
@@ -111,9 +120,9 @@ pub async fn finish(
 
 pub async fn next_waiting(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
 ) -> std::result::Result<Option<Uuid>, sqlx::Error> {
-    db::imports::next_waiting(ctx.pool, org).await
+    db::imports::next_waiting(ctx.pool, org.uuid()).await
 }
 
 pub async fn renew(
@@ -144,7 +153,7 @@ pub async fn create(
 ) -> Result<ContactImport> {
     let import = db::imports::create(
         ctx.pool,
-        caller.org_id,
+        caller.org_id.uuid(),
         format,
         data,
         file.map(|(id, _)| id),
@@ -156,8 +165,8 @@ pub async fn create(
 }
 
 /// The organization's import, with its progress and result.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<ContactImport> {
-    found(db::imports::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<ContactImport> {
+    found(db::imports::get(ctx.pool, org.uuid(), id).await?)
 }
 
 /// Hands a queued import to the workers; when Redis does not take it, the reconciler will.

@@ -9,6 +9,7 @@ use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
 use parley_domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use uuid::Uuid;
@@ -18,24 +19,31 @@ use crate::{Caller, Ctx, Result, changed, found};
 /// Creates a lead with its tags and its `lead.created` event.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Lead> {
-    let (lead, tag_ids) = req.into_lead(caller.org_id)?;
+    let (lead, tag_ids) = req.into_lead(caller.org_id.uuid())?;
     let tag_ids = parley_types::ids::dedup(tag_ids);
     let mut tx = ctx.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Users,
-        caller.org_id,
+        caller.org_id.uuid(),
         "assigneeId",
         lead.assignee_id,
     )
     .await?;
-    refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
+    refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
     db::leads::insert(&mut *tx, &lead).await?;
-    set_tags(&mut tx, TagLink::Lead, caller.org_id, lead.id, &tag_ids).await?;
-    let lead = db::leads::get(&mut tx, caller.org_id, lead.id)
+    set_tags(
+        &mut tx,
+        TagLink::Lead,
+        caller.org_id.uuid(),
+        lead.id,
+        &tag_ids,
+    )
+    .await?;
+    let lead = db::leads::get(&mut tx, caller.org_id.uuid(), lead.id)
         .await?
         .ok_or(AppError::NotFound)?;
-    db::outbox::emit(&mut tx, caller.org_id, EventName::LeadCreated, &lead).await?;
+    db::outbox::emit(&mut tx, caller.org_id.uuid(), EventName::LeadCreated, &lead).await?;
     tx.commit().await?;
     Ok(lead)
 }
@@ -44,7 +52,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Le
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) -> Result<Lead> {
     let mut tx = ctx.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, caller.org_id, id)
+    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     let before_assignee = lead.assignee_id;
@@ -53,7 +61,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
         refs::check_id(
             &mut tx,
             RefTable::Users,
-            caller.org_id,
+            caller.org_id.uuid(),
             "assigneeId",
             lead.assignee_id,
         )
@@ -61,11 +69,11 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
     }
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
-        set_tags(&mut tx, TagLink::Lead, caller.org_id, id, &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+        set_tags(&mut tx, TagLink::Lead, caller.org_id.uuid(), id, &tag_ids).await?;
     }
     db::leads::update(&mut *tx, &lead).await?;
-    let lead = db::leads::get(&mut tx, caller.org_id, id)
+    let lead = db::leads::get(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -78,7 +86,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
 pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact> {
     let actor = caller.actor();
     let mut tx = ctx.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, caller.org_id, id)
+    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     if lead.status == LeadStatus::Converted {
@@ -86,7 +94,7 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
     }
     let existing = db::contacts::find_by_email_or_phone(
         &mut tx,
-        caller.org_id,
+        caller.org_id.uuid(),
         lead.email.as_deref(),
         lead.phone.as_deref(),
     )
@@ -113,7 +121,7 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
             set_tags(
                 &mut tx,
                 TagLink::Contact,
-                caller.org_id,
+                caller.org_id.uuid(),
                 contact.id,
                 &tag_ids,
             )
@@ -128,13 +136,13 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
         "Converted from a lead".to_owned(),
     );
     converted.metadata = Some(id.to_string());
-    db::contacts::add_activities(&mut tx, caller.org_id, &[converted]).await?;
+    db::contacts::add_activities(&mut tx, caller.org_id.uuid(), &[converted]).await?;
     lead.status = LeadStatus::Converted;
     lead.contact_id = Some(contact_id);
     lead.converted_at = Some(now);
     lead.updated_at = now;
     db::leads::update(&mut *tx, &lead).await?;
-    let contact = db::contacts::get(&mut tx, caller.org_id, contact_id)
+    let contact = db::contacts::get(&mut tx, caller.org_id.uuid(), contact_id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -143,20 +151,20 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
 
 /// Deletes the organization's lead; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::leads::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::leads::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's leads.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &LeadFilter,
     page: &PageRequest,
 ) -> Result<Page<Lead>> {
-    Ok(db::leads::list(ctx.pool, org, f, page).await?)
+    Ok(db::leads::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's lead.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Lead> {
-    found(db::leads::get(&mut *ctx.pool.acquire().await?, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Lead> {
+    found(db::leads::get(&mut *ctx.pool.acquire().await?, org.uuid(), id).await?)
 }

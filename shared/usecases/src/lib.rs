@@ -40,6 +40,7 @@ pub mod webhooks;
 use parley_domain::Actor;
 use parley_jobs::Jobs;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::time::Clock;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -102,7 +103,7 @@ fn changed(any: bool) -> Result<()> {
 /// Who acts: an API key of an organization.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub key_id: Uuid,
     pub key_name: String,
 }

@@ -5,6 +5,7 @@ use parley_domain::message_attributes::{
     CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
 };
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -19,7 +20,7 @@ pub async fn update(
     req: UpdateMessageAttribute,
 ) -> Result<MessageAttribute> {
     let mut tx = ctx.pool.begin().await?;
-    let mut attribute = db::message_attributes::lock(&mut *tx, caller.org_id, id)
+    let mut attribute = db::message_attributes::lock(&mut *tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut attribute);
@@ -30,22 +31,22 @@ pub async fn update(
 
 /// Deletes the organization's message attribute; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::message_attributes::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::message_attributes::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's message attributes.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &MessageAttributeFilter,
     page: &PageRequest,
 ) -> Result<Page<MessageAttribute>> {
-    Ok(db::message_attributes::list(ctx.pool, org, f, page).await?)
+    Ok(db::message_attributes::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's message attribute.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<MessageAttribute> {
-    found(db::message_attributes::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<MessageAttribute> {
+    found(db::message_attributes::get(ctx.pool, org.uuid(), id).await?)
 }
 
 /// Creates a message attribute.
@@ -54,7 +55,7 @@ pub async fn create(
     caller: &Caller,
     req: CreateMessageAttribute,
 ) -> Result<MessageAttribute> {
-    let attribute = req.into_attribute(caller.org_id);
+    let attribute = req.into_attribute(caller.org_id.uuid());
     db::message_attributes::insert(ctx.pool, &attribute).await?;
     Ok(attribute)
 }

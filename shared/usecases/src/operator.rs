@@ -10,6 +10,7 @@ use parley_domain::operator::{
 };
 use parley_jobs::QueueName;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::Cursor;
 use uuid::Uuid;
 
@@ -135,14 +136,14 @@ pub async fn act(
 pub async fn set_org_paused(
     ctx: Ctx<'_>,
     actor: &str,
-    org: Uuid,
+    org: OrgId,
     paused: bool,
 ) -> Result<OperatorAction> {
     let mut tx = ctx.pool.begin().await?;
-    if !db::operator::org_exists(&mut *tx, org).await? {
+    if !db::operator::org_exists(&mut *tx, org.uuid()).await? {
         return Err(AppError::NotFound.into());
     }
-    if !db::operator::set_org_paused(&mut *tx, org, paused).await? {
+    if !db::operator::set_org_paused(&mut *tx, org.uuid(), paused).await? {
         return Err(AppError::invalid_state(if paused {
             "the organization's sending is already paused"
         } else {
@@ -158,7 +159,7 @@ pub async fn set_org_paused(
     };
     let action = db::operator::log_action(
         &mut *tx,
-        &NewAction::switch(actor, kind, None, Some(org), status),
+        &NewAction::switch(actor, kind, None, Some(org.uuid()), status),
     )
     .await?;
     tx.commit().await?;
@@ -276,11 +277,11 @@ pub async fn recent_resumes(
 
 pub async fn release_paused(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     now: Timestamp,
     limit: i64,
 ) -> std::result::Result<i64, sqlx::Error> {
-    db::operator::release_paused(ctx.pool, org, now, limit).await
+    db::operator::release_paused(ctx.pool, org.uuid(), now, limit).await
 }
 
 pub async fn take_running(

@@ -1,7 +1,7 @@
 //! The limits an operator sets for one organization (`parley-api org limits`).
 
 use parley_db as db;
-use uuid::Uuid;
+use parley_types::ids::OrgId;
 
 use crate::{Ctx, Result};
 pub use parley_db::org_limits::{Changes, OrgLimits, Setting};
@@ -9,9 +9,9 @@ pub use parley_db::org_limits::{Changes, OrgLimits, Setting};
 /// Applies `changes` under the organization's row lock and returns its limits; `None` when
 /// there is no such organization.
 #[tracing::instrument(skip_all, fields(organization_id = %org))]
-pub async fn set(ctx: Ctx<'_>, org: Uuid, changes: &Changes) -> Result<Option<OrgLimits>> {
+pub async fn set(ctx: Ctx<'_>, org: OrgId, changes: &Changes) -> Result<Option<OrgLimits>> {
     let mut tx = ctx.pool.begin().await?;
-    let limits = db::org_limits::set(&mut tx, org, changes).await?;
+    let limits = db::org_limits::set(&mut tx, org.uuid(), changes).await?;
     tx.commit().await?;
     Ok(limits)
 }

@@ -5,15 +5,15 @@ use parley_db as db;
 use parley_domain::api_keys::{CreatedApiKey, NewApiKey};
 use parley_domain::orgs::Organization;
 use parley_types::error::AppError;
-use uuid::Uuid;
+use parley_types::ids::OrgId;
 
 use crate::{Ctx, Result, found};
 
 pub use parley_db::orgs::CHANGED_PREFIX;
 
 /// The organization, with its business hours.
-pub async fn read(ctx: Ctx<'_>, id: Uuid) -> Result<Organization> {
-    found(db::orgs::get(ctx.pool, id).await?)
+pub async fn read(ctx: Ctx<'_>, id: OrgId) -> Result<Organization> {
+    found(db::orgs::get(ctx.pool, id.uuid()).await?)
 }
 
 /// Creates an organization with one key, `default`, of every scope, in one transaction.

@@ -13,6 +13,7 @@ use parley_domain::sla::{
 use parley_domain::tickets::TicketActivity;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use std::time::Duration;
@@ -29,7 +30,7 @@ pub async fn update(
     req: UpdateSlaPolicy,
 ) -> Result<SlaPolicy> {
     let mut tx = ctx.pool.begin().await?;
-    let mut policy = db::sla::get_policy(&mut *tx, caller.org_id, id, true)
+    let mut policy = db::sla::get_policy(&mut *tx, caller.org_id.uuid(), id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut policy);
@@ -46,7 +47,7 @@ pub async fn update_organization(
     req: UpdateOrganization,
 ) -> Result<Organization> {
     let mut tx = ctx.pool.begin().await?;
-    let mut org = db::orgs::lock(&mut *tx, caller.org_id)
+    let mut org = db::orgs::lock(&mut *tx, caller.org_id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut org)?;
@@ -123,22 +124,22 @@ pub async fn checks_backlog(ctx: Ctx<'_>) -> std::result::Result<i64, sqlx::Erro
 
 /// Deletes the organization's SLA policy; 404 when there is none.
 pub async fn delete_policy(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::sla::delete_policy(ctx.pool, caller.org_id, id).await?)
+    changed(db::sla::delete_policy(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's SLA policies.
 pub async fn list_policies(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &SlaPolicyFilter,
     page: &PageRequest,
 ) -> Result<Page<SlaPolicy>> {
-    Ok(db::sla::list_policies(ctx.pool, org, f, page).await?)
+    Ok(db::sla::list_policies(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's SLA policy.
-pub async fn read_policy(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<SlaPolicy> {
-    found(db::sla::get_policy(ctx.pool, org, id, false).await?)
+pub async fn read_policy(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<SlaPolicy> {
+    found(db::sla::get_policy(ctx.pool, org.uuid(), id, false).await?)
 }
 
 /// Creates an SLA policy.
@@ -147,7 +148,7 @@ pub async fn create_policy(
     caller: &Caller,
     req: CreateSlaPolicy,
 ) -> Result<SlaPolicy> {
-    let policy = req.into_policy(caller.org_id);
+    let policy = req.into_policy(caller.org_id.uuid());
     db::sla::insert_policy(ctx.pool, &policy).await?;
     Ok(policy)
 }
@@ -155,9 +156,9 @@ pub async fn create_policy(
 /// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`.
 pub async fn stats(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
 ) -> Result<SlaStats> {
-    Ok(db::sla::stats(ctx.pool, org, from, to).await?)
+    Ok(db::sla::stats(ctx.pool, org.uuid(), from, to).await?)
 }

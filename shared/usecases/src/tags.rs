@@ -3,6 +3,7 @@
 use parley_db as db;
 use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag, UpdateCompany, UpdateTag};
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -12,7 +13,7 @@ use crate::{Caller, Ctx, Result, changed, found};
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTag) -> Result<Tag> {
     let mut tx = ctx.pool.begin().await?;
-    let mut tag = db::tags::get_tag(&mut *tx, caller.org_id, id, true)
+    let mut tag = db::tags::get_tag(&mut *tx, caller.org_id.uuid(), id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut tag);
@@ -30,7 +31,7 @@ pub async fn update_company(
     req: UpdateCompany,
 ) -> Result<Company> {
     let mut tx = ctx.pool.begin().await?;
-    let mut company = db::tags::get_company(&mut *tx, caller.org_id, id, true)
+    let mut company = db::tags::get_company(&mut *tx, caller.org_id.uuid(), id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut company);
@@ -41,44 +42,44 @@ pub async fn update_company(
 
 /// Deletes the organization's tag; 404 when there is none.
 pub async fn delete_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::tags::delete_tag(ctx.pool, caller.org_id, id).await?)
+    changed(db::tags::delete_tag(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// Deletes the organization's company; 404 when there is none.
 pub async fn delete_company(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::tags::delete_company(ctx.pool, caller.org_id, id).await?)
+    changed(db::tags::delete_company(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's tags.
-pub async fn list_tags(ctx: Ctx<'_>, org: Uuid, page: &PageRequest) -> Result<Page<Tag>> {
-    Ok(db::tags::list_tags(ctx.pool, org, page).await?)
+pub async fn list_tags(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<Tag>> {
+    Ok(db::tags::list_tags(ctx.pool, org.uuid(), page).await?)
 }
 
 /// A page of the organization's companies.
-pub async fn list_companies(ctx: Ctx<'_>, org: Uuid, page: &PageRequest) -> Result<Page<Company>> {
-    Ok(db::tags::list_companies(ctx.pool, org, page).await?)
+pub async fn list_companies(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<Company>> {
+    Ok(db::tags::list_companies(ctx.pool, org.uuid(), page).await?)
 }
 
 /// The organization's tag.
-pub async fn read_tag(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Tag> {
-    found(db::tags::get_tag(ctx.pool, org, id, false).await?)
+pub async fn read_tag(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Tag> {
+    found(db::tags::get_tag(ctx.pool, org.uuid(), id, false).await?)
 }
 
 /// The organization's company.
-pub async fn read_company(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Company> {
-    found(db::tags::get_company(ctx.pool, org, id, false).await?)
+pub async fn read_company(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Company> {
+    found(db::tags::get_company(ctx.pool, org.uuid(), id, false).await?)
 }
 
 /// Creates a tag.
 pub async fn create_tag(ctx: Ctx<'_>, caller: &Caller, req: CreateTag) -> Result<Tag> {
-    let tag = req.into_tag(caller.org_id);
+    let tag = req.into_tag(caller.org_id.uuid());
     db::tags::insert_tag(ctx.pool, &tag).await?;
     Ok(tag)
 }
 
 /// Creates a company.
 pub async fn create_company(ctx: Ctx<'_>, caller: &Caller, req: CreateCompany) -> Result<Company> {
-    let company = req.into_company(caller.org_id);
+    let company = req.into_company(caller.org_id.uuid());
     db::tags::insert_company(ctx.pool, &company).await?;
     Ok(company)
 }

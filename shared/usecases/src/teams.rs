@@ -5,6 +5,7 @@ use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -20,13 +21,13 @@ const MAX_MEMBERS_PER_CALL: usize = 100;
 /// Creates a team with its members.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Team> {
-    let (team, member_ids) = req.into_team(caller.org_id);
+    let (team, member_ids) = req.into_team(caller.org_id.uuid());
     let member_ids = parley_types::ids::dedup(member_ids);
     let mut tx = ctx.pool.begin().await?;
     refs::check_id(
         &mut tx,
         RefTable::Users,
-        caller.org_id,
+        caller.org_id.uuid(),
         "createdBy",
         team.created_by,
     )
@@ -34,7 +35,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
     refs::check_ids(
         &mut tx,
         RefTable::Users,
-        caller.org_id,
+        caller.org_id.uuid(),
         "memberIds",
         &member_ids,
         MAX_MEMBERS_PER_CALL,
@@ -43,13 +44,13 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
     db::teams::insert(&mut *tx, &team).await?;
     db::teams::add_members(
         &mut *tx,
-        caller.org_id,
+        caller.org_id.uuid(),
         team.id,
         &member_ids,
         &added_by(caller),
     )
     .await?;
-    let team = db::teams::get(&mut tx, caller.org_id, team.id)
+    let team = db::teams::get(&mut tx, caller.org_id.uuid(), team.id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -60,7 +61,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
-    let mut team = db::teams::lock(&mut tx, caller.org_id, id)
+    let mut team = db::teams::lock(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut team);
@@ -73,7 +74,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) ->
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMembers) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
-    db::teams::lock(&mut tx, caller.org_id, id)
+    db::teams::lock(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     if req.user_ids.is_empty() {
@@ -83,14 +84,21 @@ pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMember
     refs::check_ids(
         &mut tx,
         RefTable::Users,
-        caller.org_id,
+        caller.org_id.uuid(),
         "userIds",
         &user_ids,
         MAX_MEMBERS_PER_CALL,
     )
     .await?;
-    db::teams::add_members(&mut *tx, caller.org_id, id, &user_ids, &added_by(caller)).await?;
-    let team = db::teams::get(&mut tx, caller.org_id, id)
+    db::teams::add_members(
+        &mut *tx,
+        caller.org_id.uuid(),
+        id,
+        &user_ids,
+        &added_by(caller),
+    )
+    .await?;
+    let team = db::teams::get(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -99,25 +107,25 @@ pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMember
 
 /// Deletes the organization's team; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::teams::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::teams::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// Takes a user off the organization's team; 404 when the user is not on it.
 pub async fn remove_member(ctx: Ctx<'_>, caller: &Caller, team: Uuid, user: Uuid) -> Result<()> {
-    changed(db::teams::remove_member(ctx.pool, caller.org_id, team, user).await?)
+    changed(db::teams::remove_member(ctx.pool, caller.org_id.uuid(), team, user).await?)
 }
 
 /// A page of the organization's teams.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &TeamFilter,
     page: &PageRequest,
 ) -> Result<Page<Team>> {
-    Ok(db::teams::list(ctx.pool, org, f, page).await?)
+    Ok(db::teams::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's team.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Team> {
-    found(db::teams::get(&mut *ctx.pool.acquire().await?, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Team> {
+    found(db::teams::get(&mut *ctx.pool.acquire().await?, org.uuid(), id).await?)
 }

@@ -7,6 +7,7 @@ use parley_domain::analytics::TemplateAnalytics;
 use parley_domain::broadcasts::check_template_change;
 use parley_domain::templates::{CreateTemplate, Template, TemplateFilter, UpdateTemplate};
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -21,11 +22,11 @@ pub async fn update(
     req: UpdateTemplate,
 ) -> Result<Template> {
     let mut tx = ctx.pool.begin().await?;
-    let mut template = db::templates::lock(&mut *tx, caller.org_id, id)
+    let mut template = db::templates::lock(&mut *tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut template)?;
-    let pending = db::broadcasts::rendering_from(&mut *tx, caller.org_id, id).await?;
+    let pending = db::broadcasts::rendering_from(&mut *tx, caller.org_id.uuid(), id).await?;
     check_template_change(&template, &pending)?;
     db::templates::update(&mut *tx, &template).await?;
     tx.commit().await?;
@@ -34,27 +35,27 @@ pub async fn update(
 
 /// Deletes the organization's template; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::templates::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::templates::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's templates.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &TemplateFilter,
     page: &PageRequest,
 ) -> Result<Page<Template>> {
-    Ok(db::templates::list(ctx.pool, org, f, page).await?)
+    Ok(db::templates::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's template.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Template> {
-    found(db::templates::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Template> {
+    found(db::templates::get(ctx.pool, org.uuid(), id).await?)
 }
 
 /// Creates a template, its body checked for its channel.
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTemplate) -> Result<Template> {
-    let template = req.into_template(caller.org_id)?;
+    let template = req.into_template(caller.org_id.uuid())?;
     db::templates::insert(ctx.pool, &template).await?;
     Ok(template)
 }
@@ -74,10 +75,10 @@ pub async fn duplicate(
 /// The template's sends and outcomes, for one channel or all.
 pub async fn analytics(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
     channel: Option<Channel>,
 ) -> Result<TemplateAnalytics> {
     read(ctx, org, id).await?;
-    Ok(db::analytics::template(ctx.pool, org, id, channel).await?)
+    Ok(db::analytics::template(ctx.pool, org.uuid(), id, channel).await?)
 }

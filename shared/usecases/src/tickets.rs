@@ -14,6 +14,7 @@ use parley_domain::tickets::{
 };
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -23,8 +24,14 @@ const MAX_PER_CALL: usize = 50;
 const MAX_FILES: usize = 20;
 
 /// The ticket with everything it embeds, as the API and its events show it.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Ticket> {
-    read_in(&mut *ctx.pool.acquire().await?, org, id, ctx.clock.now()).await
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Ticket> {
+    read_in(
+        &mut *ctx.pool.acquire().await?,
+        org.uuid(),
+        id,
+        ctx.clock.now(),
+    )
+    .await
 }
 
 /// The ticket with this id, whatever its organization: for the check of an access token
@@ -45,17 +52,17 @@ async fn of_org(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Ticket> {
 /// A page of the ticket's replies.
 pub async fn replies(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
     page: &PageRequest,
 ) -> Result<Page<TicketReply>> {
-    of_org(ctx, org, id).await?;
+    of_org(ctx, org.uuid(), id).await?;
     Ok(db::tickets::replies(ctx.pool, id, page).await?)
 }
 
 /// The organization's ticket's SLA state; `None` when no policy applies to it.
-pub async fn sla_state(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Option<SlaState>> {
-    sla_state_of(ctx, &of_org(ctx, org, id).await?).await
+pub async fn sla_state(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Option<SlaState>> {
+    sla_state_of(ctx, &of_org(ctx, org.uuid(), id).await?).await
 }
 
 /// The SLA state of a ticket read already (by its access token); `None` when no policy
@@ -168,24 +175,31 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
     let org = caller.org_id;
-    check_refs(&mut tx, org, &req).await?;
-    let number = db::orgs::next_number(&mut tx, org, "ticket").await?;
-    let (ticket, links) = req.into_ticket(org, number, now);
-    check_links(&mut tx, org, &links).await?;
+    check_refs(&mut tx, org.uuid(), &req).await?;
+    let number = db::orgs::next_number(&mut tx, org.uuid(), "ticket").await?;
+    let (ticket, links) = req.into_ticket(org.uuid(), number, now);
+    check_links(&mut tx, org.uuid(), &links).await?;
     db::tickets::insert(&mut *tx, &ticket).await?;
-    set_tags(&mut tx, TagLink::Ticket, org, ticket.id, &links.tag_ids).await?;
-    db::tickets::add_assignees(&mut tx, org, ticket.id, &links.assignee_ids, None).await?;
-    db::tickets::add_attachments(&mut tx, org, ticket.id, &links.file_ids).await?;
+    set_tags(
+        &mut tx,
+        TagLink::Ticket,
+        org.uuid(),
+        ticket.id,
+        &links.tag_ids,
+    )
+    .await?;
+    db::tickets::add_assignees(&mut tx, org.uuid(), ticket.id, &links.assignee_ids, None).await?;
+    db::tickets::add_attachments(&mut tx, org.uuid(), ticket.id, &links.file_ids).await?;
     let created = TicketActivity::new(
         ticket.id,
         &caller.actor(),
         "created",
         format!("{} created the ticket", caller.key_name),
     );
-    db::tickets::add_activities(&mut tx, org, &[created]).await?;
+    db::tickets::add_activities(&mut tx, org.uuid(), &[created]).await?;
     db::sla::start(
         &mut tx,
-        org,
+        org.uuid(),
         SubjectType::Ticket,
         ticket.id,
         ticket.priority,
@@ -193,8 +207,8 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<
         ticket.created_at,
     )
     .await?;
-    let ticket = read_in(&mut tx, org, ticket.id, now).await?;
-    db::outbox::emit(&mut tx, org, EventName::TicketCreated, &ticket).await?;
+    let ticket = read_in(&mut tx, org.uuid(), ticket.id, now).await?;
+    db::outbox::emit(&mut tx, org.uuid(), EventName::TicketCreated, &ticket).await?;
     tx.commit().await?;
     Ok(ticket)
 }
@@ -206,12 +220,12 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) 
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut ticket = lock(&mut tx, org, id).await?;
+    let mut ticket = lock(&mut tx, org.uuid(), id).await?;
     let change = req.apply(&mut ticket, now)?;
-    check_update_refs(&mut tx, org, &ticket).await?;
+    check_update_refs(&mut tx, org.uuid(), &ticket).await?;
     let mut activities = field_activities(caller, &ticket, &change);
     if let Some(tag_ids) = change.tag_ids.clone()
-        && replace_tags(&mut tx, org, id, tag_ids).await?
+        && replace_tags(&mut tx, org.uuid(), id, tag_ids).await?
     {
         activities.push(TicketActivity::new(
             ticket.id,
@@ -221,7 +235,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) 
         ));
     }
     db::tickets::update(&mut *tx, &ticket).await?;
-    db::tickets::add_activities(&mut tx, org, &activities).await?;
+    db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
     let priority = ticket.priority;
     db::sla::update(&mut tx, SubjectType::Ticket, id, |s, _| {
         s.priority = priority
@@ -230,14 +244,14 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) 
     if let Some((_, to)) = change.status {
         follow_status(&mut tx, id, to, now).await?;
     }
-    let ticket = read_in(&mut tx, org, id, now).await?;
+    let ticket = read_in(&mut tx, org.uuid(), id, now).await?;
     if change
         .status
         .is_some_and(|(_, to)| to == TicketStatus::Closed)
     {
-        db::outbox::emit(&mut tx, org, EventName::TicketClosed, &ticket).await?;
+        db::outbox::emit(&mut tx, org.uuid(), EventName::TicketClosed, &ticket).await?;
     } else if !activities.is_empty() {
-        db::outbox::emit(&mut tx, org, EventName::TicketUpdated, &ticket).await?;
+        db::outbox::emit(&mut tx, org.uuid(), EventName::TicketUpdated, &ticket).await?;
     }
     tx.commit().await?;
     Ok(ticket)
@@ -336,7 +350,7 @@ pub async fn add_reply(
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut ticket = lock(&mut tx, org, id).await?;
+    let mut ticket = lock(&mut tx, org.uuid(), id).await?;
     if ticket.status == TicketStatus::Closed {
         return Err(AppError::invalid_state("the ticket is closed").into());
     }
@@ -344,9 +358,16 @@ pub async fn add_reply(
     reply.created_at = now;
     reply.updated_at = now;
     if reply.author_type == AuthorType::Agent {
-        refs::check_id(&mut tx, RefTable::Users, org, "authorId", reply.author_id).await?;
+        refs::check_id(
+            &mut tx,
+            RefTable::Users,
+            org.uuid(),
+            "authorId",
+            reply.author_id,
+        )
+        .await?;
     }
-    db::tickets::insert_reply(&mut tx, org, &reply).await?;
+    db::tickets::insert_reply(&mut tx, org.uuid(), &reply).await?;
     let actor = match (reply.author_type, reply.author_id) {
         (AuthorType::Customer, Some(c)) => Actor::contact(c),
         _ => caller.actor(),
@@ -380,8 +401,8 @@ pub async fn add_reply(
         }
         (AuthorType::Agent, true) => {}
     }
-    db::tickets::add_activities(&mut tx, org, &activities).await?;
-    updated(&mut tx, org, id, now).await?;
+    db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
+    updated(&mut tx, org.uuid(), id, now).await?;
     tx.commit().await?;
     Ok(reply)
 }
@@ -392,20 +413,21 @@ pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let ticket = lock(&mut tx, org, id).await?;
+    let ticket = lock(&mut tx, org.uuid(), id).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
-        org,
+        org.uuid(),
         "userIds",
         req.user_ids,
         req.assigned_by,
         MAX_PER_CALL,
     )
     .await?;
-    let added = db::tickets::add_assignees(&mut tx, org, id, &users, req.assigned_by).await?;
+    let added =
+        db::tickets::add_assignees(&mut tx, org.uuid(), id, &users, req.assigned_by).await?;
     if added.is_empty() {
-        let ticket = read_in(&mut tx, org, id, now).await?;
+        let ticket = read_in(&mut tx, org.uuid(), id, now).await?;
         tx.commit().await?;
         return Ok(ticket);
     }
@@ -422,8 +444,8 @@ pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -
             .values(None, Some(u.to_string()))
         })
         .collect();
-    db::tickets::add_activities(&mut tx, org, &activities).await?;
-    let ticket = updated(&mut tx, org, id, now).await?;
+    db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
+    let ticket = updated(&mut tx, org.uuid(), id, now).await?;
     tx.commit().await?;
     Ok(ticket)
 }
@@ -434,7 +456,7 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Re
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let ticket = lock(&mut tx, org, id).await?;
+    let ticket = lock(&mut tx, org.uuid(), id).await?;
     if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
@@ -445,8 +467,8 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Re
         format!("{} unassigned a user", caller.key_name),
     )
     .values(Some(user.to_string()), None);
-    db::tickets::add_activities(&mut tx, org, &[activity]).await?;
-    updated(&mut tx, org, id, now).await?;
+    db::tickets::add_activities(&mut tx, org.uuid(), &[activity]).await?;
+    updated(&mut tx, org.uuid(), id, now).await?;
     tx.commit().await?;
     Ok(user)
 }
@@ -454,14 +476,14 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Re
 /// A page of the organization's tickets; a `tag` filter names a tag or gives its id.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &TicketFilter,
     page: &PageRequest,
 ) -> Result<Page<Ticket>> {
     let tag = match &f.tag {
-        Some(tag) => db::contacts::resolve_tag(ctx.pool, org, tag.as_str()).await?,
+        Some(tag) => db::contacts::resolve_tag(ctx.pool, org.uuid(), tag.as_str()).await?,
         None => None,
     };
     let now = ctx.clock.now();
-    Ok(db::tickets::list(ctx.pool, org, f, tag, page, now).await?)
+    Ok(db::tickets::list(ctx.pool, org.uuid(), f, tag, page, now).await?)
 }

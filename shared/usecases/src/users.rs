@@ -5,6 +5,7 @@ use parley_db as db;
 use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -13,10 +14,10 @@ use crate::{Caller, Ctx, Result, changed, found};
 /// Creates a user.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<User> {
-    let user = req.into_user(caller.org_id);
+    let user = req.into_user(caller.org_id.uuid());
     let mut tx = ctx.pool.begin().await?;
     db::users::insert(&mut *tx, &user).await?;
-    db::outbox::emit(&mut tx, caller.org_id, EventName::UserCreated, &user).await?;
+    db::outbox::emit(&mut tx, caller.org_id.uuid(), EventName::UserCreated, &user).await?;
     tx.commit().await?;
     Ok(user)
 }
@@ -25,7 +26,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<Us
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) -> Result<User> {
     let mut tx = ctx.pool.begin().await?;
-    let mut user = db::users::lock(&mut *tx, caller.org_id, id)
+    let mut user = db::users::lock(&mut *tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut user);
@@ -36,20 +37,20 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) ->
 
 /// Deletes the organization's user; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::users::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::users::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's users.
 pub async fn list(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &UserFilter,
     page: &PageRequest,
 ) -> Result<Page<User>> {
-    Ok(db::users::list(ctx.pool, org, f, page).await?)
+    Ok(db::users::list(ctx.pool, org.uuid(), f, page).await?)
 }
 
 /// The organization's user.
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<User> {
-    found(db::users::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<User> {
+    found(db::users::get(ctx.pool, org.uuid(), id).await?)
 }

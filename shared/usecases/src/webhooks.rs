@@ -10,6 +10,7 @@ use parley_domain::webhooks::{
     WebhookRecovery, WebhookWithSecret, new_secret,
 };
 use parley_types::error::AppError;
+use parley_types::ids::OrgId;
 use parley_types::list::{Page, PageRequest};
 use secrecy::ExposeSecret;
 use uuid::Uuid;
@@ -29,7 +30,7 @@ pub async fn update(
     allow_private: bool,
 ) -> Result<Webhook> {
     let mut tx = ctx.pool.begin().await?;
-    let mut webhook = db::webhooks::lock(&mut tx, caller.org_id, id)
+    let mut webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut webhook, allow_private)?;
@@ -43,7 +44,7 @@ pub async fn update(
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, webhook_id = %id))]
 pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Delivery> {
     let mut tx = ctx.pool.begin().await?;
-    let webhook = db::webhooks::lock(&mut tx, caller.org_id, id)
+    let webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !webhook.is_active {
@@ -51,28 +52,28 @@ pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Delivery> {
     }
     let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
     tx.commit().await?;
-    enqueue(ctx, caller.org_id, &delivery).await;
+    enqueue(ctx, caller.org_id.uuid(), &delivery).await;
     Ok(delivery)
 }
 
 /// Deletes the organization's webhook; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::webhooks::delete(ctx.pool, caller.org_id, id).await?)
+    changed(db::webhooks::delete(ctx.pool, caller.org_id.uuid(), id).await?)
 }
 
 /// A page of the organization's webhooks (never their secrets).
-pub async fn list(ctx: Ctx<'_>, org: Uuid, page: &PageRequest) -> Result<Page<Webhook>> {
-    Ok(db::webhooks::list(ctx.pool, org, page).await?)
+pub async fn list(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<Webhook>> {
+    Ok(db::webhooks::list(ctx.pool, org.uuid(), page).await?)
 }
 
 /// The organization's webhook (never its secret).
-pub async fn read(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Webhook> {
-    found(db::webhooks::get(ctx.pool, org, id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Webhook> {
+    found(db::webhooks::get(ctx.pool, org.uuid(), id).await?)
 }
 
 /// The organization's active webhook; 409 when it is disabled.
 async fn active(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Webhook> {
-    let webhook = read(ctx, org, id).await?;
+    let webhook = read(ctx, OrgId::from(org), id).await?;
     if !webhook.is_active {
         return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
@@ -87,7 +88,7 @@ pub async fn create(
     req: CreateWebhook,
     allow_private: bool,
 ) -> Result<WebhookWithSecret> {
-    let (webhook, secret) = req.into_webhook(caller.org_id, allow_private)?;
+    let (webhook, secret) = req.into_webhook(caller.org_id.uuid(), allow_private)?;
     db::webhooks::insert(ctx.pool, &webhook, secret.expose_secret()).await?;
     Ok(WebhookWithSecret { webhook, secret })
 }
@@ -98,7 +99,7 @@ pub async fn rotate_secret(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<We
     changed(
         db::webhooks::rotate_secret(
             ctx.pool,
-            caller.org_id,
+            caller.org_id.uuid(),
             id,
             secret.expose_secret(),
             ROTATION_OVERLAP,
@@ -112,7 +113,7 @@ pub async fn rotate_secret(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<We
 /// A page of the webhook's delivery attempts.
 pub async fn attempts(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
     filter: &AttemptFilter,
     page: &PageRequest,
@@ -129,9 +130,9 @@ pub async fn redeliver(
     id: Uuid,
     delivery: Uuid,
 ) -> Result<Delivery> {
-    active(ctx, caller.org_id, id).await?;
+    active(ctx, caller.org_id.uuid(), id).await?;
     let delivery = found(db::webhooks::redeliver(ctx.pool, id, delivery).await?)?;
-    enqueue(ctx, caller.org_id, &delivery).await;
+    enqueue(ctx, caller.org_id.uuid(), &delivery).await;
     Ok(delivery)
 }
 
@@ -144,8 +145,8 @@ pub async fn recover(
     req: RecoverWebhook,
 ) -> Result<WebhookRecovery> {
     let (since, until) = req.window()?;
-    active(ctx, caller.org_id, id).await?;
-    db::webhooks::start_recovery(ctx.pool, caller.org_id, id, since, until)
+    active(ctx, caller.org_id.uuid(), id).await?;
+    db::webhooks::start_recovery(ctx.pool, caller.org_id.uuid(), id, since, until)
         .await?
         .ok_or_else(|| {
             AppError::invalid_state("a recovery of this webhook is still running; wait for it")
@@ -156,11 +157,11 @@ pub async fn recover(
 /// A recovery of the organization's webhook.
 pub async fn read_recovery(
     ctx: Ctx<'_>,
-    org: Uuid,
+    org: OrgId,
     webhook: Uuid,
     id: Uuid,
 ) -> Result<WebhookRecovery> {
-    found(db::webhooks::get_recovery(ctx.pool, org, webhook, id).await?)
+    found(db::webhooks::get_recovery(ctx.pool, org.uuid(), webhook, id).await?)
 }
 
 /// Hands a due delivery to the workers; when Redis does not take it, the relay will (it is a

@@ -11,6 +11,7 @@ use parley_tests::TestApp;
 use parley_tests::email_worker::EmailWorker;
 use parley_tests::receiver::{Answer, Receiver};
 use parley_types::enums::Channel;
+use parley_types::ids::OrgId;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -685,10 +686,11 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         rates: vec![(Channel::Email, Setting::Value(100))],
         ..Changes::default()
     };
-    let set = parley_usecases::org_limits::set(app.services().await.ctx(), a_org, &changes)
-        .await
-        .unwrap()
-        .expect("A exists");
+    let set =
+        parley_usecases::org_limits::set(app.services().await.ctx(), OrgId::from(a_org), &changes)
+            .await
+            .unwrap()
+            .expect("A exists");
     assert_eq!(
         (set.broadcasts, set.send_jobs, set.imports),
         (Some(1), Some(2), None)
@@ -736,10 +738,11 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         rates: vec![(Channel::Email, Setting::Default)],
         ..Changes::default()
     };
-    let back = parley_usecases::org_limits::set(app.services().await.ctx(), a_org, &reset)
-        .await
-        .unwrap()
-        .unwrap();
+    let back =
+        parley_usecases::org_limits::set(app.services().await.ctx(), OrgId::from(a_org), &reset)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(back.broadcasts, None);
     assert!(back.rates.is_empty());
     assert!(
@@ -767,7 +770,7 @@ async fn an_operators_limits_for_one_organization_replace_the_defaults() {
         assert!(refused.is_err(), "{bad} was stored");
     }
     assert!(
-        parley_usecases::org_limits::set(app.services().await.ctx(), Uuid::now_v7(), &changes)
+        parley_usecases::org_limits::set(app.services().await.ctx(), OrgId::generate(), &changes)
             .await
             .unwrap()
             .is_none(),
