@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use parley_domain::api_keys::KeyIdentity;
 use parley_domain::auth;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, TicketId};
 use uuid::Uuid;
 
 use crate::client_addr::ClientAddr;
@@ -95,7 +95,7 @@ async fn ticket_access(
         .and_then(|rest| rest.strip_suffix(after))
         .and_then(|id| id.parse::<Uuid>().ok())
         .ok_or(AppError::NotFound)?;
-    match parley_usecases::tickets::find_for_token(state.use_cases(), id).await? {
+    match parley_usecases::tickets::find_for_token(state.use_cases(), TicketId::from(id)).await? {
         Some(ticket) if auth::same_secret(&ticket.access_token, token) => Ok(TicketAccess {
             ticket: Box::new(ticket),
         }),

@@ -8,6 +8,7 @@ use parley_domain::conversations::{
     AssignTeams, AssignUsers, Conversation, ConversationFilter, CreateConversation, CreateMessage,
     Handover, Message, UpdateConversation,
 };
+use parley_types::ids::ConversationId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -66,7 +67,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
         conversations::read(state.use_cases(), tenant.org_id, id).await?,
@@ -85,7 +86,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
     Json(req): Json<UpdateConversation>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
@@ -106,7 +107,7 @@ async fn update(
 async fn add_message(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
     Json(req): Json<CreateMessage>,
 ) -> AppResult<Reply<Message>> {
     Ok(Reply::created(
@@ -121,7 +122,7 @@ async fn add_message(
 async fn messages(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<Message>>> {
     Ok(Reply::page(
@@ -138,7 +139,7 @@ async fn messages(
 async fn assign_users(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
@@ -155,7 +156,7 @@ async fn assign_users(
 async fn assign_teams(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
     Json(req): Json<AssignTeams>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(
@@ -170,7 +171,7 @@ async fn assign_teams(
 async fn unassign_user(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, user)): Path<(Uuid, Uuid)>,
+    Path((id, user)): Path<(ConversationId, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
         conversations::unassign_user(state.use_cases(), &tenant.caller(), id, user).await?,
@@ -184,7 +185,7 @@ async fn unassign_user(
 async fn unassign_team(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, team)): Path<(Uuid, Uuid)>,
+    Path((id, team)): Path<(ConversationId, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
         conversations::unassign_team(state.use_cases(), &tenant.caller(), id, team).await?,
@@ -202,7 +203,7 @@ async fn unassign_team(
 async fn handover(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ConversationId>,
     Json(req): Json<Handover>,
 ) -> AppResult<Reply<Conversation>> {
     Ok(Reply::ok(

@@ -7,10 +7,10 @@ use parley_domain::analytics::TemplateAnalytics;
 use parley_domain::templates::{
     ChannelParam, CreateTemplate, Template, TemplateFilter, UpdateTemplate,
 };
+use parley_types::ids::TemplateId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -59,7 +59,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
 ) -> AppResult<Reply<Template>> {
     Ok(Reply::ok(
         templates::read(state.use_cases(), tenant.org_id, id).await?,
@@ -74,7 +74,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
     Json(req): Json<UpdateTemplate>,
 ) -> AppResult<Reply<Template>> {
     Ok(Reply::ok(
@@ -89,10 +89,10 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
 ) -> AppResult<Reply<Deleted>> {
     templates::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// Copy a template: a new `draft` named `<name> (Copy)`, on `?channel=` if given.
@@ -102,7 +102,7 @@ async fn delete(
 async fn duplicate(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
     Query(param): Query<ChannelParam>,
 ) -> AppResult<Reply<Template>> {
     Ok(Reply::created(
@@ -118,7 +118,7 @@ async fn duplicate(
 async fn analytics(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
     Query(param): Query<ChannelParam>,
 ) -> AppResult<Reply<TemplateAnalytics>> {
     Ok(Reply::ok(

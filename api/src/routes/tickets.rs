@@ -9,6 +9,7 @@ use parley_domain::sla::{SlaState, SlaStateView};
 use parley_domain::tickets::{
     CreateReply, CreateTicket, Ticket, TicketFilter, TicketReply, UpdateTicket,
 };
+use parley_types::ids::TicketId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -65,7 +66,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TicketId>,
 ) -> AppResult<Reply<Ticket>> {
     Ok(Reply::ok(
         tickets::read(state.use_cases(), tenant.org_id, id).await?,
@@ -83,7 +84,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TicketId>,
     Json(req): Json<UpdateTicket>,
 ) -> AppResult<Reply<Ticket>> {
     Ok(Reply::ok(
@@ -104,7 +105,7 @@ async fn update(
 async fn add_reply(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TicketId>,
     Json(req): Json<CreateReply>,
 ) -> AppResult<Reply<TicketReply>> {
     Ok(Reply::created(
@@ -119,7 +120,7 @@ async fn add_reply(
 async fn replies(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TicketId>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<TicketReply>>> {
     Ok(Reply::page(
@@ -135,7 +136,7 @@ async fn replies(
 async fn assign(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TicketId>,
     Json(req): Json<AssignUsers>,
 ) -> AppResult<Reply<Ticket>> {
     Ok(Reply::ok(
@@ -150,7 +151,7 @@ async fn assign(
 async fn unassign(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, user)): Path<(Uuid, Uuid)>,
+    Path((id, user)): Path<(TicketId, Uuid)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
         tickets::unassign(state.use_cases(), &tenant.caller(), id, user).await?,
@@ -169,7 +170,7 @@ async fn unassign(
 async fn sla(
     State(state): State<AppState>,
     reader: TicketReader,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TicketId>,
 ) -> AppResult<Reply<Option<SlaState>>> {
     let ctx = state.use_cases();
     Ok(Reply::ok(match reader {

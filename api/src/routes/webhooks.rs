@@ -7,6 +7,7 @@ use parley_domain::webhooks::{
     AttemptFilter, CreateWebhook, Delivery, EventInfo, EventName, RecoverWebhook, UpdateWebhook,
     Webhook, WebhookAttempt, WebhookRecovery, WebhookWithSecret,
 };
+use parley_types::ids::WebhookId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -80,7 +81,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
 ) -> AppResult<Reply<Webhook>> {
     Ok(Reply::ok(
         webhooks::read(state.use_cases(), tenant.org_id, id).await?,
@@ -95,7 +96,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
     Json(req): Json<UpdateWebhook>,
 ) -> AppResult<Reply<Webhook>> {
     Ok(Reply::ok(
@@ -117,10 +118,10 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
 ) -> AppResult<Reply<Deleted>> {
     webhooks::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// Replace the signing secret. For 24 hours deliveries carry signatures under both secrets.
@@ -130,7 +131,7 @@ async fn delete(
 async fn rotate_secret(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
 ) -> AppResult<Reply<WebhookWithSecret>> {
     Ok(Reply::ok(
         webhooks::rotate_secret(state.use_cases(), &tenant.caller(), id).await?,
@@ -147,7 +148,7 @@ async fn rotate_secret(
 async fn test(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
 ) -> AppResult<Reply<Delivery>> {
     Ok(Reply::ok(
         webhooks::test(state.use_cases(), &tenant.caller(), id).await?,
@@ -162,7 +163,7 @@ async fn test(
 async fn logs(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
     Paging(page): Paging,
     Query(filter): Query<AttemptFilter>,
 ) -> AppResult<Reply<Vec<WebhookAttempt>>> {
@@ -184,7 +185,7 @@ async fn logs(
 async fn redeliver(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, delivery)): Path<(Uuid, Uuid)>,
+    Path((id, delivery)): Path<(WebhookId, Uuid)>,
 ) -> AppResult<Reply<Delivery>> {
     Ok(Reply::ok(
         webhooks::redeliver(state.use_cases(), &tenant.caller(), id, delivery).await?,
@@ -205,7 +206,7 @@ async fn redeliver(
 async fn recover(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<WebhookId>,
     Json(req): Json<RecoverWebhook>,
 ) -> AppResult<Reply<WebhookRecovery>> {
     Ok(Reply::created(
@@ -223,7 +224,7 @@ async fn recover(
 async fn recovery(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, recovery)): Path<(Uuid, Uuid)>,
+    Path((id, recovery)): Path<(WebhookId, Uuid)>,
 ) -> AppResult<Reply<WebhookRecovery>> {
     Ok(Reply::ok(
         webhooks::read_recovery(state.use_cases(), tenant.org_id, id, recovery).await?,

@@ -106,6 +106,14 @@ id_type! {
     RecipientId;
     /// A contact's id.
     ContactId;
+    /// A message template's id.
+    TemplateId;
+    /// A webhook's id.
+    WebhookId;
+    /// A conversation's id.
+    ConversationId;
+    /// A ticket's id.
+    TicketId;
 }
 
 #[cfg(test)]

@@ -145,6 +145,24 @@ pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: ContactId) -> Result<()> 
     changed(db::contacts::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
+/// The tag a list's `tag` filter names, by its name or its id: none without the filter, and
+/// for an unknown tag the nil id, which no row has, so that it matches nothing. Contacts,
+/// conversations and tickets filter on it alike.
+pub(crate) async fn tag_filter(
+    ctx: Ctx<'_>,
+    org: OrgId,
+    tag: Option<&str>,
+) -> Result<Option<Uuid>> {
+    Ok(match tag {
+        Some(tag) => Some(
+            db::contacts::resolve_tag(ctx.pool, org.uuid(), tag)
+                .await?
+                .unwrap_or(Uuid::nil()),
+        ),
+        None => None,
+    })
+}
+
 /// A page of the organization's contacts; a `tag` filter names a tag or gives its id, and an
 /// unknown tag matches no contact.
 pub async fn list(
@@ -153,14 +171,7 @@ pub async fn list(
     f: &ContactFilter,
     page: &PageRequest,
 ) -> Result<Page<Contact>> {
-    let tag = match &f.tag {
-        Some(tag) => Some(
-            db::contacts::resolve_tag(ctx.pool, org.uuid(), tag.as_str())
-                .await?
-                .unwrap_or(Uuid::nil()),
-        ),
-        None => None,
-    };
+    let tag = tag_filter(ctx, org, f.tag.as_ref().map(|t| t.as_str())).await?;
     Ok(db::contacts::list(ctx.pool, org.uuid(), f, tag, page).await?)
 }
 

@@ -13,7 +13,7 @@ use parley_domain::conversations::{
 use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{ConversationId, OrgId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -22,11 +22,11 @@ use uuid::Uuid;
 const MAX_PER_CALL: usize = 50;
 
 /// The conversation with everything it embeds, as the API and its events show it.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Conversation> {
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: ConversationId) -> Result<Conversation> {
     read_in(
         &mut *ctx.pool.acquire().await?,
         org.uuid(),
-        id,
+        id.uuid(),
         ctx.clock.now(),
     )
     .await
@@ -244,12 +244,12 @@ pub async fn create(
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: ConversationId,
     req: UpdateConversation,
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id.uuid(), id).await?;
+    let mut c = lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
     let change = req.apply(&mut c, now)?;
     refs::check_id(
         &mut tx,
@@ -266,7 +266,7 @@ pub async fn update(
             &mut tx,
             TagLink::Conversation,
             caller.org_id.uuid(),
-            id,
+            id.uuid(),
             &tag_ids,
         )
         .await?;
@@ -274,18 +274,18 @@ pub async fn update(
     db::conversations::update(&mut *tx, &c).await?;
     if change.priority_changed {
         let priority = c.priority;
-        db::sla::update(&mut tx, SubjectType::Conversation, id, |s, _| {
+        db::sla::update(&mut tx, SubjectType::Conversation, id.uuid(), |s, _| {
             s.priority = priority
         })
         .await?;
     }
     if change.closed {
-        db::sla::update(&mut tx, SubjectType::Conversation, id, |s, clock| {
+        db::sla::update(&mut tx, SubjectType::Conversation, id.uuid(), |s, clock| {
             s.resolve(now, clock)
         })
         .await?;
     }
-    let c = read_in(&mut tx, caller.org_id.uuid(), id, now).await?;
+    let c = read_in(&mut tx, caller.org_id.uuid(), id.uuid(), now).await?;
     if change.closed {
         db::outbox::emit(
             &mut tx,
@@ -304,12 +304,12 @@ pub async fn update(
 pub async fn add_message(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: ConversationId,
     req: CreateMessage,
 ) -> Result<Message> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id.uuid(), id).await?;
+    let mut c = lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
     let message = write_message(&mut tx, &mut c, req, "", now).await?;
     tx.commit().await?;
     Ok(message)
@@ -320,12 +320,12 @@ pub async fn add_message(
 pub async fn assign_users(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: ConversationId,
     req: AssignUsers,
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id).await?;
+    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
@@ -339,12 +339,12 @@ pub async fn assign_users(
     let added = db::conversations::add_assignees(
         &mut tx,
         caller.org_id.uuid(),
-        id,
+        id.uuid(),
         &users,
         req.assigned_by,
     )
     .await?;
-    let c = assigned(&mut tx, caller.org_id.uuid(), id, added, now).await?;
+    let c = assigned(&mut tx, caller.org_id.uuid(), id.uuid(), added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -354,12 +354,12 @@ pub async fn assign_users(
 pub async fn assign_teams(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: ConversationId,
     req: AssignTeams,
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id).await?;
+    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
     let teams = refs::check_assignment(
         &mut tx,
         RefTable::Teams,
@@ -370,20 +370,30 @@ pub async fn assign_teams(
         MAX_PER_CALL,
     )
     .await?;
-    let added =
-        db::conversations::add_teams(&mut tx, caller.org_id.uuid(), id, &teams, req.assigned_by)
-            .await?;
-    let c = assigned(&mut tx, caller.org_id.uuid(), id, added, now).await?;
+    let added = db::conversations::add_teams(
+        &mut tx,
+        caller.org_id.uuid(),
+        id.uuid(),
+        &teams,
+        req.assigned_by,
+    )
+    .await?;
+    let c = assigned(&mut tx, caller.org_id.uuid(), id.uuid(), added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
 
 /// Unassigns a user; returns the user's id.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
-pub async fn unassign_user(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Result<Uuid> {
+pub async fn unassign_user(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: ConversationId,
+    user: Uuid,
+) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id).await?;
-    if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
+    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    if !db::conversations::remove_assignee(&mut *tx, id.uuid(), user).await? {
         return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
@@ -392,10 +402,15 @@ pub async fn unassign_user(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) 
 
 /// Unassigns a team; returns the team's id.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, conversation_id = %id))]
-pub async fn unassign_team(ctx: Ctx<'_>, caller: &Caller, id: Uuid, team: Uuid) -> Result<Uuid> {
+pub async fn unassign_team(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: ConversationId,
+    team: Uuid,
+) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id).await?;
-    if !db::conversations::remove_team(&mut *tx, id, team).await? {
+    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    if !db::conversations::remove_team(&mut *tx, id.uuid(), team).await? {
         return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
@@ -407,15 +422,15 @@ pub async fn unassign_team(ctx: Ctx<'_>, caller: &Caller, id: Uuid, team: Uuid) 
 pub async fn handover(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: ConversationId,
     req: Handover,
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id.uuid(), id).await?;
+    let mut c = lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
     req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read_in(&mut tx, caller.org_id.uuid(), id, now).await?;
+    let c = read_in(&mut tx, caller.org_id.uuid(), id.uuid(), now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -434,10 +449,7 @@ pub async fn list(
     f: &ConversationFilter,
     page: &PageRequest,
 ) -> Result<Page<Conversation>> {
-    let tag = match &f.tag {
-        Some(tag) => db::contacts::resolve_tag(ctx.pool, org.uuid(), tag.as_str()).await?,
-        None => None,
-    };
+    let tag = crate::contacts::tag_filter(ctx, org, f.tag.as_ref().map(|t| t.as_str())).await?;
     let now = ctx.clock.now();
     Ok(db::conversations::list(ctx.pool, org.uuid(), f, tag, page, now).await?)
 }
@@ -446,9 +458,9 @@ pub async fn list(
 pub async fn messages(
     ctx: Ctx<'_>,
     org: OrgId,
-    id: Uuid,
+    id: ConversationId,
     page: &PageRequest,
 ) -> Result<Page<Message>> {
-    exists(db::conversations::exists(ctx.pool, org.uuid(), id).await?)?;
-    Ok(db::conversations::messages(ctx.pool, org.uuid(), id, page).await?)
+    exists(db::conversations::exists(ctx.pool, org.uuid(), id.uuid()).await?)?;
+    Ok(db::conversations::messages(ctx.pool, org.uuid(), id.uuid(), page).await?)
 }

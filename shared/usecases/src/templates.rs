@@ -7,9 +7,8 @@ use parley_domain::analytics::TemplateAnalytics;
 use parley_domain::broadcasts::check_template_change;
 use parley_domain::templates::{CreateTemplate, Template, TemplateFilter, UpdateTemplate};
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, TemplateId};
 use parley_types::list::{Page, PageRequest};
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
 
@@ -18,15 +17,15 @@ use crate::{Caller, Ctx, Result, changed, found};
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: TemplateId,
     req: UpdateTemplate,
 ) -> Result<Template> {
     let mut tx = ctx.pool.begin().await?;
-    let mut template = db::templates::lock(&mut *tx, caller.org_id.uuid(), id)
+    let mut template = db::templates::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut template)?;
-    let pending = db::broadcasts::rendering_from(&mut *tx, caller.org_id.uuid(), id).await?;
+    let pending = db::broadcasts::rendering_from(&mut *tx, caller.org_id.uuid(), id.uuid()).await?;
     check_template_change(&template, &pending)?;
     db::templates::update(&mut *tx, &template).await?;
     tx.commit().await?;
@@ -34,8 +33,8 @@ pub async fn update(
 }
 
 /// Deletes the organization's template; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::templates::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: TemplateId) -> Result<()> {
+    changed(db::templates::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's templates.
@@ -49,8 +48,8 @@ pub async fn list(
 }
 
 /// The organization's template.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Template> {
-    found(db::templates::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: TemplateId) -> Result<Template> {
+    found(db::templates::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
 
 /// Creates a template, its body checked for its channel.
@@ -64,7 +63,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTemplate) -> Resul
 pub async fn duplicate(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: TemplateId,
     channel: Option<Channel>,
 ) -> Result<Template> {
     let copy = read(ctx, caller.org_id, id).await?.duplicate(channel);
@@ -76,9 +75,9 @@ pub async fn duplicate(
 pub async fn analytics(
     ctx: Ctx<'_>,
     org: OrgId,
-    id: Uuid,
+    id: TemplateId,
     channel: Option<Channel>,
 ) -> Result<TemplateAnalytics> {
     read(ctx, org, id).await?;
-    Ok(db::analytics::template(ctx.pool, org.uuid(), id, channel).await?)
+    Ok(db::analytics::template(ctx.pool, org.uuid(), id.uuid(), channel).await?)
 }

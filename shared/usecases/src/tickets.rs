@@ -14,7 +14,7 @@ use parley_domain::tickets::{
 };
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, TicketId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -24,11 +24,11 @@ const MAX_PER_CALL: usize = 50;
 const MAX_FILES: usize = 20;
 
 /// The ticket with everything it embeds, as the API and its events show it.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Ticket> {
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: TicketId) -> Result<Ticket> {
     read_in(
         &mut *ctx.pool.acquire().await?,
         org.uuid(),
-        id,
+        id.uuid(),
         ctx.clock.now(),
     )
     .await
@@ -36,16 +36,16 @@ pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Ticket> {
 
 /// The ticket with this id, whatever its organization: for the check of an access token
 /// (`X-Ticket-Access-Token`), which names no organization.
-pub async fn find_for_token(ctx: Ctx<'_>, id: Uuid) -> Result<Option<Ticket>> {
-    Ok(db::tickets::find(ctx.pool, id).await?)
+pub async fn find_for_token(ctx: Ctx<'_>, id: TicketId) -> Result<Option<Ticket>> {
+    Ok(db::tickets::find(ctx.pool, id.uuid()).await?)
 }
 
 /// The organization's ticket, or 404.
-async fn of_org(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Ticket> {
+async fn of_org(ctx: Ctx<'_>, org: OrgId, id: TicketId) -> Result<Ticket> {
     found(
         find_for_token(ctx, id)
             .await?
-            .filter(|t| t.organization_id == org),
+            .filter(|t| t.organization_id == org.uuid()),
     )
 }
 
@@ -53,16 +53,16 @@ async fn of_org(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Ticket> {
 pub async fn replies(
     ctx: Ctx<'_>,
     org: OrgId,
-    id: Uuid,
+    id: TicketId,
     page: &PageRequest,
 ) -> Result<Page<TicketReply>> {
-    of_org(ctx, org.uuid(), id).await?;
-    Ok(db::tickets::replies(ctx.pool, id, page).await?)
+    of_org(ctx, org, id).await?;
+    Ok(db::tickets::replies(ctx.pool, id.uuid(), page).await?)
 }
 
 /// The organization's ticket's SLA state; `None` when no policy applies to it.
-pub async fn sla_state(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Option<SlaState>> {
-    sla_state_of(ctx, &of_org(ctx, org.uuid(), id).await?).await
+pub async fn sla_state(ctx: Ctx<'_>, org: OrgId, id: TicketId) -> Result<Option<SlaState>> {
+    sla_state_of(ctx, &of_org(ctx, org, id).await?).await
 }
 
 /// The SLA state of a ticket read already (by its access token); `None` when no policy
@@ -216,16 +216,21 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<
 /// Applies an update: an activity per changed field, the SLA clock following the status, and
 /// `ticket.closed` or `ticket.updated`.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
-pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) -> Result<Ticket> {
+pub async fn update(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: TicketId,
+    req: UpdateTicket,
+) -> Result<Ticket> {
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut ticket = lock(&mut tx, org.uuid(), id).await?;
+    let mut ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
     let change = req.apply(&mut ticket, now)?;
     check_update_refs(&mut tx, org.uuid(), &ticket).await?;
     let mut activities = field_activities(caller, &ticket, &change);
     if let Some(tag_ids) = change.tag_ids.clone()
-        && replace_tags(&mut tx, org.uuid(), id, tag_ids).await?
+        && replace_tags(&mut tx, org.uuid(), id.uuid(), tag_ids).await?
     {
         activities.push(TicketActivity::new(
             ticket.id,
@@ -237,14 +242,14 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTicket) 
     db::tickets::update(&mut *tx, &ticket).await?;
     db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
     let priority = ticket.priority;
-    db::sla::update(&mut tx, SubjectType::Ticket, id, |s, _| {
+    db::sla::update(&mut tx, SubjectType::Ticket, id.uuid(), |s, _| {
         s.priority = priority
     })
     .await?;
     if let Some((_, to)) = change.status {
-        follow_status(&mut tx, id, to, now).await?;
+        follow_status(&mut tx, id.uuid(), to, now).await?;
     }
-    let ticket = read_in(&mut tx, org.uuid(), id, now).await?;
+    let ticket = read_in(&mut tx, org.uuid(), id.uuid(), now).await?;
     if change
         .status
         .is_some_and(|(_, to)| to == TicketStatus::Closed)
@@ -344,13 +349,13 @@ async fn reopen(
 pub async fn add_reply(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: TicketId,
     req: CreateReply,
 ) -> Result<TicketReply> {
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut ticket = lock(&mut tx, org.uuid(), id).await?;
+    let mut ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
     if ticket.status == TicketStatus::Closed {
         return Err(AppError::invalid_state("the ticket is closed").into());
     }
@@ -385,7 +390,7 @@ pub async fn add_reply(
     )];
     match (reply.author_type, reply.is_internal) {
         (AuthorType::Agent, false) => {
-            db::sla::update(&mut tx, SubjectType::Ticket, id, |s, _| {
+            db::sla::update(&mut tx, SubjectType::Ticket, id.uuid(), |s, _| {
                 s.agent_replied(now)
             })
             .await?;
@@ -394,7 +399,7 @@ pub async fn add_reply(
             if ticket.status == TicketStatus::Pending {
                 activities.push(reopen(&mut tx, &mut ticket, &actor, now).await?);
             }
-            db::sla::update(&mut tx, SubjectType::Ticket, id, |s, clock| {
+            db::sla::update(&mut tx, SubjectType::Ticket, id.uuid(), |s, clock| {
                 s.customer_wrote(now, clock)
             })
             .await?;
@@ -402,18 +407,23 @@ pub async fn add_reply(
         (AuthorType::Agent, true) => {}
     }
     db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
-    updated(&mut tx, org.uuid(), id, now).await?;
+    updated(&mut tx, org.uuid(), id.uuid(), now).await?;
     tx.commit().await?;
     Ok(reply)
 }
 
 /// Assigns users (those already assigned stay), an activity per user newly assigned.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
-pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -> Result<Ticket> {
+pub async fn assign(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: TicketId,
+    req: AssignUsers,
+) -> Result<Ticket> {
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let ticket = lock(&mut tx, org.uuid(), id).await?;
+    let ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
@@ -425,9 +435,9 @@ pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -
     )
     .await?;
     let added =
-        db::tickets::add_assignees(&mut tx, org.uuid(), id, &users, req.assigned_by).await?;
+        db::tickets::add_assignees(&mut tx, org.uuid(), id.uuid(), &users, req.assigned_by).await?;
     if added.is_empty() {
-        let ticket = read_in(&mut tx, org.uuid(), id, now).await?;
+        let ticket = read_in(&mut tx, org.uuid(), id.uuid(), now).await?;
         tx.commit().await?;
         return Ok(ticket);
     }
@@ -445,19 +455,19 @@ pub async fn assign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AssignUsers) -
         })
         .collect();
     db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
-    let ticket = updated(&mut tx, org.uuid(), id, now).await?;
+    let ticket = updated(&mut tx, org.uuid(), id.uuid(), now).await?;
     tx.commit().await?;
     Ok(ticket)
 }
 
 /// Unassigns a user, with its activity; returns the user's id.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
-pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Result<Uuid> {
+pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: TicketId, user: Uuid) -> Result<Uuid> {
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let ticket = lock(&mut tx, org.uuid(), id).await?;
-    if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
+    let ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
+    if !db::tickets::remove_assignee(&mut *tx, id.uuid(), user).await? {
         return Err(AppError::NotFound.into());
     }
     let activity = TicketActivity::new(
@@ -468,7 +478,7 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: Uuid, user: Uuid) -> Re
     )
     .values(Some(user.to_string()), None);
     db::tickets::add_activities(&mut tx, org.uuid(), &[activity]).await?;
-    updated(&mut tx, org.uuid(), id, now).await?;
+    updated(&mut tx, org.uuid(), id.uuid(), now).await?;
     tx.commit().await?;
     Ok(user)
 }
@@ -480,10 +490,7 @@ pub async fn list(
     f: &TicketFilter,
     page: &PageRequest,
 ) -> Result<Page<Ticket>> {
-    let tag = match &f.tag {
-        Some(tag) => db::contacts::resolve_tag(ctx.pool, org.uuid(), tag.as_str()).await?,
-        None => None,
-    };
+    let tag = crate::contacts::tag_filter(ctx, org, f.tag.as_ref().map(|t| t.as_str())).await?;
     let now = ctx.clock.now();
     Ok(db::tickets::list(ctx.pool, org.uuid(), f, tag, page, now).await?)
 }

@@ -10,7 +10,7 @@ use parley_domain::webhooks::{
     WebhookRecovery, WebhookWithSecret, new_secret,
 };
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, WebhookId};
 use parley_types::list::{Page, PageRequest};
 use secrecy::ExposeSecret;
 use uuid::Uuid;
@@ -25,12 +25,12 @@ const ROTATION_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: WebhookId,
     req: UpdateWebhook,
     allow_private: bool,
 ) -> Result<Webhook> {
     let mut tx = ctx.pool.begin().await?;
-    let mut webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id)
+    let mut webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut webhook, allow_private)?;
@@ -42,9 +42,9 @@ pub async fn update(
 /// A `webhook.test` delivery of an active webhook, due now, handed to the workers (the relay
 /// enqueues it if Redis is unreachable: it is a due row already).
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, webhook_id = %id))]
-pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Delivery> {
+pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: WebhookId) -> Result<Delivery> {
     let mut tx = ctx.pool.begin().await?;
-    let webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id)
+    let webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if !webhook.is_active {
@@ -57,8 +57,8 @@ pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Delivery> {
 }
 
 /// Deletes the organization's webhook; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::webhooks::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: WebhookId) -> Result<()> {
+    changed(db::webhooks::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's webhooks (never their secrets).
@@ -67,13 +67,13 @@ pub async fn list(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<W
 }
 
 /// The organization's webhook (never its secret).
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Webhook> {
-    found(db::webhooks::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: WebhookId) -> Result<Webhook> {
+    found(db::webhooks::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
 
 /// The organization's active webhook; 409 when it is disabled.
-async fn active(ctx: Ctx<'_>, org: Uuid, id: Uuid) -> Result<Webhook> {
-    let webhook = read(ctx, OrgId::from(org), id).await?;
+async fn active(ctx: Ctx<'_>, org: OrgId, id: WebhookId) -> Result<Webhook> {
+    let webhook = read(ctx, org, id).await?;
     if !webhook.is_active {
         return Err(AppError::invalid_state("the webhook is disabled; enable it first").into());
     }
@@ -94,13 +94,17 @@ pub async fn create(
 }
 
 /// A new signing secret; the former one keeps signing beside it for [`ROTATION_OVERLAP`].
-pub async fn rotate_secret(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<WebhookWithSecret> {
+pub async fn rotate_secret(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: WebhookId,
+) -> Result<WebhookWithSecret> {
     let secret = new_secret();
     changed(
         db::webhooks::rotate_secret(
             ctx.pool,
             caller.org_id.uuid(),
-            id,
+            id.uuid(),
             secret.expose_secret(),
             ROTATION_OVERLAP,
         )
@@ -114,12 +118,12 @@ pub async fn rotate_secret(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<We
 pub async fn attempts(
     ctx: Ctx<'_>,
     org: OrgId,
-    id: Uuid,
+    id: WebhookId,
     filter: &AttemptFilter,
     page: &PageRequest,
 ) -> Result<Page<WebhookAttempt>> {
     read(ctx, org, id).await?;
-    Ok(db::webhooks::attempts(ctx.pool, id, filter, page).await?)
+    Ok(db::webhooks::attempts(ctx.pool, id.uuid(), filter, page).await?)
 }
 
 /// Sends a delivery of an active webhook again, due now, handed to the workers (the relay
@@ -127,11 +131,11 @@ pub async fn attempts(
 pub async fn redeliver(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: WebhookId,
     delivery: Uuid,
 ) -> Result<Delivery> {
-    active(ctx, caller.org_id.uuid(), id).await?;
-    let delivery = found(db::webhooks::redeliver(ctx.pool, id, delivery).await?)?;
+    active(ctx, caller.org_id, id).await?;
+    let delivery = found(db::webhooks::redeliver(ctx.pool, id.uuid(), delivery).await?)?;
     enqueue(ctx, caller.org_id.uuid(), &delivery).await;
     Ok(delivery)
 }
@@ -141,12 +145,12 @@ pub async fn redeliver(
 pub async fn recover(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: WebhookId,
     req: RecoverWebhook,
 ) -> Result<WebhookRecovery> {
     let (since, until) = req.window()?;
-    active(ctx, caller.org_id.uuid(), id).await?;
-    db::webhooks::start_recovery(ctx.pool, caller.org_id.uuid(), id, since, until)
+    active(ctx, caller.org_id, id).await?;
+    db::webhooks::start_recovery(ctx.pool, caller.org_id.uuid(), id.uuid(), since, until)
         .await?
         .ok_or_else(|| {
             AppError::invalid_state("a recovery of this webhook is still running; wait for it")
@@ -158,10 +162,10 @@ pub async fn recover(
 pub async fn read_recovery(
     ctx: Ctx<'_>,
     org: OrgId,
-    webhook: Uuid,
+    webhook: WebhookId,
     id: Uuid,
 ) -> Result<WebhookRecovery> {
-    found(db::webhooks::get_recovery(ctx.pool, org.uuid(), webhook, id).await?)
+    found(db::webhooks::get_recovery(ctx.pool, org.uuid(), webhook.uuid(), id).await?)
 }
 
 /// Hands a due delivery to the workers; when Redis does not take it, the relay will (it is a

@@ -1130,7 +1130,7 @@ async fn a_retry_reaches_a_provider_that_honours_keys_and_the_first_messages_rec
     let t = template(&app, "social_a", "Hello").await;
     let id = send_now(&app, &t, &contacts).await;
     let path = format!("/api/v1/broadcasts/{id}");
-    app.wait_for(&path, 30, ended).await;
+    app.ended_broadcast(&id, 30).await;
     let recipient = recipients(&app, &id).await[0].clone();
     let rid = recipient["id"].as_str().unwrap().to_owned();
     let first_message = provider.accepted()[&rid].clone();
@@ -1148,9 +1148,8 @@ async fn a_retry_reaches_a_provider_that_honours_keys_and_the_first_messages_rec
     app.post(&format!("{path}/retry-failed"), json!({}))
         .await
         .expect(200);
-    let b = app
-        .wait_for(&path, 30, |b| ended(b) && b["data"]["sentCount"] == 1)
-        .await;
+    let b = app.ended_broadcast(&id, 30).await;
+    assert_eq!(b["data"]["sentCount"], 1, "{b}");
     assert_eq!(b["data"]["failedCount"], 0, "{b}");
     // The retry went under a key of its own, so the provider made a new message.
     let accepted = provider.accepted();
@@ -1194,7 +1193,7 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
     ]);
     let id = send_now(&app, &t, &contacts).await;
     let path = format!("/api/v1/broadcasts/{id}");
-    let first = app.wait_for(&path, 30, ended).await;
+    let first = app.ended_broadcast(&id, 30).await;
     assert_eq!(first["data"]["failedCount"], 3);
     let rs = recipients(&app, &id).await;
     let with_code = |rs: &[Value], code: &str| -> Vec<Value> {
@@ -1222,7 +1221,7 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
         .await;
     retry.expect(200);
     assert_eq!(retry.data()["failedCount"], 1, "{}", retry.body);
-    let b = app.wait_for(&path, 30, ended).await;
+    let b = app.ended_broadcast(&id, 30).await;
     assert_eq!(b["data"]["status"], "completed");
     let rs = recipients(&app, &id).await;
     assert_counters_match(&b, &rs);
@@ -1273,7 +1272,7 @@ async fn retry_failed_sends_once_more_to_the_failed_only_and_skips_who_opted_out
     app.post(&format!("{path}/retry-failed"), json!({}))
         .await
         .expect(200);
-    let b = app.wait_for(&path, 30, ended).await;
+    let b = app.ended_broadcast(&id, 30).await;
     assert_eq!(b["data"]["failedCount"], 0);
     assert_eq!(b["data"]["sentCount"], 4);
     assert_eq!(b["data"]["skippedCount"], 1);
@@ -1484,16 +1483,14 @@ async fn a_contacts_messages_list_every_broadcast_that_reached_it() {
         &contacts[..2],
     )
     .await;
-    app.wait_for(&format!("/api/v1/broadcasts/{email}"), 30, ended)
-        .await;
+    app.ended_broadcast(&email, 30).await;
     let social = send_now(
         &app,
         &template(&app, "social_a", "Hi").await,
         &contacts[..1],
     )
     .await;
-    app.wait_for(&format!("/api/v1/broadcasts/{social}"), 30, ended)
-        .await;
+    app.ended_broadcast(&social, 30).await;
 
     let path = format!("/api/v1/contacts/{}/messages", contacts[0]);
     let all = app.get(&path).await;
