@@ -12,7 +12,7 @@ use std::time::Duration;
 use parley_config::Config;
 use parley_domain::imports::{ImportFormat, ImportRow, RawRow, RejectedRow};
 use parley_jobs::ImportContacts;
-use parley_types::ids::OrgId;
+use parley_types::ids::{ImportId, OrgId};
 use parley_usecases::imports;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -58,7 +58,7 @@ impl Job for ImportContacts {
     }
 
     async fn run(self, ctx: &WorkerState) -> JobResult {
-        run(ctx, self.import_id).await
+        run(ctx, ImportId::from(self.import_id)).await
     }
 }
 
@@ -75,7 +75,7 @@ struct Batch {
     rows_read: i64,
 }
 
-async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
+async fn run(ctx: &WorkerState, id: ImportId) -> JobResult {
     let per_org = ctx.settings().imports_per_org;
     // A job's hold on its import (PARLEY_IMPORT_LEASE_SECS), renewed every third of it while
     // the job runs (a slow download filling a batch must not lose it) and by every batch.
@@ -156,7 +156,7 @@ async fn run(ctx: &WorkerState, id: Uuid) -> JobResult {
 #[tracing::instrument(skip_all, fields(organization_id = %org, format = %format, rows_done))]
 async fn run_file(
     ctx: &WorkerState,
-    id: Uuid,
+    id: ImportId,
     token: Uuid,
     org: Uuid,
     format: ImportFormat,
@@ -169,7 +169,7 @@ async fn run_file(
     while let Some(b) = batches.recv().await {
         imports::apply_batch(
             ctx.use_cases(),
-            id,
+            id.uuid(),
             token,
             OrgId::from(org),
             imports::ImportBatch {
@@ -193,7 +193,7 @@ async fn run_file(
 
 /// Renews the import's lease (see [`Renewal`]); a lease lost to another job is that job's now,
 /// and this job's writes are refused.
-async fn renew_lease(ctx: WorkerState, id: Uuid, token: Uuid, lease: Duration) {
+async fn renew_lease(ctx: WorkerState, id: ImportId, token: Uuid, lease: Duration) {
     match imports::renew(ctx.use_cases(), id, token, lease).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(import_id = %id, "import lease lost to another job"),

@@ -6,10 +6,10 @@ use axum::extract::State;
 use parley_domain::categories::{
     CategoryFilter, ConversationCategory, CreateCategory, UpdateCategory,
 };
+use parley_types::ids::CategoryId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -60,7 +60,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CategoryId>,
 ) -> AppResult<Reply<ConversationCategory>> {
     Ok(Reply::ok(
         categories::read(state.use_cases(), tenant.org_id, id).await?,
@@ -78,7 +78,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CategoryId>,
     Json(req): Json<UpdateCategory>,
 ) -> AppResult<Reply<ConversationCategory>> {
     Ok(Reply::ok(
@@ -93,8 +93,8 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CategoryId>,
 ) -> AppResult<Reply<Deleted>> {
     categories::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use parley_domain::files::{File, FileStatus, PresignUpload, PresignedUpload};
 use parley_storage::Storage;
+use parley_types::ids::FileId;
 use parley_types::ids::OrgId;
 use parley_usecases::files;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Path, Tenant};
 use crate::state::AppState;
@@ -69,7 +69,7 @@ async fn presigned_upload(
 pub(crate) async fn stored_file(
     state: &AppState,
     org: OrgId,
-    id: Uuid,
+    id: FileId,
 ) -> AppResult<(File, &Storage)> {
     let file = files::read(state.use_cases(), org, id).await?;
     Ok((file, state.storage()?))
@@ -84,7 +84,7 @@ pub(crate) async fn stored_file(
 async fn complete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FileId>,
 ) -> AppResult<Reply<File>> {
     let (file, storage) = stored_file(&state, tenant.org_id, id).await?;
     if file.status == FileStatus::Uploaded {
@@ -122,7 +122,7 @@ async fn complete(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FileId>,
 ) -> AppResult<Reply<File>> {
     let (mut file, storage) = stored_file(&state, tenant.org_id, id).await?;
     if file.status == FileStatus::Uploaded {
@@ -143,11 +143,11 @@ async fn get(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FileId>,
 ) -> AppResult<Reply<Deleted>> {
     let (file, storage) = stored_file(&state, tenant.org_id, id).await?;
     // The object goes first: if the store fails, nothing changed and the call can be repeated.
     storage.delete(&file.storage_key).await?;
     files::mark_deleted(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

@@ -10,6 +10,7 @@ use parley_domain::files::{File, FileStatus, FileType};
 use parley_domain::imports::{ContactImport, CreateImport, ImportFormat};
 use parley_storage::ObjectBody;
 use parley_types::fields::Filename;
+use parley_types::ids::{FileId, ImportId};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -278,17 +279,18 @@ async fn from_json(
     req.check()?;
     let download_url = match req.file_id {
         Some(id) => {
-            let (file, storage) = crate::routes::files::stored_file(state, tenant.org_id, id)
-                .await
-                .map_err(|e| match e.0 {
-                    AppError::NotFound => AppError::validation(
-                        "fileId",
-                        "not_found",
-                        format!("{id} is not an uploaded file of this organization"),
-                    )
-                    .into(),
-                    _ => e,
-                })?;
+            let (file, storage) =
+                crate::routes::files::stored_file(state, tenant.org_id, FileId::from(id))
+                    .await
+                    .map_err(|e| match e.0 {
+                        AppError::NotFound => AppError::validation(
+                            "fileId",
+                            "not_found",
+                            format!("{id} is not an uploaded file of this organization"),
+                        )
+                        .into(),
+                        _ => e,
+                    })?;
             if file.status != FileStatus::Uploaded {
                 return Err(AppError::validation(
                     "fileId",
@@ -388,7 +390,7 @@ async fn from_sent_file(
 async fn get_import(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<ImportId>,
 ) -> AppResult<Reply<ContactImport>> {
     Ok(Reply::ok(
         imports::read(state.use_cases(), tenant.org_id, id).await?,

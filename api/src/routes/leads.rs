@@ -5,11 +5,11 @@ use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::contacts::Contact;
 use parley_domain::leads::{CreateLead, Lead, LeadFilter, UpdateLead};
+use parley_types::ids::LeadId;
 use parley_types::list::PageParams;
 use parley_usecases::leads;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -57,7 +57,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<LeadId>,
 ) -> AppResult<Reply<Lead>> {
     Ok(Reply::ok(
         leads::read(state.use_cases(), tenant.org_id, id).await?,
@@ -75,7 +75,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<LeadId>,
     Json(req): Json<UpdateLead>,
 ) -> AppResult<Reply<Lead>> {
     Ok(Reply::ok(
@@ -94,7 +94,7 @@ async fn update(
 async fn convert(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<LeadId>,
 ) -> AppResult<Reply<Contact>> {
     Ok(Reply::ok(
         leads::convert(state.use_cases(), &tenant.caller(), id).await?,
@@ -108,8 +108,8 @@ async fn convert(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<LeadId>,
 ) -> AppResult<Reply<Deleted>> {
     leads::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

@@ -6,10 +6,10 @@ use axum::extract::State;
 use parley_domain::message_attributes::{
     CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
 };
+use parley_types::ids::MessageAttributeId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -59,7 +59,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<MessageAttributeId>,
 ) -> AppResult<Reply<MessageAttribute>> {
     Ok(Reply::ok(
         message_attributes::read(state.use_cases(), tenant.org_id, id).await?,
@@ -77,7 +77,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<MessageAttributeId>,
     Json(req): Json<UpdateMessageAttribute>,
 ) -> AppResult<Reply<MessageAttribute>> {
     Ok(Reply::ok(
@@ -92,8 +92,8 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<MessageAttributeId>,
 ) -> AppResult<Reply<Deleted>> {
     message_attributes::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

@@ -4,10 +4,10 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::segments::{CreateSegment, Segment, SegmentCount, UpdateSegment};
+use parley_types::ids::SegmentId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Tenant};
 use crate::state::AppState;
@@ -58,7 +58,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SegmentId>,
 ) -> AppResult<Reply<Segment>> {
     Ok(Reply::ok(
         segments::read(state.use_cases(), tenant.org_id, id).await?,
@@ -77,7 +77,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SegmentId>,
     Json(req): Json<UpdateSegment>,
 ) -> AppResult<Reply<Segment>> {
     Ok(Reply::ok(
@@ -95,10 +95,10 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SegmentId>,
 ) -> AppResult<Reply<Deleted>> {
     segments::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// How many contacts the segment holds now, and how many of them a broadcast would skip.
@@ -109,7 +109,7 @@ async fn delete(
 async fn count(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SegmentId>,
 ) -> AppResult<Reply<SegmentCount>> {
     let segment = segments::read(state.use_cases(), tenant.org_id, id).await?;
     // Held while counting: an organization's parallel counts past its permits are refused.

@@ -8,10 +8,10 @@ use parley_domain::orgs::{Organization, UpdateOrganization};
 use parley_domain::sla::{
     CreateSlaPolicy, SlaPolicy, SlaPolicyFilter, SlaStats, SlaStatsQuery, UpdateSlaPolicy,
 };
+use parley_types::ids::SlaPolicyId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -61,7 +61,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SlaPolicyId>,
 ) -> AppResult<Reply<SlaPolicy>> {
     Ok(Reply::ok(
         sla::read_policy(state.use_cases(), tenant.org_id, id).await?,
@@ -76,7 +76,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SlaPolicyId>,
     Json(req): Json<UpdateSlaPolicy>,
 ) -> AppResult<Reply<SlaPolicy>> {
     Ok(Reply::ok(
@@ -91,10 +91,10 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<SlaPolicyId>,
 ) -> AppResult<Reply<Deleted>> {
     sla::delete_policy(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// SLA compliance of the conversations and tickets whose SLA started in `[from, to)`:

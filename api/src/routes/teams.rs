@@ -4,10 +4,10 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
+use parley_types::ids::{TeamId, UserId};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -60,7 +60,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TeamId>,
 ) -> AppResult<Reply<Team>> {
     Ok(Reply::ok(
         teams::read(state.use_cases(), tenant.org_id, id).await?,
@@ -78,7 +78,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TeamId>,
     Json(req): Json<UpdateTeam>,
 ) -> AppResult<Reply<Team>> {
     Ok(Reply::ok(
@@ -93,10 +93,10 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TeamId>,
 ) -> AppResult<Reply<Deleted>> {
     teams::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// Add users to a team; users already in it stay as they are.
@@ -107,7 +107,7 @@ async fn delete(
 async fn add_members(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TeamId>,
     Json(req): Json<AddMembers>,
 ) -> AppResult<Reply<Team>> {
     Ok(Reply::ok(
@@ -125,8 +125,8 @@ async fn add_members(
 async fn remove_member(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, user_id)): Path<(Uuid, Uuid)>,
+    Path((id, user_id)): Path<(TeamId, UserId)>,
 ) -> AppResult<Reply<Deleted>> {
     teams::remove_member(state.use_cases(), &tenant.caller(), id, user_id).await?;
-    Ok(Reply::deleted(user_id))
+    Ok(Reply::deleted(user_id.uuid()))
 }

@@ -4,10 +4,10 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
+use parley_types::ids::UserId;
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -58,7 +58,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<UserId>,
 ) -> AppResult<Reply<User>> {
     Ok(Reply::ok(
         users::read(state.use_cases(), tenant.org_id, id).await?,
@@ -76,7 +76,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<UserId>,
     Json(req): Json<UpdateUser>,
 ) -> AppResult<Reply<User>> {
     Ok(Reply::ok(
@@ -92,8 +92,8 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<UserId>,
 ) -> AppResult<Reply<Deleted>> {
     users::delete(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

@@ -114,6 +114,24 @@ id_type! {
     ConversationId;
     /// A ticket's id.
     TicketId;
+    /// A user's id (an agent of the organization).
+    UserId;
+    /// A team's id.
+    TeamId;
+    /// A lead's id.
+    LeadId;
+    /// A conversation category's id.
+    CategoryId;
+    /// A segment's id.
+    SegmentId;
+    /// A message attribute's id.
+    MessageAttributeId;
+    /// An SLA policy's id.
+    SlaPolicyId;
+    /// A file's id.
+    FileId;
+    /// A contact import's id.
+    ImportId;
 }
 
 #[cfg(test)]

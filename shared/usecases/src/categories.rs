@@ -7,9 +7,8 @@ use parley_domain::categories::{
 };
 use parley_types::error::AppError;
 use parley_types::fields::next_free_slug;
-use parley_types::ids::OrgId;
+use parley_types::ids::{CategoryId, OrgId};
 use parley_types::list::{Page, PageRequest};
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
 
@@ -37,11 +36,11 @@ pub async fn create(
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: CategoryId,
     req: UpdateCategory,
 ) -> Result<ConversationCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let mut category = db::categories::lock(&mut *tx, caller.org_id.uuid(), id)
+    let mut category = db::categories::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -51,8 +50,8 @@ pub async fn update(
 }
 
 /// Deletes the organization's conversation category; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::categories::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: CategoryId) -> Result<()> {
+    changed(db::categories::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's conversation categories.
@@ -66,6 +65,6 @@ pub async fn list(
 }
 
 /// The organization's conversation category.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<ConversationCategory> {
-    found(db::categories::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: CategoryId) -> Result<ConversationCategory> {
+    found(db::categories::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use parley_db as db;
 use parley_domain::files::File;
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{FileId, OrgId};
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
@@ -41,8 +41,8 @@ where
 }
 
 /// The organization's file.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<File> {
-    found(db::files::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: FileId) -> Result<File> {
+    found(db::files::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
 
 /// Records a file of the caller's organization `pending`: its object is put in the store
@@ -59,14 +59,14 @@ pub async fn record_pending(ctx: Ctx<'_>, caller: &Caller, file: &File) -> Resul
 pub async fn mark_uploaded(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: FileId,
     size: i64,
     hash: Option<&str>,
 ) -> Result<File> {
-    found(db::files::mark_uploaded(ctx.pool, caller.org_id.uuid(), id, size, hash).await?)
+    found(db::files::mark_uploaded(ctx.pool, caller.org_id.uuid(), id.uuid(), size, hash).await?)
 }
 
 /// Marks the file deleted (its object removed already); attachments keep showing the record.
-pub async fn mark_deleted(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::files::mark_deleted(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn mark_deleted(ctx: Ctx<'_>, caller: &Caller, id: FileId) -> Result<()> {
+    changed(db::files::mark_deleted(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use parley_db as db;
 use parley_db::imports::BatchCounts;
 use parley_domain::imports::{self, ContactImport, ImportFormat, MatchedRows};
-use parley_types::ids::OrgId;
+use parley_types::ids::{ImportId, OrgId};
 use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, found};
@@ -102,20 +102,20 @@ pub async fn apply_batch(
 
 pub async fn begin(
     ctx: Ctx<'_>,
-    id: Uuid,
+    id: ImportId,
     lease: Duration,
     per_org: i64,
 ) -> std::result::Result<Option<ImportJob>, sqlx::Error> {
-    db::imports::begin(ctx.pool, id, lease, per_org).await
+    db::imports::begin(ctx.pool, id.uuid(), lease, per_org).await
 }
 
 pub async fn finish(
     ctx: Ctx<'_>,
-    id: Uuid,
+    id: ImportId,
     token: Uuid,
     failure: Option<&str>,
 ) -> std::result::Result<(), ImportError> {
-    db::imports::finish(ctx.pool, id, token, failure).await
+    db::imports::finish(ctx.pool, id.uuid(), token, failure).await
 }
 
 pub async fn next_waiting(
@@ -127,11 +127,11 @@ pub async fn next_waiting(
 
 pub async fn renew(
     ctx: Ctx<'_>,
-    id: Uuid,
+    id: ImportId,
     token: Uuid,
     lease: Duration,
 ) -> std::result::Result<bool, sqlx::Error> {
-    db::imports::renew(ctx.pool, id, token, lease).await
+    db::imports::renew(ctx.pool, id.uuid(), token, lease).await
 }
 
 pub async fn stale(
@@ -165,8 +165,8 @@ pub async fn create(
 }
 
 /// The organization's import, with its progress and result.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<ContactImport> {
-    found(db::imports::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: ImportId) -> Result<ContactImport> {
+    found(db::imports::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
 
 /// Hands a queued import to the workers; when Redis does not take it, the reconciler will.

@@ -9,7 +9,7 @@ use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
 use parley_domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{LeadId, OrgId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use uuid::Uuid;
@@ -50,9 +50,9 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Le
 
 /// Changes a lead and its tags.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
-pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) -> Result<Lead> {
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: LeadId, req: UpdateLead) -> Result<Lead> {
     let mut tx = ctx.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id)
+    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     let before_assignee = lead.assignee_id;
@@ -70,10 +70,17 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
         refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
-        set_tags(&mut tx, TagLink::Lead, caller.org_id.uuid(), id, &tag_ids).await?;
+        set_tags(
+            &mut tx,
+            TagLink::Lead,
+            caller.org_id.uuid(),
+            id.uuid(),
+            &tag_ids,
+        )
+        .await?;
     }
     db::leads::update(&mut *tx, &lead).await?;
-    let lead = db::leads::get(&mut tx, caller.org_id.uuid(), id)
+    let lead = db::leads::get(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -83,10 +90,10 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateLead) ->
 /// Converts a lead into a contact: the contact with its email or phone, or a new one; the lead
 /// becomes `converted`.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
-pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact> {
+pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<Contact> {
     let actor = caller.actor();
     let mut tx = ctx.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id)
+    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if lead.status == LeadStatus::Converted {
@@ -111,9 +118,9 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
                 "Contact created".to_owned(),
             );
             db::contacts::insert_created(&mut *tx, &mut contact, &created).await?;
-            let tag_ids: Vec<Uuid> = tags_of(&mut *tx, TagLink::Lead, &[id])
+            let tag_ids: Vec<Uuid> = tags_of(&mut *tx, TagLink::Lead, &[id.uuid()])
                 .await?
-                .remove(&id)
+                .remove(&id.uuid())
                 .unwrap_or_default()
                 .into_iter()
                 .map(|t| t.id)
@@ -150,8 +157,8 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Contact>
 }
 
 /// Deletes the organization's lead; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::leads::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<()> {
+    changed(db::leads::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's leads.
@@ -165,6 +172,6 @@ pub async fn list(
 }
 
 /// The organization's lead.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Lead> {
-    found(db::leads::get(&mut *ctx.pool.acquire().await?, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: LeadId) -> Result<Lead> {
+    found(db::leads::get(&mut *ctx.pool.acquire().await?, org.uuid(), id.uuid()).await?)
 }

@@ -5,9 +5,8 @@ use parley_domain::message_attributes::{
     CreateMessageAttribute, MessageAttribute, MessageAttributeFilter, UpdateMessageAttribute,
 };
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{MessageAttributeId, OrgId};
 use parley_types::list::{Page, PageRequest};
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
 
@@ -16,11 +15,11 @@ use crate::{Caller, Ctx, Result, changed, found};
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: MessageAttributeId,
     req: UpdateMessageAttribute,
 ) -> Result<MessageAttribute> {
     let mut tx = ctx.pool.begin().await?;
-    let mut attribute = db::message_attributes::lock(&mut *tx, caller.org_id.uuid(), id)
+    let mut attribute = db::message_attributes::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut attribute);
@@ -30,8 +29,8 @@ pub async fn update(
 }
 
 /// Deletes the organization's message attribute; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::message_attributes::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: MessageAttributeId) -> Result<()> {
+    changed(db::message_attributes::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's message attributes.
@@ -45,8 +44,8 @@ pub async fn list(
 }
 
 /// The organization's message attribute.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<MessageAttribute> {
-    found(db::message_attributes::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: MessageAttributeId) -> Result<MessageAttribute> {
+    found(db::message_attributes::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
 
 /// Creates a message attribute.

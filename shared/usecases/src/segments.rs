@@ -5,7 +5,7 @@ use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_domain::segments::{CreateSegment, MAX_TAGS, Segment, SegmentCount, UpdateSegment};
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, SegmentId};
 use parley_types::list::{Page, PageRequest};
 use uuid::Uuid;
 
@@ -27,11 +27,11 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateSegment) -> Result
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: SegmentId,
     req: UpdateSegment,
 ) -> Result<Segment> {
     let mut tx = ctx.pool.begin().await?;
-    let mut segment = db::segments::get(&mut *tx, caller.org_id.uuid(), id)
+    let mut segment = db::segments::get(&mut *tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     // Only a new filter's tags are checked: a tag deleted since does not lock the segment.
@@ -59,8 +59,8 @@ async fn check_tags(conn: &mut sqlx::PgConnection, org: Uuid, segment: &Segment)
 }
 
 /// Deletes the organization's segment; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::segments::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: SegmentId) -> Result<()> {
+    changed(db::segments::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's segments.
@@ -69,8 +69,8 @@ pub async fn list(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<S
 }
 
 /// The organization's segment.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Segment> {
-    found(db::segments::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: SegmentId) -> Result<Segment> {
+    found(db::segments::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
 
 /// How many contacts the segment holds now, and how many of them a broadcast would skip.

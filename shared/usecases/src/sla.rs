@@ -13,7 +13,7 @@ use parley_domain::sla::{
 use parley_domain::tickets::TicketActivity;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, SlaPolicyId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use std::time::Duration;
@@ -26,11 +26,11 @@ use crate::{Caller, Ctx, Result, changed, found};
 pub async fn update(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: SlaPolicyId,
     req: UpdateSlaPolicy,
 ) -> Result<SlaPolicy> {
     let mut tx = ctx.pool.begin().await?;
-    let mut policy = db::sla::get_policy(&mut *tx, caller.org_id.uuid(), id, true)
+    let mut policy = db::sla::get_policy(&mut *tx, caller.org_id.uuid(), id.uuid(), true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut policy);
@@ -123,8 +123,8 @@ pub async fn checks_backlog(ctx: Ctx<'_>) -> std::result::Result<i64, sqlx::Erro
 }
 
 /// Deletes the organization's SLA policy; 404 when there is none.
-pub async fn delete_policy(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::sla::delete_policy(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete_policy(ctx: Ctx<'_>, caller: &Caller, id: SlaPolicyId) -> Result<()> {
+    changed(db::sla::delete_policy(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's SLA policies.
@@ -138,8 +138,8 @@ pub async fn list_policies(
 }
 
 /// The organization's SLA policy.
-pub async fn read_policy(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<SlaPolicy> {
-    found(db::sla::get_policy(ctx.pool, org.uuid(), id, false).await?)
+pub async fn read_policy(ctx: Ctx<'_>, org: OrgId, id: SlaPolicyId) -> Result<SlaPolicy> {
+    found(db::sla::get_policy(ctx.pool, org.uuid(), id.uuid(), false).await?)
 }
 
 /// Creates an SLA policy.

@@ -5,9 +5,8 @@ use parley_db as db;
 use parley_db::refs::{self, RefTable};
 use parley_domain::teams::{AddMembers, CreateTeam, Team, TeamFilter, UpdateTeam};
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, TeamId, UserId};
 use parley_types::list::{Page, PageRequest};
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
 
@@ -59,9 +58,9 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
 
 /// Changes a team.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
-pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) -> Result<Team> {
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: TeamId, req: UpdateTeam) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
-    let mut team = db::teams::lock(&mut tx, caller.org_id.uuid(), id)
+    let mut team = db::teams::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut team);
@@ -72,9 +71,14 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTeam) ->
 
 /// Adds members to a team.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
-pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMembers) -> Result<Team> {
+pub async fn add_members(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: TeamId,
+    req: AddMembers,
+) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
-    db::teams::lock(&mut tx, caller.org_id.uuid(), id)
+    db::teams::lock(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     if req.user_ids.is_empty() {
@@ -93,12 +97,12 @@ pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMember
     db::teams::add_members(
         &mut *tx,
         caller.org_id.uuid(),
-        id,
+        id.uuid(),
         &user_ids,
         &added_by(caller),
     )
     .await?;
-    let team = db::teams::get(&mut tx, caller.org_id.uuid(), id)
+    let team = db::teams::get(&mut tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -106,13 +110,20 @@ pub async fn add_members(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: AddMember
 }
 
 /// Deletes the organization's team; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::teams::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: TeamId) -> Result<()> {
+    changed(db::teams::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// Takes a user off the organization's team; 404 when the user is not on it.
-pub async fn remove_member(ctx: Ctx<'_>, caller: &Caller, team: Uuid, user: Uuid) -> Result<()> {
-    changed(db::teams::remove_member(ctx.pool, caller.org_id.uuid(), team, user).await?)
+pub async fn remove_member(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    team: TeamId,
+    user: UserId,
+) -> Result<()> {
+    changed(
+        db::teams::remove_member(ctx.pool, caller.org_id.uuid(), team.uuid(), user.uuid()).await?,
+    )
 }
 
 /// A page of the organization's teams.
@@ -126,6 +137,6 @@ pub async fn list(
 }
 
 /// The organization's team.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Team> {
-    found(db::teams::get(&mut *ctx.pool.acquire().await?, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: TeamId) -> Result<Team> {
+    found(db::teams::get(&mut *ctx.pool.acquire().await?, org.uuid(), id.uuid()).await?)
 }

@@ -5,9 +5,8 @@ use parley_db as db;
 use parley_domain::users::{CreateUser, UpdateUser, User, UserFilter};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, UserId};
 use parley_types::list::{Page, PageRequest};
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
 
@@ -24,9 +23,9 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<Us
 
 /// Changes a user.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
-pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) -> Result<User> {
+pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: UserId, req: UpdateUser) -> Result<User> {
     let mut tx = ctx.pool.begin().await?;
-    let mut user = db::users::lock(&mut *tx, caller.org_id.uuid(), id)
+    let mut user = db::users::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut user);
@@ -36,8 +35,8 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateUser) ->
 }
 
 /// Deletes the organization's user; 404 when there is none.
-pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::users::delete(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: UserId) -> Result<()> {
+    changed(db::users::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's users.
@@ -51,6 +50,6 @@ pub async fn list(
 }
 
 /// The organization's user.
-pub async fn read(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<User> {
-    found(db::users::get(ctx.pool, org.uuid(), id).await?)
+pub async fn read(ctx: Ctx<'_>, org: OrgId, id: UserId) -> Result<User> {
+    found(db::users::get(ctx.pool, org.uuid(), id.uuid()).await?)
 }
