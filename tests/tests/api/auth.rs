@@ -521,6 +521,14 @@ async fn a_ticket_token_takes_turns_apart_from_its_organizations_keys() {
         .await;
     let refused = tokio::time::timeout(std::time::Duration::from_secs(3), async {
         loop {
+            // A held request that was answered came while a `GET` had the turn, and was
+            // refused it: it holds nothing, so it is sent again.
+            let mut answer = [0u8; 64];
+            if matches!(held.try_read(&mut answer), Ok(n) if n > 0) {
+                held = app
+                    .post_held("/api/v1/broadcasts", &app.key, body.as_bytes(), 250)
+                    .await;
+            }
             let r = app.get("/api/v1/contacts").await;
             if r.status == 429 {
                 break;
