@@ -169,7 +169,7 @@ async fn run_file(
     while let Some(b) = batches.recv().await {
         imports::apply_batch(
             ctx.use_cases(),
-            id.uuid(),
+            id,
             token,
             OrgId::from(org),
             imports::ImportBatch {

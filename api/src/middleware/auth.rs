@@ -93,9 +93,9 @@ async fn ticket_access(
     let id = path
         .strip_prefix(before)
         .and_then(|rest| rest.strip_suffix(after))
-        .and_then(|id| id.parse::<Uuid>().ok())
+        .and_then(|id| id.parse::<TicketId>().ok())
         .ok_or(AppError::NotFound)?;
-    match parley_usecases::tickets::find_for_token(state.use_cases(), TicketId::from(id)).await? {
+    match parley_usecases::tickets::find_for_token(state.use_cases(), id).await? {
         Some(ticket) if auth::same_secret(&ticket.access_token, token) => Ok(TicketAccess {
             ticket: Box::new(ticket),
         }),

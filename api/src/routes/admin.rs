@@ -226,10 +226,10 @@ async fn pauses(State(state): State<AppState>, _: Operator) -> AppResult<Reply<P
 async fn pause_organization(
     State(state): State<AppState>,
     who: Operator,
-    Path(id): Path<Uuid>,
+    Path(id): Path<OrgId>,
 ) -> AppResult<Reply<OperatorAction>> {
     Ok(Reply::ok(
-        operator::set_org_paused(state.use_cases(), &who.0, OrgId::from(id), true).await?,
+        operator::set_org_paused(state.use_cases(), &who.0, id, true).await?,
     ))
 }
 
@@ -244,10 +244,10 @@ async fn pause_organization(
 async fn resume_organization(
     State(state): State<AppState>,
     who: Operator,
-    Path(id): Path<Uuid>,
+    Path(id): Path<OrgId>,
 ) -> AppResult<Reply<OperatorAction>> {
     Ok(Reply::ok(
-        operator::set_org_paused(state.use_cases(), &who.0, OrgId::from(id), false).await?,
+        operator::set_org_paused(state.use_cases(), &who.0, id, false).await?,
     ))
 }
 

@@ -1,5 +1,5 @@
-//! Broadcasts (endpoints 2, 3 and 4) with their actions and recipients. Sending is the
-//! worker's; the changes are `parley_usecases::broadcasts`'.
+//! Broadcasts with their actions and recipients. Sending is the worker's; the changes are
+//! `parley_usecases::broadcasts`'.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;

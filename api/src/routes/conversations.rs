@@ -8,11 +8,10 @@ use parley_domain::conversations::{
     AssignTeams, AssignUsers, Conversation, ConversationFilter, CreateConversation, CreateMessage,
     Handover, Message, UpdateConversation,
 };
-use parley_types::ids::ConversationId;
+use parley_types::ids::{ConversationId, TeamId, UserId};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -171,7 +170,7 @@ async fn assign_teams(
 async fn unassign_user(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, user)): Path<(ConversationId, Uuid)>,
+    Path((id, user)): Path<(ConversationId, UserId)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
         conversations::unassign_user(state.use_cases(), &tenant.caller(), id, user).await?,
@@ -185,7 +184,7 @@ async fn unassign_user(
 async fn unassign_team(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, team)): Path<(ConversationId, Uuid)>,
+    Path((id, team)): Path<(ConversationId, TeamId)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
         conversations::unassign_team(state.use_cases(), &tenant.caller(), id, team).await?,

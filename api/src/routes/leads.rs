@@ -1,4 +1,4 @@
-//! Leads (endpoints 9 and 11, and the operations beside them).
+//! Leads, and the operations beside them.
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;

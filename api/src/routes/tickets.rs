@@ -9,11 +9,10 @@ use parley_domain::sla::{SlaState, SlaStateView};
 use parley_domain::tickets::{
     CreateReply, CreateTicket, Ticket, TicketFilter, TicketReply, UpdateTicket,
 };
-use parley_types::ids::TicketId;
+use parley_types::ids::{TicketId, UserId};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant, TicketReader};
 use crate::state::AppState;
@@ -151,7 +150,7 @@ async fn assign(
 async fn unassign(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, user)): Path<(TicketId, Uuid)>,
+    Path((id, user)): Path<(TicketId, UserId)>,
 ) -> AppResult<Reply<Deleted>> {
     Ok(Reply::deleted(
         tickets::unassign(state.use_cases(), &tenant.caller(), id, user).await?,

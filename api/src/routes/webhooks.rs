@@ -1,4 +1,4 @@
-//! Outbound webhooks (endpoints 17 and 18, and their management; scope `webhooks:manage`).
+//! Outbound webhooks and their management (scope `webhooks:manage`).
 
 use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;

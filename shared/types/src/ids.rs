@@ -1,7 +1,7 @@
-//! Identifiers are UUID v7: time-ordered, so they index well and sort by creation. The ids of
-//! the send pipeline have types of their own ([`OrgId`], [`BroadcastId`], [`RecipientId`],
-//! [`ContactId`]), so that a function taking two of them cannot be called with the pair
-//! swapped. Each is its UUID in JSON, in Postgres and in the OpenAPI document; in a checked
+//! Identifiers are UUID v7: time-ordered, so they index well and sort by creation. The
+//! organization and most resources have an id type of their own ([`OrgId`], [`BroadcastId`],
+//! [`ContactId`], ...; docs/glossary.md, "Typed ids" says where they are used), so that a
+//! function taking two of them cannot be called with the pair swapped. Each is its UUID in JSON, in Postgres and in the OpenAPI document; in a checked
 //! statement it is bound as `id as _` and read as `"id: BroadcastId"`.
 //!
 //! ```

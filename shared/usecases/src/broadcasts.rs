@@ -21,8 +21,8 @@ use crate::{Caller, Ctx, Result};
 
 /// Hands a broadcast to the workers. Postgres already says it is queued, so if Redis is
 /// unreachable now the worker's reconciler dispatches it later; the change still stands.
-async fn dispatch(ctx: Ctx<'_>, id: Uuid, requeue: bool) {
-    if let Err(err) = ctx.jobs.dispatch(BroadcastId::from(id), requeue).await {
+async fn dispatch(ctx: Ctx<'_>, id: BroadcastId, requeue: bool) {
+    if let Err(err) = ctx.jobs.dispatch(id, requeue).await {
         tracing::warn!(broadcast_id = %id, %err, "dispatch not enqueued; the reconciler will");
     }
 }
@@ -95,7 +95,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     }
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
-        dispatch(ctx, broadcast.id, false).await;
+        dispatch(ctx, BroadcastId::from(broadcast.id), false).await;
     }
     read(ctx, org, BroadcastId::from(broadcast.id)).await
 }
@@ -140,7 +140,7 @@ pub async fn update(
     db::broadcasts::update(&mut *tx, &broadcast, audience.as_deref()).await?;
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
-        dispatch(ctx, id.uuid(), false).await;
+        dispatch(ctx, id, false).await;
     }
     read(ctx, org, id).await
 }
@@ -189,7 +189,7 @@ pub async fn act(
     db::broadcasts::set_status(&mut *tx, caller.org_id.uuid(), id.uuid(), to).await?;
     tx.commit().await?;
     if action == Action::Resume {
-        dispatch(ctx, id.uuid(), true).await;
+        dispatch(ctx, id, true).await;
     }
     read(ctx, caller.org_id, id).await
 }
@@ -226,7 +226,7 @@ pub async fn retry_failed(
     }
     tx.commit().await?;
     tracing::info!(retried, "failed recipients sent again");
-    dispatch(ctx, id.uuid(), true).await;
+    dispatch(ctx, id, true).await;
     read(ctx, caller.org_id, id).await
 }
 
@@ -278,7 +278,7 @@ pub async fn retry_recipients(
             tracing::warn!(broadcast_id = %id, %err, "retried recipients not enqueued; the reconciler will");
         }
     } else {
-        dispatch(ctx, id.uuid(), true).await;
+        dispatch(ctx, id, true).await;
     }
     Ok(retried.len() as u64)
 }
@@ -353,7 +353,7 @@ pub async fn pick_variant(
     tracing::info!(winner = ?broadcast.variant_name, "A/B winner picked");
     metrics::counter!(parley_types::metric_names::VARIANT_PICKS, "by" => by.as_str()).increment(1);
     if broadcast.status == BroadcastStatus::Sending {
-        dispatch(ctx, id.uuid(), false).await;
+        dispatch(ctx, id, false).await;
     }
     Ok(broadcast)
 }

@@ -13,7 +13,7 @@ use parley_domain::conversations::{
 use parley_domain::sla::SubjectType;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::{ConversationId, OrgId};
+use parley_types::ids::{ConversationId, OrgId, TeamId, UserId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -389,15 +389,15 @@ pub async fn unassign_user(
     ctx: Ctx<'_>,
     caller: &Caller,
     id: ConversationId,
-    user: Uuid,
+    user: UserId,
 ) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
     lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
-    if !db::conversations::remove_assignee(&mut *tx, id.uuid(), user).await? {
+    if !db::conversations::remove_assignee(&mut *tx, id.uuid(), user.uuid()).await? {
         return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
-    Ok(user)
+    Ok(user.uuid())
 }
 
 /// Unassigns a team; returns the team's id.
@@ -406,15 +406,15 @@ pub async fn unassign_team(
     ctx: Ctx<'_>,
     caller: &Caller,
     id: ConversationId,
-    team: Uuid,
+    team: TeamId,
 ) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
     lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
-    if !db::conversations::remove_team(&mut *tx, id.uuid(), team).await? {
+    if !db::conversations::remove_team(&mut *tx, id.uuid(), team.uuid()).await? {
         return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
-    Ok(team)
+    Ok(team.uuid())
 }
 
 /// Moves the handover along (the state machine is `Handover::apply`'s).

@@ -61,14 +61,14 @@ pub async fn import_stored_file(
 #[tracing::instrument(skip_all, fields(import_id = %import, organization_id = %org, rows = batch.rows.len()))]
 pub async fn apply_batch(
     ctx: Ctx<'_>,
-    import: Uuid,
+    import: ImportId,
     token: Uuid,
     org: OrgId,
     batch: ImportBatch<'_>,
     lease: Duration,
 ) -> std::result::Result<BatchCounts, ImportError> {
     let mut tx = ctx.pool.begin().await?;
-    if !db::imports::fence_batch(&mut tx, import, token).await? {
+    if !db::imports::fence_batch(&mut tx, import.uuid(), token).await? {
         return Err(ImportError::LeaseLost);
     }
     let rows = batch.rows;
@@ -86,7 +86,7 @@ pub async fn apply_batch(
     };
     db::imports::record_batch(
         &mut *tx,
-        import,
+        import.uuid(),
         counts,
         batch.rejected,
         batch.rows_read,

@@ -14,7 +14,7 @@ use parley_domain::tickets::{
 };
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::{OrgId, TicketId};
+use parley_types::ids::{OrgId, TicketId, UserId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -462,12 +462,12 @@ pub async fn assign(
 
 /// Unassigns a user, with its activity; returns the user's id.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, ticket_id = %id))]
-pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: TicketId, user: Uuid) -> Result<Uuid> {
+pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: TicketId, user: UserId) -> Result<Uuid> {
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
     let ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
-    if !db::tickets::remove_assignee(&mut *tx, id.uuid(), user).await? {
+    if !db::tickets::remove_assignee(&mut *tx, id.uuid(), user.uuid()).await? {
         return Err(AppError::NotFound.into());
     }
     let activity = TicketActivity::new(
@@ -480,7 +480,7 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: TicketId, user: Uuid) -
     db::tickets::add_activities(&mut tx, org.uuid(), &[activity]).await?;
     updated(&mut tx, org.uuid(), id.uuid(), now).await?;
     tx.commit().await?;
-    Ok(user)
+    Ok(user.uuid())
 }
 
 /// A page of the organization's tickets; a `tag` filter names a tag or gives its id.
