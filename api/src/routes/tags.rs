@@ -4,10 +4,10 @@ use crate::envelope::{Deleted, Envelope, ErrorEnvelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag, UpdateCompany, UpdateTag};
+use parley_types::ids::{CompanyId, TagId};
 use parley_types::list::PageParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Tenant};
 use crate::state::AppState;
@@ -88,7 +88,7 @@ async fn list_companies(
 async fn get_tag(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TagId>,
 ) -> AppResult<Reply<Tag>> {
     Ok(Reply::ok(
         tags::read_tag(state.use_cases(), tenant.org_id, id).await?,
@@ -106,7 +106,7 @@ async fn get_tag(
 async fn update_tag(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TagId>,
     Json(req): Json<UpdateTag>,
 ) -> AppResult<Reply<Tag>> {
     Ok(Reply::ok(
@@ -121,10 +121,10 @@ async fn update_tag(
 async fn delete_tag(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TagId>,
 ) -> AppResult<Reply<Deleted>> {
     tags::delete_tag(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// Get a company.
@@ -134,7 +134,7 @@ async fn delete_tag(
 async fn get_company(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CompanyId>,
 ) -> AppResult<Reply<Company>> {
     Ok(Reply::ok(
         tags::read_company(state.use_cases(), tenant.org_id, id).await?,
@@ -152,7 +152,7 @@ async fn get_company(
 async fn update_company(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CompanyId>,
     Json(req): Json<UpdateCompany>,
 ) -> AppResult<Reply<Company>> {
     Ok(Reply::ok(
@@ -167,8 +167,8 @@ async fn update_company(
 async fn delete_company(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CompanyId>,
 ) -> AppResult<Reply<Deleted>> {
     tags::delete_company(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }

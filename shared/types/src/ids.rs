@@ -132,6 +132,10 @@ id_type! {
     FileId;
     /// A contact import's id.
     ImportId;
+    /// A tag's id.
+    TagId;
+    /// A company's id.
+    CompanyId;
 }
 
 #[cfg(test)]

@@ -3,17 +3,16 @@
 use parley_db as db;
 use parley_domain::tags::{Company, CreateCompany, CreateTag, Tag, UpdateCompany, UpdateTag};
 use parley_types::error::AppError;
-use parley_types::ids::OrgId;
+use parley_types::ids::{CompanyId, OrgId, TagId};
 use parley_types::list::{Page, PageRequest};
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed, found};
 
 /// Changes a tag.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
-pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTag) -> Result<Tag> {
+pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: TagId, req: UpdateTag) -> Result<Tag> {
     let mut tx = ctx.pool.begin().await?;
-    let mut tag = db::tags::get_tag(&mut *tx, caller.org_id.uuid(), id, true)
+    let mut tag = db::tags::get_tag(&mut *tx, caller.org_id.uuid(), id.uuid(), true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut tag);
@@ -27,11 +26,11 @@ pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: UpdateTag)
 pub async fn update_company(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: CompanyId,
     req: UpdateCompany,
 ) -> Result<Company> {
     let mut tx = ctx.pool.begin().await?;
-    let mut company = db::tags::get_company(&mut *tx, caller.org_id.uuid(), id, true)
+    let mut company = db::tags::get_company(&mut *tx, caller.org_id.uuid(), id.uuid(), true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut company);
@@ -41,13 +40,13 @@ pub async fn update_company(
 }
 
 /// Deletes the organization's tag; 404 when there is none.
-pub async fn delete_tag(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::tags::delete_tag(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete_tag(ctx: Ctx<'_>, caller: &Caller, id: TagId) -> Result<()> {
+    changed(db::tags::delete_tag(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// Deletes the organization's company; 404 when there is none.
-pub async fn delete_company(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::tags::delete_company(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete_company(ctx: Ctx<'_>, caller: &Caller, id: CompanyId) -> Result<()> {
+    changed(db::tags::delete_company(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
 }
 
 /// A page of the organization's tags.
@@ -61,13 +60,13 @@ pub async fn list_companies(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Res
 }
 
 /// The organization's tag.
-pub async fn read_tag(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Tag> {
-    found(db::tags::get_tag(ctx.pool, org.uuid(), id, false).await?)
+pub async fn read_tag(ctx: Ctx<'_>, org: OrgId, id: TagId) -> Result<Tag> {
+    found(db::tags::get_tag(ctx.pool, org.uuid(), id.uuid(), false).await?)
 }
 
 /// The organization's company.
-pub async fn read_company(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<Company> {
-    found(db::tags::get_company(ctx.pool, org.uuid(), id, false).await?)
+pub async fn read_company(ctx: Ctx<'_>, org: OrgId, id: CompanyId) -> Result<Company> {
+    found(db::tags::get_company(ctx.pool, org.uuid(), id.uuid(), false).await?)
 }
 
 /// Creates a tag.
