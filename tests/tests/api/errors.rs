@@ -59,6 +59,50 @@ async fn every_error_uses_the_envelope() {
     }
 }
 
+/// Every resource's id is read typed from its path: a malformed id (text, a NUL byte, an
+/// overlong one) and an unknown one are 404 `not_found`, for a read and a delete alike, and a
+/// delete of a malformed id changes nothing.
+#[tokio::test]
+async fn a_malformed_or_unknown_id_in_a_resource_path_is_not_found() {
+    let app = TestApp::builder().start().await;
+    let tag = app.post("/api/v1/tags", json!({"name": "kept"})).await.id();
+    let resources = [
+        "broadcasts",
+        "categories",
+        "companies",
+        "contacts/imports",
+        "contacts",
+        "conversations",
+        "faq-collections",
+        "files",
+        "leads",
+        "message-attributes",
+        "segments",
+        "sla-policies",
+        "tags",
+        "teams",
+        "templates",
+        "tickets",
+        "users",
+        "webhooks",
+    ];
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let long = "a".repeat(300);
+    for resource in resources {
+        for id in ["not-a-uuid", "%00", long.as_str(), unknown.as_str()] {
+            let path = format!("/api/v1/{resource}/{id}");
+            app.get(&path).await.expect_error(404, "not_found");
+            // Imports, conversations and tickets are not deleted.
+            if !["contacts/imports", "conversations", "tickets"].contains(&resource) {
+                app.send(Method::DELETE, &path, Some(&app.key), None)
+                    .await
+                    .expect_error(404, "not_found");
+            }
+        }
+    }
+    app.get(&format!("/api/v1/tags/{tag}")).await.expect(200);
+}
+
 #[tokio::test]
 async fn a_duplicate_email_is_a_conflict_naming_the_field() {
     let app = TestApp::builder().start().await;
