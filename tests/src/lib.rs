@@ -12,6 +12,7 @@ pub mod scenario;
 pub mod seed;
 pub mod tcp_proxy;
 
+use parley_types::ids::OrgId;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -801,7 +802,7 @@ impl TestApp {
             limit,
         )
         .expect("valid scopes");
-        db::api_keys::create(&self.pool, org, new)
+        db::api_keys::create(&self.pool, OrgId::from(org), new)
             .await
             .expect("key")
             .expect("fewer than the most active keys")

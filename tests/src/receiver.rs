@@ -44,9 +44,10 @@ impl Received {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     received: Vec<Received>,
+    /// How many requests have arrived, for those waiting on them.
+    arrived: tokio::sync::watch::Sender<usize>,
     script: VecDeque<Answer>,
     always: Option<Answer>,
     in_flight: usize,
@@ -68,7 +69,14 @@ impl Drop for Receiver {
 
 impl Receiver {
     pub async fn start() -> Self {
-        let inner = Arc::new(Mutex::new(Inner::default()));
+        let inner = Arc::new(Mutex::new(Inner {
+            received: Vec::new(),
+            arrived: tokio::sync::watch::Sender::new(0),
+            script: VecDeque::new(),
+            always: None,
+            in_flight: 0,
+            peak_in_flight: 0,
+        }));
         let app = axum::Router::new()
             .route("/hook", axum::routing::post(receive))
             .route("/elsewhere", axum::routing::post(receive))
@@ -104,19 +112,20 @@ impl Receiver {
         self.inner.lock().received.clone()
     }
 
-    /// Waits until `n` requests have arrived (at most `secs` seconds).
-    pub async fn wait_for(&self, n: usize, secs: u64) -> Vec<Received> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let got = self.received();
-            if got.len() >= n {
-                return got;
-            }
-            if Instant::now() > deadline {
-                panic!("{} of {n} requests after {secs}s", got.len());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    /// Waits until `n` requests have arrived (at most `secs` seconds): woken by each arrival,
+    /// not polling. The requests so far.
+    pub async fn received_at_least(&self, n: usize, secs: u64) -> Vec<Received> {
+        let mut arrived = self.inner.lock().arrived.subscribe();
+        // The watch's guard is dropped inside: `receive` sends while it holds the lock that
+        // `received` takes.
+        let came = tokio::time::timeout(Duration::from_secs(secs), async {
+            arrived.wait_for(|&got| got >= n).await.is_ok()
+        })
+        .await;
+        if came != Ok(true) {
+            panic!("{} of {n} requests after {secs}s", self.received().len());
         }
+        self.received()
     }
 }
 
@@ -132,6 +141,7 @@ async fn receive(
             body,
             at: Instant::now(),
         });
+        s.arrived.send_replace(s.received.len());
         s.in_flight += 1;
         s.peak_in_flight = s.peak_in_flight.max(s.in_flight);
         s.script

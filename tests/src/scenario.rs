@@ -52,7 +52,7 @@ pub async fn events_and_breaches_arrive(
     leads: usize,
     tickets: i64,
 ) {
-    let delivered = receiver.wait_for(leads, 30).await;
+    let delivered = receiver.received_at_least(leads, 30).await;
     let events: HashSet<String> = delivered
         .iter()
         .map(|r| r.json()["data"]["id"].as_str().unwrap().to_owned())

@@ -18,6 +18,11 @@ use std::time::Duration;
 use parley_jobs::redis_conn::Redis;
 use uuid::Uuid;
 
+/// What a claim is on: a recipient ([`parley_types::ids::RecipientId`]) or a webhook delivery.
+pub trait ClaimId: Copy + Eq + std::hash::Hash + std::fmt::Display + Send + Sync + 'static {}
+
+impl<I: Copy + Eq + std::hash::Hash + std::fmt::Display + Send + Sync + 'static> ClaimId for I {}
+
 /// Takes each free key for `token` (ARGV[1]); returns the positions of those it holds. A key
 /// it holds already counts: a cluster client may run the script again after a lost reply.
 const TAKE: &str = r"
@@ -71,21 +76,21 @@ impl Claims {
     }
 
     /// The key of the claim on `id`.
-    pub fn key(&self, id: Uuid) -> String {
+    pub fn key(&self, id: impl std::fmt::Display) -> String {
         self.redis.tagged("claims", &id.to_string())
     }
 
-    fn keys(&self, ids: &[Uuid]) -> Vec<String> {
+    fn keys<I: ClaimId>(&self, ids: &[I]) -> Vec<String> {
         ids.iter().map(|id| self.key(*id)).collect()
     }
 
     /// Claims what it can of `ids` for `lease`; returns the ids claimed.
-    pub async fn take(
+    pub async fn take<I: ClaimId>(
         &self,
-        ids: &[Uuid],
+        ids: &[I],
         token: Uuid,
         lease: Duration,
-    ) -> Result<Vec<Uuid>, redis::RedisError> {
+    ) -> Result<Vec<I>, redis::RedisError> {
         let mut conn = self.redis.conn.clone();
         let taken: Vec<usize> = redis::Script::new(TAKE)
             .key(self.keys(ids))
@@ -101,12 +106,12 @@ impl Claims {
 
     /// Keeps `token`'s claims on `ids` for another `lease`, taking again any that expired or
     /// that Redis lost; returns the ids another token holds now (this job has lost them).
-    pub async fn keep(
+    pub async fn keep<I: ClaimId>(
         &self,
-        ids: &[Uuid],
+        ids: &[I],
         token: Uuid,
         lease: Duration,
-    ) -> Result<Vec<Uuid>, redis::RedisError> {
+    ) -> Result<Vec<I>, redis::RedisError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -124,10 +129,10 @@ impl Claims {
     }
 
     /// The ids of `ids` some job holds a claim on now.
-    pub async fn held(
+    pub async fn held<I: ClaimId>(
         &self,
-        ids: &[Uuid],
-    ) -> Result<std::collections::HashSet<Uuid>, redis::RedisError> {
+        ids: &[I],
+    ) -> Result<std::collections::HashSet<I>, redis::RedisError> {
         Ok(ids
             .iter()
             .zip(self.holders(ids).await?)
@@ -137,7 +142,7 @@ impl Claims {
     }
 
     /// The token holding each of `ids` now (one `MGET`); `None` when Redis cannot say.
-    pub async fn holders_now(&self, ids: &[Uuid]) -> Option<Vec<Option<String>>> {
+    pub async fn holders_now<I: ClaimId>(&self, ids: &[I]) -> Option<Vec<Option<String>>> {
         match self.holders(ids).await {
             Ok(holders) if holders.len() == ids.len() => Some(holders),
             Ok(holders) => {
@@ -156,7 +161,10 @@ impl Claims {
     }
 
     /// The token holding each of `ids`, if any.
-    async fn holders(&self, ids: &[Uuid]) -> Result<Vec<Option<String>>, redis::RedisError> {
+    async fn holders<I: ClaimId>(
+        &self,
+        ids: &[I],
+    ) -> Result<Vec<Option<String>>, redis::RedisError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -167,7 +175,11 @@ impl Claims {
             .await
     }
 
-    pub async fn give_back(&self, ids: &[Uuid], token: Uuid) -> Result<u64, redis::RedisError> {
+    pub async fn give_back<I: ClaimId>(
+        &self,
+        ids: &[I],
+        token: Uuid,
+    ) -> Result<u64, redis::RedisError> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -183,33 +195,33 @@ impl Claims {
 /// A job's claims while it works: kept by a heartbeat every third of the lease and checked
 /// again before each outcome write ([`ClaimFence`]); the ids another job took over are lost to this
 /// one.
-pub struct TakenClaims {
+pub struct TakenClaims<I: ClaimId> {
     claims: Claims,
-    ids: Vec<Uuid>,
+    ids: Vec<I>,
     token: Uuid,
-    lost: Arc<Mutex<HashSet<Uuid>>>,
+    lost: Arc<Mutex<HashSet<I>>>,
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for TakenClaims {
+impl<I: ClaimId> Drop for TakenClaims<I> {
     fn drop(&mut self) {
         self.heartbeat.abort();
     }
 }
 
-impl TakenClaims {
+impl<I: ClaimId> TakenClaims<I> {
     /// Claims what it can of `ids`; `None` when another job holds them all.
     pub async fn take(
         claims: &Claims,
-        ids: &[Uuid],
+        ids: &[I],
         lease: Duration,
-    ) -> Result<Option<TakenClaims>, redis::RedisError> {
+    ) -> Result<Option<TakenClaims<I>>, redis::RedisError> {
         let token = Uuid::now_v7();
         let ids = claims.take(ids, token, lease).await?;
         if ids.is_empty() {
             return Ok(None);
         }
-        let lost: Arc<Mutex<HashSet<Uuid>>> = Default::default();
+        let lost: Arc<Mutex<HashSet<I>>> = Default::default();
         let heartbeat = tokio::spawn({
             let (claims, ids, lost) = (claims.clone(), ids.clone(), lost.clone());
             async move {
@@ -232,17 +244,17 @@ impl TakenClaims {
     }
 
     /// The ids this job claimed.
-    pub fn ids(&self) -> &[Uuid] {
+    pub fn ids(&self) -> &[I] {
         &self.ids
     }
 
     /// Whether another job has taken `id` over.
-    pub fn is_lost(&self, id: Uuid) -> bool {
+    pub fn is_lost(&self, id: I) -> bool {
         self.lost.lock().is_ok_and(|lost| lost.contains(&id))
     }
 
     /// What the worker's outcome writer checks before it writes this job's outcomes.
-    pub fn fence(&self) -> ClaimFence {
+    pub fn fence(&self) -> ClaimFence<I> {
         ClaimFence {
             token: self.token.to_string(),
             lost: self.lost.clone(),
@@ -263,18 +275,18 @@ impl TakenClaims {
 /// A job's claims as its outcome writes see them: the statement that writes them checks the
 /// holders of all its recipients at once, right before it runs.
 #[derive(Clone)]
-pub struct ClaimFence {
+pub struct ClaimFence<I: ClaimId> {
     token: String,
-    lost: Arc<Mutex<HashSet<Uuid>>>,
+    lost: Arc<Mutex<HashSet<I>>>,
 }
 
-impl ClaimFence {
+impl<I: ClaimId> ClaimFence<I> {
     /// Of `ids`, given their claims' `holders` read right before the write, those no other job
     /// holds; the others are lost to this job. A claim nobody holds (Redis lost it) is still
     /// this job's: its heartbeat takes it again. Without holders (Redis unreachable) they count
     /// as this job's: Postgres' status guard still lets only the first outcome of a recipient
     /// stand.
-    pub fn mine(&self, ids: &[Uuid], holders: Option<&[Option<String>]>) -> Vec<Uuid> {
+    pub fn mine(&self, ids: &[I], holders: Option<&[Option<String>]>) -> Vec<I> {
         if let Some(holders) = holders {
             let taken_over = ids
                 .iter()
@@ -292,7 +304,7 @@ impl ClaimFence {
     }
 }
 
-fn lose(lost: &Mutex<HashSet<Uuid>>, gone: Vec<Uuid>) {
+fn lose<I: ClaimId>(lost: &Mutex<HashSet<I>>, gone: Vec<I>) {
     if gone.is_empty() {
         return;
     }

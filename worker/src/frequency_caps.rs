@@ -13,8 +13,8 @@
 use parley_domain::Channel;
 use parley_domain::send_rules::FrequencyCap;
 use parley_jobs::redis_conn::Redis;
+use parley_types::ids::{ContactId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
-use uuid::Uuid;
 
 /// KEYS: one per recipient (its contact's set); ARGV: now (ms), the day's cap, the week's cap
 /// (0: none), then the recipients' ids. Returns 1 (reserved) or 0 (capped) per recipient. A set
@@ -49,7 +49,7 @@ for i, key in ipairs(KEYS) do redis.call('ZREM', key, ARGV[i]) end
 return 0
 ";
 
-fn key(redis: &Redis, org: Uuid, channel: Channel, contact: Uuid) -> String {
+fn key(redis: &Redis, org: OrgId, channel: Channel, contact: ContactId) -> String {
     redis.tagged(
         &format!("fcap:{org}"),
         &format!("{}:{contact}", channel.as_str()),
@@ -60,12 +60,12 @@ fn key(redis: &Redis, org: Uuid, channel: Channel, contact: Uuid) -> String {
 /// refused (over the cap).
 pub async fn reserve(
     redis: &Redis,
-    org: Uuid,
+    org: OrgId,
     channel: Channel,
     cap: FrequencyCap,
-    recipients: &[(Uuid, Uuid)],
+    recipients: &[(RecipientId, ContactId)],
     now: Timestamp,
-) -> Result<Vec<Uuid>, redis::RedisError> {
+) -> Result<Vec<RecipientId>, redis::RedisError> {
     if recipients.is_empty() {
         return Ok(Vec::new());
     }
@@ -93,7 +93,12 @@ pub async fn reserve(
 
 /// Gives back the places of recipients that were reserved and not sent (best effort: a place
 /// not given back counts until it leaves the window).
-pub async fn give_back(redis: &Redis, org: Uuid, channel: Channel, recipients: &[(Uuid, Uuid)]) {
+pub async fn give_back(
+    redis: &Redis,
+    org: OrgId,
+    channel: Channel,
+    recipients: &[(RecipientId, ContactId)],
+) {
     if recipients.is_empty() {
         return;
     }

@@ -85,7 +85,7 @@ async fn run(ctx: &WorkerState, id: ImportId) -> JobResult {
         return Ok(());
     };
     let token = job.token;
-    let org = job.organization_id;
+    let org = OrgId::from(job.organization_id);
     let _lease = {
         let ctx = ctx.clone();
         Renewal::every(lease / 3, move || {
@@ -109,21 +109,12 @@ async fn run(ctx: &WorkerState, id: ImportId) -> JobResult {
             }
         };
         let reader = RecordGuard::new(reader);
-        run_file(
-            ctx,
-            id,
-            token,
-            job.organization_id,
-            job.format,
-            job.rows_done,
-            reader,
-        )
-        .await
+        run_file(ctx, id, token, org, job.format, job.rows_done, reader).await
     }
     .await;
     // The organization's next import waiting for its turn starts now, not at reconciliation
     // (which starts it anyway when this fails: it must not hide how this import ended).
-    match imports::next_waiting(ctx.use_cases(), OrgId::from(org)).await {
+    match imports::next_waiting(ctx.use_cases(), org).await {
         Ok(Some(next)) => {
             if let Err(err) = ctx.jobs.import_contacts(next).await {
                 tracing::warn!(%err, import_id = %next, "next import not enqueued; the reconciler will");
@@ -158,7 +149,7 @@ async fn run_file(
     ctx: &WorkerState,
     id: ImportId,
     token: Uuid,
-    org: Uuid,
+    org: OrgId,
     format: ImportFormat,
     rows_done: i32,
     reader: RecordGuard,
@@ -171,7 +162,7 @@ async fn run_file(
             ctx.use_cases(),
             id,
             token,
-            OrgId::from(org),
+            org,
             imports::ImportBatch {
                 rows: &b.rows,
                 rejected: &b.rejected,

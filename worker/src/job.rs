@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use apalis::prelude::{BoxDynError, Data, TaskId};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use parley_config::Config;
-use parley_jobs::{PAYLOAD_VERSION, Payload, QueueName};
+use parley_jobs::{PAYLOAD_VERSION, Payload, QueueName, SLOT_RENEW};
 use parley_types::metric_names::{JOB_DURATION, JOBS};
 use tracing::Instrument;
 use uuid::Uuid;
 
+use crate::renewal::Renewal;
 use crate::state::WorkerState;
 
 /// Why a job did not finish.
@@ -145,7 +146,7 @@ pub trait Job: Payload {
     }
 
     /// Whether its queue is shared fairly: it then runs in its organization's slot
-    /// ([`Job::org_slot`], [`crate::fair`]).
+    /// ([`Job::org_slot`], [`in_org_slot`]).
     const FAIR: bool = false;
 
     /// Its organization's slot, once it left its lane (a fair queue's job).
@@ -183,7 +184,7 @@ pub async fn handle<J: Job>(
                 job.version()
             )))
         } else if J::FAIR {
-            crate::fair::in_org_slot(&ctx, J::QUEUE, slot, within_timeout(&ctx, job)).await
+            in_org_slot(&ctx, J::QUEUE, slot, within_timeout(&ctx, job)).await
         } else {
             within_timeout(&ctx, job).await
         };
@@ -243,6 +244,36 @@ fn record(
             "{name} given up"
         ),
     }
+}
+
+/// Runs `work` in the slot `org_slot` of `queue` (none: a job parked before slots existed).
+/// A job taken from its lane (recipient-send and webhook-delivery, `parley_jobs::lanes`) holds
+/// one of its organization's slots while it runs: renewed from its start (it may have waited
+/// in the ready list) until it ends, then given back so that the organization's next job
+/// takes its turn.
+async fn in_org_slot<T>(
+    ctx: &WorkerState,
+    queue: QueueName,
+    org_slot: Option<(Uuid, String)>,
+    work: impl Future<Output = T>,
+) -> T {
+    let _renewal = org_slot.clone().map(|(org, slot)| {
+        let jobs = ctx.jobs.clone();
+        Renewal::every(SLOT_RENEW, move || {
+            let (jobs, slot) = (jobs.clone(), slot.clone());
+            async move {
+                if let Err(err) = jobs.slot_held(queue, org, &slot).await {
+                    tracing::warn!(%err, queue = queue.as_str(), "organization's slot not renewed");
+                }
+            }
+        })
+    });
+    let out = work.await;
+    let org_slot = org_slot.as_ref().map(|(org, slot)| (*org, slot.as_str()));
+    if let Err(err) = ctx.jobs.slot_done(queue, org_slot).await {
+        tracing::warn!(%err, queue = queue.as_str(), "organization's slot not given back; it expires");
+    }
+    out
 }
 
 #[cfg(test)]

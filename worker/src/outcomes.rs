@@ -23,11 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use parley_domain::sending::RecipientOutcome;
+use parley_types::ids::RecipientId;
 use parley_types::metric_names::{OUTCOME_STATEMENTS, OUTCOME_WRITE_FAILURES};
 use parley_usecases::sending;
 use parley_usecases::{Ctx, Services};
 use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
 
 use crate::claims::{ClaimFence, Claims};
 use crate::db_retry::retry_transient;
@@ -36,13 +36,13 @@ use crate::db_retry::retry_transient;
 /// never split).
 const MAX_ROWS: usize = 1_000;
 
-pub type Chunk = Vec<(Uuid, RecipientOutcome)>;
+pub type Chunk = Vec<(RecipientId, RecipientOutcome)>;
 
 /// A job's chunk, its claims, and where its statement's result goes: what of the chunk was
 /// written.
 struct Handed {
     chunk: Chunk,
-    fence: ClaimFence,
+    fence: ClaimFence<RecipientId>,
     /// The job's last: it has nothing left to send.
     last: bool,
     written: oneshot::Sender<Result<Chunk, String>>,
@@ -76,7 +76,7 @@ impl Outcomes {
     pub fn write(
         &self,
         chunk: Chunk,
-        fence: ClaimFence,
+        fence: ClaimFence<RecipientId>,
         last: bool,
     ) -> impl Future<Output = anyhow::Result<Chunk>> + use<> {
         let (written, result) = oneshot::channel();
@@ -167,7 +167,7 @@ fn take(waiting: &mut VecDeque<Handed>, pick: impl Fn(&Handed) -> bool) -> Vec<H
 
 /// Drops from each chunk the outcomes of recipients another job took over (one `MGET`).
 async fn fence(claims: &Claims, batch: &mut [Handed]) {
-    let ids: Vec<Uuid> = batch
+    let ids: Vec<RecipientId> = batch
         .iter()
         .flat_map(|h| h.chunk.iter().map(|(id, _)| *id))
         .collect();
@@ -180,7 +180,7 @@ async fn fence(claims: &Claims, batch: &mut [Handed]) {
             holders.as_ref().and_then(|holders| holders.get(at..at + n)),
         );
         if mine.len() < n {
-            let mine: HashSet<Uuid> = mine.into_iter().collect();
+            let mine: HashSet<RecipientId> = mine.into_iter().collect();
             h.chunk.retain(|(id, _)| mine.contains(id));
         }
         at += n;

@@ -12,7 +12,7 @@ use parley_domain::Channel;
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::response_prefix::read_prefix;
+use crate::outbound::read_prefix;
 use crate::status_watch::{Go, stopped};
 use parley_types::fields::storable;
 use parley_types::metric_names::{PROVIDER_CALLS, PROVIDER_DURATION};

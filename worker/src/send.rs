@@ -22,7 +22,7 @@ use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::sending::{Claimed, Decided, Messages, Ready, RecipientOutcome, SendContext};
 use parley_jobs::{QueueName, SEND_BATCH, SendRecipients};
-use parley_types::ids::BroadcastId;
+use parley_types::ids::{BroadcastId, ContactId, RecipientId};
 use parley_usecases::sending;
 use uuid::Uuid;
 
@@ -113,8 +113,8 @@ async fn send_all(
     ctx: &WorkerState,
     job: &SendRecipients,
     broadcast: &SendContext,
-    taken: &TakenClaims,
-) -> anyhow::Result<Vec<Uuid>> {
+    taken: &TakenClaims<RecipientId>,
+) -> anyhow::Result<Vec<RecipientId>> {
     let claimed = retry_transient(|| {
         sending::pending_for_send(
             ctx.use_cases(),
@@ -202,7 +202,7 @@ async fn send_all(
     }
     crate::frequency_caps::give_back(
         &ctx.redis,
-        broadcast.organization_id.uuid(),
+        broadcast.organization_id,
         broadcast.channel,
         &give_back,
     )
@@ -223,9 +223,9 @@ async fn send_all(
 #[tracing::instrument(skip_all, fields(outcomes = chunk.len(), last))]
 async fn record(
     ctx: &WorkerState,
-    taken: &TakenClaims,
+    taken: &TakenClaims<RecipientId>,
     channel: Channel,
-    chunk: Vec<(Uuid, RecipientOutcome)>,
+    chunk: Vec<(RecipientId, RecipientOutcome)>,
     last: bool,
 ) -> anyhow::Result<()> {
     let written = ctx.outcomes.write(chunk, taken.fence(), last).await?;
@@ -233,7 +233,7 @@ async fn record(
     Ok(())
 }
 
-fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {
+fn count(channel: Channel, chunk: &[(RecipientId, RecipientOutcome)]) {
     for status in chunk.iter().filter_map(|(_, o)| o.counted_as()) {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status)
             .increment(1);
@@ -245,8 +245,8 @@ fn count(channel: Channel, chunk: &[(Uuid, RecipientOutcome)]) {
 /// cap (with their contacts), to give back if they end unsent.
 struct Decisions {
     to_send: Vec<Ready>,
-    ready: Vec<(Uuid, RecipientOutcome)>,
-    reserved: HashMap<Uuid, Uuid>,
+    ready: Vec<(RecipientId, RecipientOutcome)>,
+    reserved: HashMap<RecipientId, ContactId>,
 }
 
 /// Decides the claimed recipients by the worker's clock ([`SendContext::decide`]), then
@@ -280,14 +280,14 @@ async fn decide(
     let Some(cap) = b.frequency_cap().filter(|_| !decided.to_send.is_empty()) else {
         return Ok(decided);
     };
-    let candidates: Vec<(Uuid, Uuid)> = decided
+    let candidates: Vec<(RecipientId, ContactId)> = decided
         .to_send
         .iter()
         .map(|r| (r.recipient.id, r.contact))
         .collect();
     let refused = crate::frequency_caps::reserve(
         &ctx.redis,
-        b.organization_id.uuid(),
+        b.organization_id,
         b.channel,
         cap,
         &candidates,
@@ -297,7 +297,7 @@ async fn decide(
     decided.reserved = candidates.into_iter().collect();
     if !refused.is_empty() {
         metrics::counter!(RECIPIENTS_CAPPED, "channel" => channel).increment(refused.len() as u64);
-        let refused: std::collections::HashSet<Uuid> = refused.into_iter().collect();
+        let refused: std::collections::HashSet<RecipientId> = refused.into_iter().collect();
         decided
             .to_send
             .retain(|r| !refused.contains(&r.recipient.id));
@@ -316,9 +316,9 @@ async fn send_one(
     messages: &Messages,
     r: Ready,
     watch: &StatusWatch,
-    taken: &TakenClaims,
+    taken: &TakenClaims<RecipientId>,
     saw_failure: &AtomicBool,
-) -> (Uuid, RecipientOutcome) {
+) -> (RecipientId, RecipientOutcome) {
     let id = r.recipient.id;
     if !take_turn(ctx, b, watch).await || taken.is_lost(id) {
         return (id, RecipientOutcome::Unsent);
@@ -329,7 +329,7 @@ async fn send_one(
         Err(outcome) => return (id, outcome),
     };
     let message = Message {
-        recipient_id: id,
+        recipient_id: id.uuid(),
         send_generation: r.recipient.send_generation,
         channel: b.channel,
         to: &r.to,

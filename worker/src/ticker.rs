@@ -7,7 +7,7 @@
 use anyhow::Context as _;
 use parley_domain::ab_tests::PickedBy;
 use parley_jobs::{QueueName, SendRecipients};
-use parley_types::ids::BroadcastId;
+use parley_types::ids::{BroadcastId, RecipientId};
 use parley_types::time::Timestamp;
 use parley_usecases::sending;
 use tokio_util::sync::CancellationToken;
@@ -131,9 +131,9 @@ async fn queue_due(ctx: &WorkerState) -> anyhow::Result<()> {
 /// Enqueues pending recipients, (broadcast, recipient), in their broadcasts' lanes.
 pub(crate) async fn enqueue_recipients(
     ctx: &WorkerState,
-    recipients: Vec<(BroadcastId, uuid::Uuid)>,
+    recipients: Vec<(BroadcastId, RecipientId)>,
 ) -> anyhow::Result<()> {
-    let mut by_broadcast: std::collections::HashMap<BroadcastId, Vec<uuid::Uuid>> =
+    let mut by_broadcast: std::collections::HashMap<BroadcastId, Vec<RecipientId>> =
         Default::default();
     for (broadcast, recipient) in recipients {
         by_broadcast.entry(broadcast).or_default().push(recipient);
@@ -192,7 +192,7 @@ async fn reconcile(
         waiting_else: oldest.filter(|_| waiting.truncated).map(at),
         wait: usual,
     };
-    let mut ids: Vec<uuid::Uuid> = sending::stale_recipients(ctx.use_cases(), &bounds, BATCH)
+    let mut ids: Vec<RecipientId> = sending::stale_recipients(ctx.use_cases(), &bounds, BATCH)
         .await?
         .into_iter()
         .map(|(_, id)| id)
@@ -209,7 +209,7 @@ async fn reconcile(
         ids.dedup();
     }
     let held = ctx.claims.held(&ids).await?;
-    let lost: Vec<uuid::Uuid> = ids.into_iter().filter(|id| !held.contains(id)).collect();
+    let lost: Vec<RecipientId> = ids.into_iter().filter(|id| !held.contains(id)).collect();
     let ceiling = SendRecipients::retry_policy(&ctx.config).requeue_ceiling();
     let stale = sending::requeue(ctx.use_cases(), &lost, requeue_after, ceiling).await?;
     crate::metrics::given_up("recipient", &stale.given_up);

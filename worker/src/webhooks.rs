@@ -24,8 +24,7 @@ use uuid::Uuid;
 
 use crate::claims::TakenClaims;
 use crate::job::{Backoff, Failure, Job, JobResult, RetryPolicy};
-use crate::response_prefix::read_prefix;
-use crate::ssrf;
+use crate::outbound::{self, read_prefix};
 use crate::state::WorkerState;
 
 /// Bytes of the receiver's answer kept in the log.
@@ -51,7 +50,7 @@ pub fn client(settings: &WebhookSettings) -> reqwest::Client {
         .pool_max_idle_per_host(64)
         .user_agent("Parley-Webhooks/1");
     if !settings.allow_private {
-        builder = builder.dns_resolver(Arc::new(ssrf::PublicOnly));
+        builder = builder.dns_resolver(Arc::new(outbound::PublicOnly));
     }
     builder.build().expect("the webhook client builds")
 }
@@ -309,7 +308,7 @@ async fn attempt(ctx: &WorkerState, d: DueAttempt) -> AttemptRecord {
         );
     }
     if !settings.allow_private
-        && let Some(why) = ssrf::refuse_literal(&d.url)
+        && let Some(why) = outbound::refuse_literal(&d.url)
     {
         metrics::counter!(WEBHOOK_ATTEMPTS, "outcome" => "failed", "status_class" => "none")
             .increment(1);

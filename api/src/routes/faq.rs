@@ -8,11 +8,11 @@ use parley_domain::faq::{
     CreateFaq, CreateFaqCategory, CreateFaqCollection, Faq, FaqCategory, FaqCollection,
     FaqCollectionFilter, FaqFilter, UpdateFaq, UpdateFaqCategory, UpdateFaqCollection,
 };
+use parley_types::ids::{FaqCategoryId, FaqCollectionId, FaqId};
 use parley_types::list::PageParams;
 use parley_usecases::faq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use uuid::Uuid;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
@@ -70,7 +70,7 @@ async fn list_collections(
 async fn get_collection(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
 ) -> AppResult<Reply<FaqCollection>> {
     Ok(Reply::ok(
         faq::read_collection(state.use_cases(), tenant.org_id, id).await?,
@@ -88,7 +88,7 @@ async fn get_collection(
 async fn update_collection(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
     Json(req): Json<UpdateFaqCollection>,
 ) -> AppResult<Reply<FaqCollection>> {
     Ok(Reply::ok(
@@ -103,10 +103,10 @@ async fn update_collection(
 async fn delete_collection(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
 ) -> AppResult<Reply<Deleted>> {
     faq::delete_collection(state.use_cases(), &tenant.caller(), id).await?;
-    Ok(Reply::deleted(id))
+    Ok(Reply::deleted(id.uuid()))
 }
 
 /// Create a FAQ category in a collection.
@@ -120,7 +120,7 @@ async fn delete_collection(
 async fn create_category(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
     Json(req): Json<CreateFaqCategory>,
 ) -> AppResult<Reply<FaqCategory>> {
     Ok(Reply::created(
@@ -135,7 +135,7 @@ async fn create_category(
 async fn list_categories(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
     Paging(page): Paging,
 ) -> AppResult<Reply<Vec<FaqCategory>>> {
     Ok(Reply::page(
@@ -157,7 +157,7 @@ async fn list_categories(
 async fn update_category(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, category_id)): Path<(Uuid, Uuid)>,
+    Path((id, category_id)): Path<(FaqCollectionId, FaqCategoryId)>,
     Json(req): Json<UpdateFaqCategory>,
 ) -> AppResult<Reply<FaqCategory>> {
     Ok(Reply::ok(
@@ -175,10 +175,10 @@ async fn update_category(
 async fn delete_category(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, category_id)): Path<(Uuid, Uuid)>,
+    Path((id, category_id)): Path<(FaqCollectionId, FaqCategoryId)>,
 ) -> AppResult<Reply<Deleted>> {
     faq::delete_category(state.use_cases(), &tenant.caller(), id, category_id).await?;
-    Ok(Reply::deleted(category_id))
+    Ok(Reply::deleted(category_id.uuid()))
 }
 
 /// Create a FAQ in a collection; `slug` is derived from `title` when absent.
@@ -192,7 +192,7 @@ async fn delete_category(
 async fn create_faq(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
     Json(req): Json<CreateFaq>,
 ) -> AppResult<Reply<Faq>> {
     Ok(Reply::created(
@@ -207,7 +207,7 @@ async fn create_faq(
 async fn list_faqs(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path(id): Path<Uuid>,
+    Path(id): Path<FaqCollectionId>,
     Paging(page): Paging,
     Query(filter): Query<FaqFilter>,
 ) -> AppResult<Reply<Vec<Faq>>> {
@@ -226,7 +226,7 @@ async fn list_faqs(
 async fn get_faq(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, faq_id)): Path<(Uuid, Uuid)>,
+    Path((id, faq_id)): Path<(FaqCollectionId, FaqId)>,
 ) -> AppResult<Reply<Faq>> {
     Ok(Reply::ok(
         faq::read_faq(state.use_cases(), tenant.org_id, id, faq_id).await?,
@@ -247,7 +247,7 @@ async fn get_faq(
 async fn update_faq(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, faq_id)): Path<(Uuid, Uuid)>,
+    Path((id, faq_id)): Path<(FaqCollectionId, FaqId)>,
     Json(req): Json<UpdateFaq>,
 ) -> AppResult<Reply<Faq>> {
     Ok(Reply::ok(
@@ -265,8 +265,8 @@ async fn update_faq(
 async fn delete_faq(
     State(state): State<AppState>,
     tenant: Tenant,
-    Path((id, faq_id)): Path<(Uuid, Uuid)>,
+    Path((id, faq_id)): Path<(FaqCollectionId, FaqId)>,
 ) -> AppResult<Reply<Deleted>> {
     faq::delete_faq(state.use_cases(), &tenant.caller(), id, faq_id).await?;
-    Ok(Reply::deleted(faq_id))
+    Ok(Reply::deleted(faq_id.uuid()))
 }

@@ -17,6 +17,7 @@
 //! runs only the rows whose label contains it (to profile one request),
 //! `PARLEY_BENCH_NEIGHBOUR` (1; 0 leaves the tenant next door out).
 
+use parley_types::ids::OrgId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -229,7 +230,7 @@ async fn main() -> anyhow::Result<()> {
         let org = parley_db::orgs::create(&mut conn, "Large").await?;
         let new = parley_domain::api_keys::NewApiKey::parse("large".into(), vec!["*".into()], None)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let key = parley_db::api_keys::create(&mut *conn, org.id, new)
+        let key = parley_db::api_keys::create(&mut *conn, OrgId::from(org.id), new)
             .await?
             .context("a key")?
             .key;

@@ -12,6 +12,7 @@
 //!
 //! Usage (through ops/bench/fairness): parley-bench-fairness <N>...   (default 100000)
 
+use parley_types::ids::OrgId;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -123,7 +124,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 async fn tenant(bench: &Bench, org: Uuid, client: &reqwest::Client) -> anyhow::Result<Tenant> {
     let new = parley_domain::api_keys::NewApiKey::parse("bench".into(), vec!["*".into()], None)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let key = parley_db::api_keys::create(&bench.pool, org, new)
+    let key = parley_db::api_keys::create(&bench.pool, OrgId::from(org), new)
         .await?
         .context("a key")?
         .key;

@@ -10,6 +10,8 @@
 //! presigned URL would be), and prints the worker's resident memory idle and at its peak, and
 //! how the import ended.
 
+use parley_types::ids::ImportId;
+use parley_types::ids::OrgId;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,7 @@ async fn run_import(
 ) -> anyhow::Result<(f64, serde_json::Value)> {
     let import = parley_db::imports::create(
         &bench.pool,
-        bench.org,
+        OrgId::from(bench.org),
         ImportFormat::Csv,
         Some(csv),
         None,
@@ -34,9 +36,13 @@ async fn run_import(
     let started = Instant::now();
     jobs.import_contacts(import.id).await?;
     loop {
-        let now = parley_db::imports::get(&bench.pool, bench.org, import.id)
-            .await?
-            .expect("the import");
+        let now = parley_db::imports::get(
+            &bench.pool,
+            OrgId::from(bench.org),
+            ImportId::from(import.id),
+        )
+        .await?
+        .expect("the import");
         match now.status.as_str() {
             "completed" => {
                 return Ok((started.elapsed().as_secs_f64(), serde_json::to_value(&now)?));
@@ -93,7 +99,7 @@ async fn unclosed(mib: usize) -> anyhow::Result<()> {
     let (idle, _) = rss(worker.0.id()).unwrap_or_default();
     let import = parley_db::imports::create(
         &bench.pool,
-        bench.org,
+        OrgId::from(bench.org),
         ImportFormat::Csv,
         None,
         None,
@@ -103,9 +109,13 @@ async fn unclosed(mib: usize) -> anyhow::Result<()> {
     let started = Instant::now();
     jobs.import_contacts(import.id).await?;
     let ended = loop {
-        let now = parley_db::imports::get(&bench.pool, bench.org, import.id)
-            .await?
-            .expect("the import");
+        let now = parley_db::imports::get(
+            &bench.pool,
+            OrgId::from(bench.org),
+            ImportId::from(import.id),
+        )
+        .await?
+        .expect("the import");
         if matches!(now.status.as_str(), "completed" | "failed") {
             break now;
         }

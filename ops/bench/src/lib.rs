@@ -5,6 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
+use parley_types::ids::OrgId;
 use uuid::Uuid;
 
 pub const API_ADDR: &str = "127.0.0.1:18480";
@@ -68,7 +69,7 @@ impl Bench {
         let org = parley_db::orgs::create(&mut *pool.acquire().await?, "Bench").await?;
         let new = parley_domain::api_keys::NewApiKey::parse("bench".into(), vec!["*".into()], None)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let key = parley_db::api_keys::create(&pool, org.id, new)
+        let key = parley_db::api_keys::create(&pool, OrgId::from(org.id), new)
             .await?
             .context("a key")?
             .key;

@@ -16,6 +16,7 @@
 //! `PARLEY_BENCH_API_BIN` runs another build of the API (an A/B against an earlier commit);
 //! `PARLEY_BENCH_API_ENV` adds its settings (`NAME=value,NAME=value`).
 
+use parley_types::ids::OrgId;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -223,7 +224,7 @@ async fn main() -> anyhow::Result<()> {
         let org = parley_db::orgs::create(&mut conn, "Next door").await?;
         let new = parley_domain::api_keys::NewApiKey::parse("next".into(), vec!["*".into()], None)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        parley_db::api_keys::create(&mut *conn, org.id, new)
+        parley_db::api_keys::create(&mut *conn, OrgId::from(org.id), new)
             .await?
             .context("a key")?
             .key

@@ -5,6 +5,7 @@
 //!
 //! Usage (through ops/bench/webhooks): parley-bench-webhooks [M N RATE SECONDS]
 
+use parley_types::ids::OrgId;
 use secrecy::ExposeSecret;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,7 +88,13 @@ async fn emit(bench: &Bench, n: usize, per_tx: usize) -> anyhow::Result<()> {
         let mut tx = bench.pool.begin().await?;
         for _ in 0..per_tx.min(left) {
             let data = json!({"id": uuid::Uuid::now_v7(), "name": "Bench lead", "status": "new"});
-            outbox::emit(&mut tx, bench.org, EventName::LeadCreated, &data).await?;
+            outbox::emit(
+                &mut tx,
+                OrgId::from(bench.org),
+                EventName::LeadCreated,
+                &data,
+            )
+            .await?;
         }
         tx.commit().await?;
         left = left.saturating_sub(per_tx);

@@ -1,5 +1,5 @@
+use parley_types::ids::{OrgId, TemplateId};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use parley_domain::Channel;
 use parley_domain::analytics::{DailyFigures, TemplateAnalytics, Totals};
@@ -9,8 +9,8 @@ use parley_domain::analytics::{DailyFigures, TemplateAnalytics, Totals};
 /// the cost does not grow with recipients.
 pub async fn template(
     pool: &PgPool,
-    org: Uuid,
-    template: Uuid,
+    org: OrgId,
+    template: TemplateId,
     channel: Option<Channel>,
 ) -> Result<TemplateAnalytics, sqlx::Error> {
     let channel_text = channel.map(|c| c.as_str());
@@ -41,8 +41,8 @@ pub async fn template(
                 coalesce(sum(failed), 0)::int8 AS "failed_count!",
                 max(started_at) FILTER (WHERE sent > 0) AS last_sent_at
          FROM figures"#,
-        org,
-        template,
+        org.uuid(),
+        template.uuid(),
         channel_text,
     )
     .fetch_one(pool)
@@ -55,11 +55,16 @@ pub async fn template(
          FROM template_daily_stats
          WHERE template_id = $1 AND organization_id = $2 AND ($3::text IS NULL OR channel = $3)
          GROUP BY day ORDER BY day"#,
-        template,
-        org,
+        template.uuid(),
+        org.uuid(),
         channel_text,
     )
     .fetch_all(pool)
     .await?;
-    Ok(TemplateAnalytics::new(template, channel, totals, daily))
+    Ok(TemplateAnalytics::new(
+        template.uuid(),
+        channel,
+        totals,
+        daily,
+    ))
 }

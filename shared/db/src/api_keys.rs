@@ -1,3 +1,4 @@
+use parley_types::ids::OrgId;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
@@ -15,7 +16,7 @@ pub const MAX_ACTIVE_KEYS: i64 = 1_000;
 /// Issues a key; `None` when the organization holds [`MAX_ACTIVE_KEYS`] active keys already.
 pub async fn create(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     new: NewApiKey,
 ) -> Result<Option<CreatedApiKey>, sqlx::Error> {
     let key = auth::generate_key();
@@ -28,7 +29,7 @@ pub async fn create(
          RETURNING id, organization_id, name, prefix, scopes, daily_limit AS "limit",
             revoked_at, created_at, updated_at"#,
         parley_types::ids::new_id(),
-        org,
+        org.uuid(),
         &new.name,
         &key.prefix,
         &key.hash,
@@ -61,7 +62,7 @@ pub async fn identify_hash(
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     page: &PageRequest,
 ) -> Result<Page<ApiKey>, sqlx::Error> {
     let q = ListQuery {
@@ -90,13 +91,13 @@ pub const REVOKED_CHANNEL: &str = "parley_api_key_revoked";
 /// key row; a repeat changes nothing and does not). `None` when there is no such key.
 pub async fn revoke(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp())
          WHERE organization_id = $1 AND id = $2 RETURNING id",
-        org,
+        org.uuid(),
         id,
     )
     .fetch_optional(db)

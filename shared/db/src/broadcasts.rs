@@ -1,6 +1,7 @@
 //! Broadcasts as the API reads and changes them. The worker's side (fan-out, claims,
 //! outcomes, reconciliation) is in `db::sending`.
 
+use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId, TemplateId};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -68,15 +69,15 @@ pub async fn insert(
 /// Makes the new broadcast `id` an A/B broadcast: its settings and variants.
 pub async fn insert_ab_test(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
     settings: &AbSettings,
     variants: &[VariantRow],
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE broadcasts SET ab_test = $3 WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
         Json(settings) as _,
     )
     .execute(&mut *conn)
@@ -97,8 +98,8 @@ pub async fn insert_ab_test(
             template_id, template_variables)
          SELECT $1, $2, u.no, u.name, u.template_id, u.vars
          FROM unnest($3::int2[], $4::text[], $5::uuid[], $6::jsonb[]) AS u(no, name, template_id, vars)",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
         &numbers,
         &names as _,
         &templates,
@@ -157,22 +158,22 @@ pub async fn update(
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
 ) -> Result<Option<Broadcast>, sqlx::Error> {
-    Ok(get_many(db, org, &[id]).await?.pop())
+    Ok(get_many(db, org, &[id.uuid()]).await?.pop())
 }
 
 /// Locks the broadcast's row (`FOR UPDATE`) and reads it.
 pub async fn lock(
     db: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
 ) -> Result<Option<Broadcast>, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT id FROM broadcasts WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *db)
     .await?;
@@ -185,7 +186,7 @@ pub async fn lock(
 /// The broadcasts of `org` among `ids`, in no particular order, with their counters.
 pub async fn get_many(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Broadcast>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -235,7 +236,7 @@ pub async fn get_many(
          FROM broadcasts b LEFT JOIN broadcast_totals k ON k.broadcast_id = b.id
             LEFT JOIN segments s ON s.id = b.segment_id
          WHERE b.organization_id = $1 AND b.id = ANY($2)"#,
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -259,7 +260,7 @@ struct VariantFigures {
     skipped: i32,
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &BroadcastFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &BroadcastFilter) {
     qb.push(" WHERE b.organization_id = ").push_bind(org);
     if let Some(status) = f.status {
         qb.push(" AND b.status = ").push_bind(status);
@@ -274,7 +275,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &BroadcastFilter) 
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &BroadcastFilter,
     page: &PageRequest,
 ) -> Result<Page<Broadcast>, sqlx::Error> {
@@ -292,8 +293,8 @@ pub async fn list(
 /// Sets a locked broadcast's status, with the time of the change.
 pub async fn set_status(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: BroadcastId,
     to: BroadcastStatus,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -303,8 +304,8 @@ pub async fn set_status(
             queued_at = CASE WHEN $3 = 'queued' THEN clock_timestamp() ELSE queued_at END,
             error_message = CASE WHEN $3 IN ('queued', 'sending') THEN NULL ELSE error_message END
          WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
         to.as_str(),
     )
     .execute(db)
@@ -322,7 +323,7 @@ pub async fn set_status(
 /// holds the broadcast's lock and has checked its state.
 pub async fn retry_failed(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: BroadcastId,
     which: &RetryWhich<'_>,
 ) -> Result<Retried, sqlx::Error> {
     let retried = sqlx::query_as!(
@@ -339,9 +340,9 @@ pub async fn retry_failed(
                AND coalesce(error_code, '') <> ALL ($4)
              RETURNING id)
          SELECT count(*) AS "count!",
-            coalesce(array_agg(id) FILTER (WHERE $3::uuid[] IS NOT NULL), '{}') AS "ids!"
+            coalesce(array_agg(id) FILTER (WHERE $3::uuid[] IS NOT NULL), '{}') AS "ids!: Vec<RecipientId>"
          FROM retried"#,
-        id,
+        id.uuid(),
         which.codes,
         which.ids,
         which.except,
@@ -352,7 +353,7 @@ pub async fn retry_failed(
         sqlx::query!(
             "UPDATE broadcasts SET status = 'sending', completed_at = NULL, error_message = NULL
              WHERE id = $1",
-            id,
+            id.uuid(),
         )
         .execute(&mut *conn)
         .await?;
@@ -364,7 +365,7 @@ pub async fn retry_failed(
 #[derive(Debug)]
 pub struct Retried {
     pub count: i64,
-    pub ids: Vec<Uuid>,
+    pub ids: Vec<RecipientId>,
 }
 
 /// Which failed recipients [`retry_failed`] sends again: those with one of `codes` (all when
@@ -376,18 +377,26 @@ pub struct RetryWhich<'a> {
     pub except: &'a [String],
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: BroadcastId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM broadcasts WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-fn push_recipient_filter(qb: &mut QueryBuilder<Postgres>, broadcast: Uuid, f: &RecipientFilter) {
+fn push_recipient_filter(
+    qb: &mut QueryBuilder<Postgres>,
+    broadcast: BroadcastId,
+    f: &RecipientFilter,
+) {
     qb.push(" WHERE r.broadcast_id = ").push_bind(broadcast);
     if let Some(status) = f.status {
         // Written into the SQL (it is one of a fixed set of words) so that the planner can
@@ -399,8 +408,8 @@ fn push_recipient_filter(qb: &mut QueryBuilder<Postgres>, broadcast: Uuid, f: &R
 /// A page of a broadcast's recipients, each with its contact.
 pub async fn recipients(
     pool: &PgPool,
-    org: Uuid,
-    broadcast: Uuid,
+    org: OrgId,
+    broadcast: BroadcastId,
     f: &RecipientFilter,
     page: &PageRequest,
 ) -> Result<Page<BroadcastRecipient>, sqlx::Error> {
@@ -439,8 +448,8 @@ pub async fn recipients(
 /// organization holds.
 pub async fn messages_of_contact(
     pool: &PgPool,
-    org: Uuid,
-    contact: Uuid,
+    org: OrgId,
+    contact: ContactId,
     page: &PageRequest,
 ) -> Result<Page<ContactMessage>, sqlx::Error> {
     let filter = |qb: &mut QueryBuilder<Postgres>| {
@@ -475,8 +484,8 @@ pub async fn messages_of_contact(
 /// keeps their messages within their channels.
 pub async fn rendering_from(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    template: Uuid,
+    org: OrgId,
+    template: TemplateId,
 ) -> Result<Vec<(Uuid, Channel, Option<Json<TemplateVariables>>)>, sqlx::Error> {
     // An A/B broadcast's variants B to D render their own templates with their own variables.
     let rows = sqlx::query!(
@@ -490,8 +499,8 @@ pub async fn rendering_from(
          FROM broadcast_variants v JOIN broadcasts b ON b.id = v.broadcast_id
          WHERE v.organization_id = $1 AND v.template_id = $2 AND v.variant_no > 1
            AND v.message_body IS NULL AND b.status NOT IN ('completed', 'failed', 'cancelled')"#,
-        org,
-        template,
+        org.uuid(),
+        template.uuid(),
     )
     .fetch_all(db)
     .await?;

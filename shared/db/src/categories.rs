@@ -1,3 +1,4 @@
+use parley_types::ids::{CategoryId, OrgId};
 use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -9,13 +10,13 @@ use parley_types::list::{Page, PageRequest};
 /// Slugs like `base` or `base-<n>` already used in the organization.
 pub async fn taken_slugs(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     base: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar!(
         "SELECT slug FROM conversation_categories WHERE organization_id = $1
            AND (slug = $2 OR slug ~ ('^' || $2 || '-[0-9]+$'))",
-        org,
+        org.uuid(),
         base,
     )
     .fetch_all(db)
@@ -63,14 +64,14 @@ pub async fn update(db: impl PgExecutor<'_>, c: &ConversationCategory) -> Result
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: CategoryId,
 ) -> Result<Option<ConversationCategory>, sqlx::Error> {
     sqlx::query_as!(
         ConversationCategory,
         "SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -79,7 +80,7 @@ pub async fn get(
 /// Several categories, by id.
 pub async fn get_many(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<std::collections::HashMap<Uuid, ConversationCategory>, sqlx::Error> {
     if ids.is_empty() {
@@ -88,7 +89,7 @@ pub async fn get_many(
     let rows: Vec<ConversationCategory> = sqlx::query_as!(
         ConversationCategory,
         "SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -98,20 +99,20 @@ pub async fn get_many(
 
 pub async fn lock(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: CategoryId,
 ) -> Result<Option<ConversationCategory>, sqlx::Error> {
     sqlx::query_as!(
         ConversationCategory,
         "SELECT * FROM conversation_categories WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &CategoryFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &CategoryFilter) {
     qb.push(" WHERE c.organization_id = ").push_bind(org);
     if let Some(active) = f.is_active {
         qb.push(" AND c.is_active = ").push_bind(active);
@@ -120,7 +121,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &CategoryFilter) {
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &CategoryFilter,
     page: &PageRequest,
 ) -> Result<Page<ConversationCategory>, sqlx::Error> {
@@ -132,11 +133,15 @@ pub async fn list(
     super::page(pool, q, |qb| push_filter(qb, org, f), page).await
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: CategoryId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM conversation_categories WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

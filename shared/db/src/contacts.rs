@@ -1,3 +1,4 @@
+use parley_types::ids::{ContactId, OrgId};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -137,11 +138,15 @@ pub async fn update(db: impl PgExecutor<'_>, c: &Contact) -> Result<(), sqlx::Er
 }
 
 /// Whether the organization has the contact (one statement; nothing of it is read).
-pub async fn exists(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn exists(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: ContactId,
+) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM contacts WHERE organization_id = $1 AND id = $2) AS "exists!""#,
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_one(db)
     .await
@@ -150,22 +155,22 @@ pub async fn exists(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool
 /// One contact with its company and tags (not its activities).
 pub async fn get(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ContactId,
 ) -> Result<Option<Contact>, sqlx::Error> {
-    Ok(read(conn, org, &[id]).await?.pop())
+    Ok(read(conn, org, &[id.uuid()]).await?.pop())
 }
 
 /// Locks a contact for a change in this transaction.
 pub async fn lock(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ContactId,
 ) -> Result<Option<Contact>, sqlx::Error> {
     let found: Option<Uuid> = sqlx::query_scalar!(
         "SELECT id FROM contacts WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -178,7 +183,7 @@ pub async fn lock(
 /// A contact of the organization with this email (without case) or phone, for lead conversion.
 pub async fn find_by_email_or_phone(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     email: Option<&str>,
     phone: Option<&str>,
 ) -> Result<Option<Uuid>, sqlx::Error> {
@@ -187,7 +192,7 @@ pub async fn find_by_email_or_phone(
            AND ((lower(email) = lower($2)) OR (phone = $3))
          ORDER BY (lower(email) = lower($2)) DESC NULLS LAST, created_at
          LIMIT 1",
-        org,
+        org.uuid(),
         email,
         phone,
     )
@@ -195,7 +200,7 @@ pub async fn find_by_email_or_phone(
     .await
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &ContactFilter, tag: Option<Uuid>) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &ContactFilter, tag: Option<Uuid>) {
     qb.push(" WHERE c.organization_id = ").push_bind(org);
     if let Some(tag) = tag {
         qb.push(" AND EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.contact_id = c.id AND ct.tag_id = ")
@@ -222,7 +227,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &ContactFilter, ta
 /// `f.tag` is resolved by the caller into `tag` (a tag id) first.
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &ContactFilter,
     tag: Option<Uuid>,
     page: &PageRequest,
@@ -252,7 +257,7 @@ pub async fn list(
 /// then starts past every row, so one statement serves both.
 async fn unfiltered_page(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     req: &PageRequest,
 ) -> Result<Page<Contact>, sqlx::Error> {
     let total = super::totals::kept(&mut *conn, org, super::totals::List::Contacts).await?;
@@ -268,7 +273,7 @@ async fn unfiltered_page(
     let rows = contact_rows!(
         // A function's rows are not promised in the order it returned them without this.
         "contacts_page($1, $2, $3, $4, $5, $6) WITH ORDINALITY ORDER BY ordinality",
-        org,
+        org.uuid(),
         after_at as _,
         after_id,
         req.descending,
@@ -293,13 +298,13 @@ async fn unfiltered_page(
 /// The id of the organization's tag named `name_or_id` (an id, or a name without case).
 pub async fn resolve_tag(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     name_or_id: &str,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     let id = name_or_id.parse::<Uuid>().ok();
     sqlx::query_scalar!(
         "SELECT id FROM tags WHERE organization_id = $1 AND (id = $2 OR lower(name) = lower($3))",
-        org,
+        org.uuid(),
         id,
         name_or_id,
     )
@@ -307,11 +312,15 @@ pub async fn resolve_tag(
     .await
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: ContactId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM contacts WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -320,7 +329,7 @@ pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool
 
 pub async fn add_activities(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     activities: &[ContactActivity],
 ) -> Result<(), sqlx::Error> {
     if activities.is_empty() {
@@ -352,7 +361,7 @@ pub async fn add_activities(
 /// A contact's history, newest first, at most `limit` entries.
 pub async fn activities(
     db: impl PgExecutor<'_>,
-    contact: Uuid,
+    contact: ContactId,
     limit: i64,
 ) -> Result<Vec<ContactActivity>, sqlx::Error> {
     sqlx::query_as!(
@@ -361,7 +370,7 @@ pub async fn activities(
                 metadata, old_value, new_value, created_at, updated_at
          FROM contact_activities WHERE contact_id = $1
          ORDER BY created_at DESC, id DESC LIMIT $2",
-        contact,
+        contact.uuid(),
         limit,
     )
     .fetch_all(db)
@@ -371,7 +380,7 @@ pub async fn activities(
 /// Several contacts with their company and tags, by id.
 pub async fn get_many(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<std::collections::HashMap<Uuid, Contact>, sqlx::Error> {
     if ids.is_empty() {
@@ -384,10 +393,10 @@ pub async fn get_many(
 /// The contacts of `org` among `ids`, in no particular order, with their company and tags.
 async fn read(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Contact>, sqlx::Error> {
-    let rows = contact_rows!("contacts_by_ids($1, $2)", org, ids)
+    let rows = contact_rows!("contacts_by_ids($1, $2)", org.uuid(), ids)
         .fetch_all(&mut *conn)
         .await?;
     let mut tags = tags_of(&mut *conn, TagLink::Contact, ids).await?;

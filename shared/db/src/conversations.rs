@@ -1,5 +1,6 @@
 //! Conversations, their messages, assignees, teams and tags.
 
+use parley_types::ids::{ConversationId, OrgId, TeamId, UserId};
 use std::collections::HashMap;
 
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
@@ -110,27 +111,31 @@ pub async fn update(db: impl PgExecutor<'_>, c: &Conversation) -> Result<(), sql
 /// The conversation's row, locked for the rest of the transaction (without embeds).
 pub async fn lock(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ConversationId,
 ) -> Result<Option<Conversation>, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT id FROM conversations WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
     match found {
-        Some(_) => Ok(rows(conn, org, &[id]).await?.pop()),
+        Some(_) => Ok(rows(conn, org, &[id.uuid()]).await?.pop()),
         None => Ok(None),
     }
 }
 
-pub async fn exists(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn exists(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: ConversationId,
+) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM conversations WHERE organization_id = $1 AND id = $2) AS "exists!""#,
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_one(db)
     .await
@@ -138,17 +143,17 @@ pub async fn exists(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool
 
 pub async fn get(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ConversationId,
     now: Timestamp,
 ) -> Result<Option<Conversation>, sqlx::Error> {
-    Ok(read(conn, org, &[id], now).await?.pop())
+    Ok(read(conn, org, &[id.uuid()], now).await?.pop())
 }
 
 /// The conversations of `org` among `ids`, in no particular order, with what they embed.
 async fn read(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
     now: Timestamp,
 ) -> Result<Vec<Conversation>, sqlx::Error> {
@@ -160,7 +165,7 @@ async fn read(
 /// The rows alone of the conversations of `org` among `ids`.
 async fn rows(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Conversation>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -176,7 +181,7 @@ async fn rows(
             c.last_customer_message_at, c.snooze_until, c.snoozed_at, c.closed_at, c.created_at,
             c.updated_at
          FROM conversations c WHERE c.organization_id = $1 AND c.id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -187,7 +192,7 @@ async fn rows(
 /// Fills the embedded category, contact, assignees, teams, latest messages, tags and SLA state.
 pub async fn embed(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     items: &mut [Conversation],
     now: Timestamp,
 ) -> Result<(), sqlx::Error> {
@@ -219,7 +224,7 @@ pub async fn embed(
 
 async fn assignees_of(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<ConversationAssignee>>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -243,7 +248,7 @@ async fn assignees_of(
 
 async fn teams_of(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<ConversationTeam>>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -268,7 +273,7 @@ async fn teams_of(
 /// The latest messages of each conversation, oldest first, with their attachments.
 async fn latest_messages(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<Message>>, sqlx::Error> {
     let mut rows: Vec<Message> = sqlx::query_as!(
@@ -300,7 +305,7 @@ async fn latest_messages(
 /// Fills the attachments (with their files) of messages.
 async fn attach(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     messages: &mut [Message],
 ) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = messages.iter().map(|m| m.id).collect();
@@ -332,7 +337,7 @@ async fn attach(
 
 fn push_filter(
     qb: &mut QueryBuilder<Postgres>,
-    org: Uuid,
+    org: OrgId,
     f: &ConversationFilter,
     tag: Option<Uuid>,
 ) {
@@ -381,7 +386,7 @@ fn push_filter(
 /// `f.tag` is resolved by the caller into `tag` (a tag id) first.
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &ConversationFilter,
     tag: Option<Uuid>,
     page: &PageRequest,
@@ -401,8 +406,8 @@ pub async fn list(
 /// Assigns users (already assigned ones stay as they are); returns how many were new.
 pub async fn add_assignees(
     conn: &mut PgConnection,
-    org: Uuid,
-    conversation: Uuid,
+    org: OrgId,
+    conversation: ConversationId,
     users: &[Uuid],
     by: Option<Uuid>,
 ) -> Result<u64, sqlx::Error> {
@@ -410,8 +415,8 @@ pub async fn add_assignees(
         "INSERT INTO conversation_assignees (id, organization_id, conversation_id, user_id, assigned_by)
          SELECT uuid_v7(), $1, $2, u, $4 FROM unnest($3::uuid[]) AS u
          ON CONFLICT (conversation_id, user_id) DO NOTHING",
-        org,
-        conversation,
+        org.uuid(),
+        conversation.uuid(),
         users,
         by,
     )
@@ -422,13 +427,13 @@ pub async fn add_assignees(
 
 pub async fn remove_assignee(
     db: impl PgExecutor<'_>,
-    conversation: Uuid,
-    user: Uuid,
+    conversation: ConversationId,
+    user: UserId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM conversation_assignees WHERE conversation_id = $1 AND user_id = $2",
-        conversation,
-        user,
+        conversation.uuid(),
+        user.uuid(),
     )
     .execute(db)
     .await?;
@@ -438,8 +443,8 @@ pub async fn remove_assignee(
 /// Assigns teams (already assigned ones stay as they are); returns how many were new.
 pub async fn add_teams(
     conn: &mut PgConnection,
-    org: Uuid,
-    conversation: Uuid,
+    org: OrgId,
+    conversation: ConversationId,
     teams: &[Uuid],
     by: Option<Uuid>,
 ) -> Result<u64, sqlx::Error> {
@@ -447,8 +452,8 @@ pub async fn add_teams(
         "INSERT INTO conversation_teams (id, organization_id, conversation_id, team_id, assigned_by)
          SELECT uuid_v7(), $1, $2, t, $4 FROM unnest($3::uuid[]) AS t
          ON CONFLICT (conversation_id, team_id) DO NOTHING",
-        org,
-        conversation,
+        org.uuid(),
+        conversation.uuid(),
         teams,
         by,
     )
@@ -459,13 +464,13 @@ pub async fn add_teams(
 
 pub async fn remove_team(
     db: impl PgExecutor<'_>,
-    conversation: Uuid,
-    team: Uuid,
+    conversation: ConversationId,
+    team: TeamId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM conversation_teams WHERE conversation_id = $1 AND team_id = $2",
-        conversation,
-        team,
+        conversation.uuid(),
+        team.uuid(),
     )
     .execute(db)
     .await?;
@@ -485,7 +490,7 @@ pub struct AttachmentRow {
 /// Writes a message and its attachments, and counts it on its conversation.
 pub async fn insert_message(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     m: &Message,
     attachments: &[AttachmentRow],
 ) -> Result<(), sqlx::Error> {
@@ -495,7 +500,7 @@ pub async fn insert_message(
             should_request_feedback, template_context, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)",
         m.id,
-        org,
+        org.uuid(),
         m.conversation_id,
         m.content.as_deref(),
         m.kind.as_str(),
@@ -516,7 +521,7 @@ pub async fn insert_message(
             "INSERT INTO message_attachments (id, organization_id, message_id, file_id, type,
                 caption, external_media_id, duration, metadata)
              VALUES (uuid_v7(), $1, $2, $3, $4, $5, $6, $7, $8)",
-            org,
+            org.uuid(),
             m.id,
             a.file_id,
             a.kind.as_str(),
@@ -544,7 +549,7 @@ pub async fn insert_message(
 
 pub async fn message(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     id: Uuid,
 ) -> Result<Option<Message>, sqlx::Error> {
     Ok(read_messages(conn, org, &[id]).await?.pop())
@@ -553,7 +558,7 @@ pub async fn message(
 /// The messages of `org` among `ids`, in no particular order, with their attachments.
 async fn read_messages(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Message>, sqlx::Error> {
     let mut found: Vec<Message> = sqlx::query_as!(
@@ -563,7 +568,7 @@ async fn read_messages(
             m.should_request_feedback, m.template_context, m.delivered_at, m.created_at,
             m.updated_at
          FROM messages m WHERE m.organization_id = $1 AND m.id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(&mut *conn)
@@ -578,8 +583,8 @@ async fn read_messages(
 /// A conversation's messages, a page at a time.
 pub async fn messages(
     pool: &PgPool,
-    org: Uuid,
-    conversation: Uuid,
+    org: OrgId,
+    conversation: ConversationId,
     page: &PageRequest,
 ) -> Result<Page<Message>, sqlx::Error> {
     super::page_of(

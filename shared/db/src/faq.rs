@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 
+use parley_types::ids::{FaqCategoryId, FaqCollectionId, FaqId, OrgId};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -12,7 +13,7 @@ use parley_types::time::Timestamp;
 pub async fn taken_slugs(
     db: impl PgExecutor<'_>,
     of_faqs: bool,
-    org: Uuid,
+    org: OrgId,
     locale: &str,
     base: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
@@ -20,7 +21,7 @@ pub async fn taken_slugs(
         sqlx::query_scalar!(
             "SELECT slug FROM faqs WHERE organization_id = $1 AND locale = $2
                AND (slug = $3 OR slug ~ ('^' || $3 || '-[0-9]+$'))",
-            org,
+            org.uuid(),
             locale,
             base,
         )
@@ -30,7 +31,7 @@ pub async fn taken_slugs(
         sqlx::query_scalar!(
             "SELECT slug FROM faq_collections WHERE organization_id = $1 AND locale = $2
                AND (slug = $3 OR slug ~ ('^' || $3 || '-[0-9]+$'))",
-            org,
+            org.uuid(),
             locale,
             base,
         )
@@ -92,16 +93,16 @@ pub async fn update_collection(
 
 pub async fn get_collection(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: FaqCollectionId,
 ) -> Result<Option<FaqCollection>, sqlx::Error> {
-    Ok(collections(db, org, &[id]).await?.pop())
+    Ok(collections(db, org, &[id.uuid()]).await?.pop())
 }
 
 /// The collections of `org` among `ids`, in no particular order, with their figures.
 async fn collections(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<FaqCollection>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -113,7 +114,7 @@ async fn collections(
             c.created_at, c.updated_at
          FROM faq_collections c LEFT JOIN faq_collection_totals k ON k.collection_id = c.id
          WHERE c.organization_id = $1 AND c.id = ANY($2)"#,
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -123,13 +124,13 @@ async fn collections(
 
 pub async fn lock_collection(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: FaqCollectionId,
 ) -> Result<Option<FaqCollection>, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT id FROM faq_collections WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -139,7 +140,7 @@ pub async fn lock_collection(
     }
 }
 
-fn push_collection_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &FaqCollectionFilter) {
+fn push_collection_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &FaqCollectionFilter) {
     qb.push(" WHERE c.organization_id = ").push_bind(org);
     if let Some(locale) = &f.locale {
         qb.push(" AND c.locale = ")
@@ -152,7 +153,7 @@ fn push_collection_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &FaqCol
 
 pub async fn list_collections(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &FaqCollectionFilter,
     page: &PageRequest,
 ) -> Result<Page<FaqCollection>, sqlx::Error> {
@@ -169,13 +170,13 @@ pub async fn list_collections(
 
 pub async fn delete_collection(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: FaqCollectionId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM faq_collections WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -218,17 +219,17 @@ pub async fn update_category(db: impl PgExecutor<'_>, c: &FaqCategory) -> Result
 /// A category of collection `collection` in organization `org`, locked for a change.
 pub async fn lock_category(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqCategoryId,
 ) -> Result<Option<FaqCategory>, sqlx::Error> {
     sqlx::query_as!(
         FaqCategory,
         "SELECT * FROM faq_categories
          WHERE organization_id = $1 AND collection_id = $2 AND id = $3 FOR UPDATE",
-        org,
-        collection,
-        id,
+        org.uuid(),
+        collection.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -236,8 +237,8 @@ pub async fn lock_category(
 
 pub async fn list_categories(
     pool: &PgPool,
-    org: Uuid,
-    collection: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
     page: &PageRequest,
 ) -> Result<Page<FaqCategory>, sqlx::Error> {
     let q = ListQuery {
@@ -261,15 +262,15 @@ pub async fn list_categories(
 
 pub async fn delete_category(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqCategoryId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM faq_categories WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
-        org,
-        collection,
-        id,
+        org.uuid(),
+        collection.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -279,13 +280,13 @@ pub async fn delete_category(
 /// Whether `category` is a category of `collection`.
 pub async fn category_in_collection(
     db: impl PgExecutor<'_>,
-    collection: Uuid,
-    category: Uuid,
+    collection: FaqCollectionId,
+    category: FaqCategoryId,
 ) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM faq_categories WHERE collection_id = $1 AND id = $2) AS "exists!""#,
-        collection,
-        category,
+        collection.uuid(),
+        category.uuid(),
     )
     .fetch_one(db)
     .await
@@ -348,18 +349,18 @@ pub async fn update_faq(db: impl PgExecutor<'_>, f: &Faq) -> Result<(), sqlx::Er
 
 pub async fn get_faq(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqId,
 ) -> Result<Option<Faq>, sqlx::Error> {
-    Ok(faqs(db, org, collection, Some(&[id])).await?.pop())
+    Ok(faqs(db, org, collection, Some(&[id.uuid()])).await?.pop())
 }
 
 /// The FAQs of a collection (those among `ids`, or all), in display order.
 async fn faqs(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    collection: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
     ids: Option<&[Uuid]>,
 ) -> Result<Vec<Faq>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -370,8 +371,8 @@ async fn faqs(
          FROM faqs q WHERE q.organization_id = $1 AND q.collection_id = $2
            AND ($3::uuid[] IS NULL OR q.id = ANY($3))
          ORDER BY q.display_order, q.created_at, q.id",
-        org,
-        collection,
+        org.uuid(),
+        collection.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -381,16 +382,16 @@ async fn faqs(
 
 pub async fn lock_faq(
     conn: &mut PgConnection,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqId,
 ) -> Result<Option<Faq>, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT id FROM faqs WHERE organization_id = $1 AND collection_id = $2 AND id = $3
          FOR UPDATE",
-        org,
-        collection,
-        id,
+        org.uuid(),
+        collection.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -426,15 +427,20 @@ pub async fn embed_categories(
 /// Every FAQ of a collection, in display order.
 pub async fn faqs_of(
     conn: &mut PgConnection,
-    org: Uuid,
-    collection: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
 ) -> Result<Vec<Faq>, sqlx::Error> {
     let mut found = faqs(&mut *conn, org, collection, None).await?;
     embed_categories(conn, &mut found).await?;
     Ok(found)
 }
 
-fn push_faq_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, collection: Uuid, f: &FaqFilter) {
+fn push_faq_filter(
+    qb: &mut QueryBuilder<Postgres>,
+    org: OrgId,
+    collection: FaqCollectionId,
+    f: &FaqFilter,
+) {
     qb.push(" WHERE q.organization_id = ")
         .push_bind(org)
         .push(" AND q.collection_id = ")
@@ -452,8 +458,8 @@ fn push_faq_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, collection: Uuid,
 
 pub async fn list_faqs(
     pool: &PgPool,
-    org: Uuid,
-    collection: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
     f: &FaqFilter,
     page: &PageRequest,
 ) -> Result<Page<Faq>, sqlx::Error> {
@@ -475,15 +481,15 @@ pub async fn list_faqs(
 
 pub async fn delete_faq(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM faqs WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
-        org,
-        collection,
-        id,
+        org.uuid(),
+        collection.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

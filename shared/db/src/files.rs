@@ -1,5 +1,6 @@
 //! Files in object storage.
 
+use parley_types::ids::{FileId, OrgId};
 use std::collections::HashMap;
 
 use sqlx::PgExecutor;
@@ -12,7 +13,7 @@ use parley_types::time::Timestamp;
 /// file), by id.
 pub async fn get_many(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, File>, sqlx::Error> {
     if ids.is_empty() {
@@ -25,7 +26,7 @@ pub async fn get_many(
             thumbnail_url, thumbnail_storage_key, thumbnail_status, thumbnail_error,
             thumbnail_size, metadata, created_at, updated_at, deleted_at
          FROM files WHERE organization_id = $1 AND id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -59,8 +60,8 @@ pub async fn insert(db: impl PgExecutor<'_>, f: &File) -> Result<(), sqlx::Error
 /// A file of the organization that is not deleted.
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: FileId,
 ) -> Result<Option<File>, sqlx::Error> {
     let row = sqlx::query_as!(
         FileRow,
@@ -69,8 +70,8 @@ pub async fn get(
             thumbnail_url, thumbnail_storage_key, thumbnail_status, thumbnail_error,
             thumbnail_size, metadata, created_at, updated_at, deleted_at
          FROM files WHERE organization_id = $1 AND id = $2 AND deleted_at IS NULL",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await?;
@@ -80,8 +81,8 @@ pub async fn get(
 /// Records the upload as the store saw it: its size and ETag.
 pub async fn mark_uploaded(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: FileId,
     size: i64,
     hash: Option<&str>,
 ) -> Result<Option<File>, sqlx::Error> {
@@ -94,8 +95,8 @@ pub async fn mark_uploaded(
                 content_type, file_size, file_hash, storage_key, status, uploaded_at,
                 thumbnail_url, thumbnail_storage_key, thumbnail_status, thumbnail_error,
                 thumbnail_size, metadata, created_at, updated_at, deleted_at",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
         size,
         hash,
     )
@@ -107,14 +108,14 @@ pub async fn mark_uploaded(
 /// Sets `deletedAt`; attachments keep referring to the record.
 pub async fn mark_deleted(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: FileId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE files SET deleted_at = clock_timestamp()
          WHERE organization_id = $1 AND id = $2 AND deleted_at IS NULL",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

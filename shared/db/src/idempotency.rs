@@ -2,6 +2,7 @@
 //! a repeat of the same request gets that answer again. The API's `idempotency` middleware
 //! drives it.
 
+use parley_types::ids::OrgId;
 use std::time::Duration;
 
 use sqlx::{PgExecutor, PgPool};
@@ -33,7 +34,7 @@ pub enum Claim {
 /// within `kept_for`: that request may have written what it writes, so no second one runs.
 pub async fn claim(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     key: &str,
     hash: &[u8],
     kept_for: Duration,
@@ -51,7 +52,7 @@ pub async fn claim(
                     status = NULL, body = NULL, created_at = clock_timestamp()
                 WHERE idempotency_keys.created_at < clock_timestamp() - make_interval(secs => $5)
              RETURNING true AS "taken!""#,
-            org,
+            org.uuid(),
             key,
             hash,
             token,
@@ -66,7 +67,7 @@ pub async fn claim(
             r#"SELECT request_hash = $3 AS same, status, body,
                 created_at < clock_timestamp() - make_interval(secs => $4) AS "abandoned!"
              FROM idempotency_keys WHERE organization_id = $1 AND key = $2"#,
-            org,
+            org.uuid(),
             key,
             hash,
             abandoned_after.as_secs_f64(),
@@ -92,7 +93,7 @@ pub async fn claim(
 /// Stores the answer of the request holding `token`.
 pub async fn complete(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     key: &str,
     token: Uuid,
     status: u16,
@@ -101,7 +102,7 @@ pub async fn complete(
     sqlx::query!(
         "UPDATE idempotency_keys SET status = $4, body = $5
          WHERE organization_id = $1 AND key = $2 AND token = $3",
-        org,
+        org.uuid(),
         key,
         token,
         i16::try_from(status).unwrap_or(i16::MAX),

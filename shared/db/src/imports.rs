@@ -2,6 +2,7 @@
 //! transaction with the import's counters, so a job that dies resumes where the last batch
 //! ended.
 
+use parley_types::ids::{ImportId, OrgId};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -57,7 +58,7 @@ impl From<Row> for ContactImport {
 /// Records a new import; `data` is the file inline, or `download_url` where to fetch it.
 pub async fn create(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     format: ImportFormat,
     data: Option<&[u8]>,
     file_id: Option<Uuid>,
@@ -72,7 +73,7 @@ pub async fn create(
             errors AS "errors: Json<Vec<RejectedRow>>", error_message, started_at, completed_at,
             created_at, updated_at"#,
         parley_types::ids::new_id(),
-        org,
+        org.uuid(),
         format.as_str(),
         data,
         file_id,
@@ -85,8 +86,8 @@ pub async fn create(
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ImportId,
 ) -> Result<Option<ContactImport>, sqlx::Error> {
     let row = sqlx::query_as!(
         Row,
@@ -95,8 +96,8 @@ pub async fn get(
             errors AS "errors: Json<Vec<RejectedRow>>", error_message, started_at, completed_at,
             created_at, updated_at
          FROM contact_imports WHERE organization_id = $1 AND id = $2"#,
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await?;
@@ -133,7 +134,7 @@ pub enum ImportError {
 /// `per_org`, give or take a simultaneous start.
 pub async fn begin(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: ImportId,
     lease: Duration,
     per_org: i64,
 ) -> Result<Option<ImportJob>, sqlx::Error> {
@@ -152,7 +153,7 @@ pub async fn begin(
                            WHERE l.organization_id = i.organization_id), $4::bigint)
          RETURNING organization_id, format AS "format: ImportFormat", data, download_url, rows,
             attempts"#,
-        id,
+        id.uuid(),
         lease.as_secs_f64(),
         token,
         per_org,
@@ -173,14 +174,14 @@ pub async fn begin(
 /// Renews the lease `token` holds; false when it no longer holds it.
 pub async fn renew(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: ImportId,
     token: Uuid,
     lease: Duration,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE contact_imports SET lease_until = clock_timestamp() + make_interval(secs => $3)
          WHERE id = $1 AND lease_token = $2 AND status = 'running'",
-        id,
+        id.uuid(),
         token,
         lease.as_secs_f64(),
     )
@@ -191,7 +192,10 @@ pub async fn renew(
 
 /// The organization's import that has waited longest for its turn (queued, held by no job),
 /// marked enqueued now: the caller enqueues it.
-pub async fn next_waiting(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Uuid>, sqlx::Error> {
+pub async fn next_waiting(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE contact_imports SET enqueued_at = clock_timestamp()
          WHERE id = (
@@ -199,7 +203,7 @@ pub async fn next_waiting(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<U
             WHERE organization_id = $1 AND status = 'queued' AND lease_until IS NULL
             ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
          RETURNING id",
-        org,
+        org.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -226,13 +230,13 @@ pub struct ImportBatch<'a> {
 /// locked until the transaction ends, so only the job holding the import writes.
 pub async fn fence_batch(
     tx: &mut PgConnection,
-    import: Uuid,
+    import: ImportId,
     token: Uuid,
 ) -> Result<bool, sqlx::Error> {
     let held = sqlx::query_scalar!(
         "SELECT true FROM contact_imports
          WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE",
-        import,
+        import.uuid(),
         token,
     )
     .fetch_optional(&mut *tx)
@@ -243,13 +247,13 @@ pub async fn fence_batch(
 /// The organization's contacts with one of these emails (lowercase): email -> id.
 pub async fn contacts_by_email(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     emails: &[String],
 ) -> Result<HashMap<String, Uuid>, sqlx::Error> {
     Ok(sqlx::query!(
         r#"SELECT id, lower(email) AS "email!" FROM contacts
          WHERE organization_id = $1 AND lower(email) = ANY($2)"#,
-        org,
+        org.uuid(),
         emails,
     )
     .fetch_all(db)
@@ -262,7 +266,7 @@ pub async fn contacts_by_email(
 /// The organization's oldest contact with each of these phones: phone -> id.
 pub async fn contacts_by_phone(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     phones: &[String],
 ) -> Result<HashMap<String, Uuid>, sqlx::Error> {
     if phones.is_empty() {
@@ -272,7 +276,7 @@ pub async fn contacts_by_phone(
         r#"SELECT DISTINCT ON (phone) id, phone AS "phone!" FROM contacts
          WHERE organization_id = $1 AND phone = ANY($2)
          ORDER BY phone, created_at, id"#,
-        org,
+        org.uuid(),
         phones,
     )
     .fetch_all(db)
@@ -295,7 +299,7 @@ macro_rules! column {
 /// change); returns how many changed.
 pub async fn update_matched(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     matched: &[(ImportRow, Uuid)],
 ) -> Result<usize, sqlx::Error> {
     let rows: Vec<&ImportRow> = matched.iter().map(|(r, _)| r).collect();
@@ -325,7 +329,7 @@ pub async fn update_matched(
              OR u.external_id IS DISTINCT FROM NULL AND u.external_id IS DISTINCT FROM c.external_id
              OR u.timezone IS DISTINCT FROM NULL AND u.timezone IS DISTINCT FROM c.timezone)
          RETURNING c.id"#,
-        org,
+        org.uuid(),
         &ids,
         &column!(rows, name) as _,
         &column!(rows, email) as _,
@@ -347,7 +351,7 @@ pub async fn update_matched(
 /// row counts as unchanged.
 pub async fn insert_new(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     rows: &[ImportRow],
 ) -> Result<usize, sqlx::Error> {
     let ids: Vec<Uuid> = rows.iter().map(|_| parley_types::ids::new_id()).collect();
@@ -362,7 +366,7 @@ pub async fn insert_new(
                    timezone)
          ON CONFLICT (organization_id, lower(email)) DO NOTHING
          RETURNING id"#,
-        org,
+        org.uuid(),
         &ids,
         &column!(rows, name) as _,
         &column!(rows, email) as _,
@@ -383,7 +387,7 @@ pub async fn insert_new(
 /// import, with the data rows read so far, and renews its lease.
 pub async fn record_batch(
     db: impl PgExecutor<'_>,
-    import: Uuid,
+    import: ImportId,
     counts: BatchCounts,
     rejected: &[RejectedRow],
     rows_read: i64,
@@ -398,7 +402,7 @@ pub async fn record_batch(
                      END,
             lease_until = clock_timestamp() + make_interval(secs => $9)
          WHERE id = $1",
-        import,
+        import.uuid(),
         i32::try_from(rows_read).unwrap_or(i32::MAX),
         counts.created,
         counts.updated,
@@ -417,7 +421,7 @@ pub async fn record_batch(
 /// read). Its data is dropped.
 pub async fn finish(
     db: impl PgExecutor<'_>,
-    id: Uuid,
+    id: ImportId,
     token: Uuid,
     failure: Option<&str>,
 ) -> Result<(), ImportError> {
@@ -426,7 +430,7 @@ pub async fn finish(
             error_message = $3, completed_at = clock_timestamp(), lease_until = NULL,
             lease_token = NULL, data = NULL, download_url = NULL
          WHERE id = $1 AND lease_token = $2 AND status = 'running'",
-        id,
+        id.uuid(),
         token,
         failure,
     )

@@ -1,3 +1,4 @@
+use parley_types::ids::{LeadId, OrgId};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -35,11 +36,11 @@ pub async fn insert(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error
 }
 
 /// Deletes a lead and its tags; a converted lead's contact stays. Whether there was one.
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(db: impl PgExecutor<'_>, org: OrgId, id: LeadId) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM leads WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -73,7 +74,7 @@ pub async fn update(db: impl PgExecutor<'_>, l: &Lead) -> Result<(), sqlx::Error
 }
 
 /// Fills `assignee` and `tags` of the given leads.
-async fn embed(conn: &mut PgConnection, org: Uuid, leads: &mut [Lead]) -> Result<(), sqlx::Error> {
+async fn embed(conn: &mut PgConnection, org: OrgId, leads: &mut [Lead]) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = leads.iter().map(|l| l.id).collect();
     let assignees: Vec<Uuid> = leads.iter().filter_map(|l| l.assignee_id).collect();
     let mut tags = tags_of(&mut *conn, TagLink::Lead, &ids).await?;
@@ -87,21 +88,21 @@ async fn embed(conn: &mut PgConnection, org: Uuid, leads: &mut [Lead]) -> Result
 
 pub async fn get(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: LeadId,
 ) -> Result<Option<Lead>, sqlx::Error> {
-    Ok(read(conn, org, &[id]).await?.pop())
+    Ok(read(conn, org, &[id.uuid()]).await?.pop())
 }
 
 /// The leads of `org` among `ids`, in no particular order, with their assignee and tags.
-async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Lead>, sqlx::Error> {
+async fn read(conn: &mut PgConnection, org: OrgId, ids: &[Uuid]) -> Result<Vec<Lead>, sqlx::Error> {
     let mut leads: Vec<Lead> = sqlx::query_as!(
         LeadRow,
         "SELECT l.id, l.organization_id, l.name, l.email, l.phone, l.source, l.notes, l.value,
             l.currency, l.status, l.assignee_id, l.contact_id, l.converted_at, l.created_at,
             l.updated_at
          FROM leads l WHERE l.organization_id = $1 AND l.id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(&mut *conn)
@@ -115,13 +116,13 @@ async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Le
 
 pub async fn lock(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: LeadId,
 ) -> Result<Option<Lead>, sqlx::Error> {
     let found: Option<Uuid> = sqlx::query_scalar!(
         "SELECT id FROM leads WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -131,7 +132,7 @@ pub async fn lock(
     }
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &LeadFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &LeadFilter) {
     qb.push(" WHERE l.organization_id = ").push_bind(org);
     if let Some(status) = f.status {
         qb.push(" AND l.status = ").push_bind(status);
@@ -147,7 +148,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &LeadFilter) {
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &LeadFilter,
     page: &PageRequest,
 ) -> Result<Page<Lead>, sqlx::Error> {

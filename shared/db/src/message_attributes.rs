@@ -1,5 +1,5 @@
+use parley_types::ids::{MessageAttributeId, OrgId};
 use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
-use uuid::Uuid;
 
 use super::ListQuery;
 
@@ -51,14 +51,14 @@ pub async fn update(db: impl PgExecutor<'_>, a: &MessageAttribute) -> Result<(),
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: MessageAttributeId,
 ) -> Result<Option<MessageAttribute>, sqlx::Error> {
     sqlx::query_as!(
         MessageAttribute,
         "SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -66,20 +66,20 @@ pub async fn get(
 
 pub async fn lock(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: MessageAttributeId,
 ) -> Result<Option<MessageAttribute>, sqlx::Error> {
     sqlx::query_as!(
         MessageAttribute,
         "SELECT * FROM message_attributes WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &MessageAttributeFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &MessageAttributeFilter) {
     qb.push(" WHERE a.organization_id = ").push_bind(org);
     if let Some(kind) = f.attribute_type {
         qb.push(" AND a.attribute_type = ").push_bind(kind);
@@ -91,7 +91,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &MessageAttributeF
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &MessageAttributeFilter,
     page: &PageRequest,
 ) -> Result<Page<MessageAttribute>, sqlx::Error> {
@@ -103,11 +103,15 @@ pub async fn list(
     super::page(pool, q, |qb| push_filter(qb, org, f), page).await
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: MessageAttributeId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM message_attributes WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

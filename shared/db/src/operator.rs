@@ -5,6 +5,7 @@ use parley_domain::operator::{
     ActionKind, ActionStatus, DeadFilter, DeadItem, DeadQueue, OperatorAction, OrgBacklog,
     PausedOrganization, PausedQueue, SLA_CHECK_DEAD_AFTER_SECS,
 };
+use parley_types::ids::OrgId;
 use parley_types::list::Cursor;
 use parley_types::time::Timestamp;
 use sqlx::types::Json;
@@ -517,13 +518,13 @@ pub async fn set_action_ids(
 /// Pauses or resumes an organization's sending; false if it does not exist or is already so.
 pub async fn set_org_paused(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     paused: bool,
 ) -> Result<bool, sqlx::Error> {
     let changed = sqlx::query_scalar!(
         "UPDATE organizations SET sending_paused_at = CASE WHEN $2 THEN clock_timestamp() END
          WHERE id = $1 AND (sending_paused_at IS NOT NULL) <> $2 RETURNING id",
-        org,
+        org.uuid(),
         paused,
     )
     .fetch_optional(db)
@@ -536,7 +537,7 @@ pub async fn set_org_paused(
 /// many.
 pub async fn release_paused(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     now: Timestamp,
     limit: i64,
 ) -> Result<i64, sqlx::Error> {
@@ -548,7 +549,7 @@ pub async fn release_paused(
            AND status = 'held' AND hold_until IS NULL
            AND NOT EXISTS (SELECT 1 FROM organizations
                            WHERE id = $1 AND sending_paused_at IS NOT NULL)",
-        org,
+        org.uuid(),
         now as _,
         limit,
     )
@@ -727,11 +728,12 @@ pub async fn revoke_operator_key(db: impl PgExecutor<'_>, name: &str) -> Result<
 }
 
 /// Whether an organization exists.
-pub async fn org_exists(db: impl PgExecutor<'_>, org: Uuid) -> Result<bool, sqlx::Error> {
-    Ok(
-        sqlx::query_scalar!("SELECT 1 AS one FROM organizations WHERE id = $1", org)
-            .fetch_optional(db)
-            .await?
-            .is_some(),
+pub async fn org_exists(db: impl PgExecutor<'_>, org: OrgId) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query_scalar!(
+        "SELECT 1 AS one FROM organizations WHERE id = $1",
+        org.uuid()
     )
+    .fetch_optional(db)
+    .await?
+    .is_some())
 }

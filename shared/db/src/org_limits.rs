@@ -1,6 +1,7 @@
 //! Limits an operator set for one organization in place of the deployment's defaults
 //! (`parley-api org limits`); read by the workers every few seconds.
 
+use parley_types::ids::OrgId;
 use std::collections::HashMap;
 
 use parley_types::enums::Channel;
@@ -100,19 +101,19 @@ impl From<Row> for OrgLimits {
 }
 
 /// The organization's limits (all defaults when none was set).
-pub async fn get(db: impl PgExecutor<'_>, org: Uuid) -> Result<OrgLimits, sqlx::Error> {
+pub async fn get(db: impl PgExecutor<'_>, org: OrgId) -> Result<OrgLimits, sqlx::Error> {
     let row = sqlx::query_as!(
         Row,
         r#"SELECT organization_id, delivery_jobs AS send_jobs, webhook_jobs, imports, broadcasts,
             rates AS "rates: Json<HashMap<Channel, i32>>", updated_at
          FROM organization_limits WHERE organization_id = $1"#,
-        org,
+        org.uuid(),
     )
     .fetch_optional(db)
     .await?;
     Ok(row.map_or_else(
         || OrgLimits {
-            organization_id: org,
+            organization_id: org.uuid(),
             ..OrgLimits::default()
         },
         OrgLimits::from,
@@ -126,13 +127,16 @@ pub async fn get(db: impl PgExecutor<'_>, org: Uuid) -> Result<OrgLimits, sqlx::
 /// transaction (`parley_usecases::org_limits::set`).
 pub async fn set(
     conn: &mut sqlx::PgConnection,
-    org: Uuid,
+    org: OrgId,
     changes: &Changes,
 ) -> Result<Option<OrgLimits>, sqlx::Error> {
-    let exists = sqlx::query_scalar!("SELECT id FROM organizations WHERE id = $1 FOR UPDATE", org)
-        .fetch_optional(&mut *conn)
-        .await?
-        .is_some();
+    let exists = sqlx::query_scalar!(
+        "SELECT id FROM organizations WHERE id = $1 FOR UPDATE",
+        org.uuid()
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .is_some();
     if !exists {
         return Ok(None);
     }
@@ -157,7 +161,7 @@ pub async fn set(
         }
     }
     let next = OrgLimits {
-        organization_id: org,
+        organization_id: org.uuid(),
         send_jobs: pick(changes.send_jobs, current.send_jobs),
         webhook_jobs: pick(changes.webhook_jobs, current.webhook_jobs),
         imports: pick(changes.imports, current.imports),
@@ -173,7 +177,7 @@ pub async fn set(
     if all_default {
         sqlx::query!(
             "DELETE FROM organization_limits WHERE organization_id = $1",
-            org
+            org.uuid()
         )
         .execute(&mut *conn)
         .await?;
@@ -185,7 +189,7 @@ pub async fn set(
              ON CONFLICT (organization_id) DO UPDATE SET
                 delivery_jobs = $2, webhook_jobs = $3, imports = $4, broadcasts = $5,
                 rates = $6, updated_at = now()",
-            org,
+            org.uuid(),
             next.send_jobs,
             next.webhook_jobs,
             next.imports,

@@ -1,5 +1,5 @@
+use parley_types::ids::OrgId;
 use sqlx::{PgConnection, PgExecutor};
-use uuid::Uuid;
 
 use parley_domain::orgs::Organization;
 use parley_domain::send_rules::{FrequencyCaps, QuietHours};
@@ -31,14 +31,14 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<Organization,
     Err(sqlx::Error::Protocol(format!("no free slug for {name:?}")))
 }
 
-pub async fn get(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organization>, sqlx::Error> {
+pub async fn get(db: impl PgExecutor<'_>, id: OrgId) -> Result<Option<Organization>, sqlx::Error> {
     sqlx::query_as!(
         Organization,
         r#"SELECT id, name, slug, working_hours, created_at, updated_at,
                 quiet_hours AS "quiet_hours: Json<QuietHours>",
                 frequency_caps AS "frequency_caps: Json<FrequencyCaps>"
          FROM organizations WHERE id = $1"#,
-        id,
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -67,14 +67,14 @@ pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sql
     .map(|_| ())
 }
 
-pub async fn lock(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organization>, sqlx::Error> {
+pub async fn lock(db: impl PgExecutor<'_>, id: OrgId) -> Result<Option<Organization>, sqlx::Error> {
     sqlx::query_as!(
         Organization,
         r#"SELECT id, name, slug, working_hours, created_at, updated_at,
                 quiet_hours AS "quiet_hours: Json<QuietHours>",
                 frequency_caps AS "frequency_caps: Json<FrequencyCaps>"
          FROM organizations WHERE id = $1 FOR UPDATE"#,
-        id,
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -85,14 +85,14 @@ pub async fn lock(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<Organizati
 /// gaps.
 pub async fn next_number(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     name: &str,
 ) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
         "INSERT INTO organization_counters AS c (organization_id, name, value) VALUES ($1, $2, 1)
          ON CONFLICT (organization_id, name) DO UPDATE SET value = c.value + 1
          RETURNING value",
-        org,
+        org.uuid(),
         name,
     )
     .fetch_one(conn)

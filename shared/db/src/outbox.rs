@@ -2,6 +2,7 @@
 //! the relay that turns them into deliveries. A crash or a lost Redis delays a delivery; it
 //! cannot lose one, because the event and then the delivery are rows before any job exists.
 
+use parley_types::ids::OrgId;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -18,12 +19,12 @@ pub const CHANNEL: &str = "parley_outbox";
 /// the change does.
 pub async fn emit(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     event: EventName,
     data: &impl Serialize,
 ) -> Result<(), sqlx::Error> {
     let data = serde_json::to_value(data).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
-    emit_many(conn, &[(org, event, data)]).await
+    emit_many(conn, &[(org.uuid(), event, data)]).await
 }
 
 /// [`emit`] for many events in one statement.

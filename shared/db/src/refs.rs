@@ -1,6 +1,7 @@
 //! Checks that ids a request refers to are records of the caller's organization, so an unknown
 //! id is a 422 naming the field (`tagIds[1]`) rather than a foreign-key failure.
 
+use parley_types::ids::OrgId;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -41,7 +42,7 @@ impl RefTable {
 async fn missing(
     conn: &mut PgConnection,
     table: RefTable,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Uuid>, sqlx::Error> {
     if ids.is_empty() {
@@ -54,7 +55,7 @@ async fn missing(
                 r#"SELECT x.id AS "id!" FROM unnest($2::uuid[]) AS x(id)
                    WHERE NOT EXISTS (SELECT 1 FROM "# + $table
                     + " t WHERE t.organization_id = $1 AND t.id = x.id " $(+ $condition)? + ")",
-                org,
+                org.uuid(),
                 ids,
             )
             .fetch_all(conn)
@@ -85,7 +86,7 @@ async fn missing(
 pub async fn check_assignment(
     conn: &mut PgConnection,
     table: RefTable,
-    org: Uuid,
+    org: OrgId,
     field: &str,
     ids: Vec<Uuid>,
     assigned_by: Option<Uuid>,
@@ -105,7 +106,7 @@ pub const MAX_TAGS: usize = 50;
 
 /// Refuses `tagIds` longer than [`MAX_TAGS`] or naming a tag that is not the organization's, as
 /// [`check_ids`] does.
-pub async fn check_tag_ids(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> AppResult<()> {
+pub async fn check_tag_ids(conn: &mut PgConnection, org: OrgId, ids: &[Uuid]) -> AppResult<()> {
     check_ids(conn, RefTable::Tags, org, "tagIds", ids, MAX_TAGS).await
 }
 
@@ -115,7 +116,7 @@ pub async fn check_tag_ids(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> 
 pub async fn check_ids(
     conn: &mut PgConnection,
     table: RefTable,
-    org: Uuid,
+    org: OrgId,
     field: &str,
     ids: &[Uuid],
     max: usize,
@@ -162,7 +163,7 @@ pub async fn check_ids(
 pub async fn check_id(
     conn: &mut PgConnection,
     table: RefTable,
-    org: Uuid,
+    org: OrgId,
     field: &str,
     id: Option<Uuid>,
 ) -> AppResult<()> {

@@ -1,6 +1,7 @@
 //! Segments: saved contact filters, and the contacts they hold (counted, or walked by id for
 //! a broadcast's fan-out).
 
+use parley_types::ids::{OrgId, SegmentId};
 use sqlx::types::Json;
 use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
@@ -64,16 +65,16 @@ pub async fn update(db: impl PgExecutor<'_>, s: &Segment) -> Result<(), sqlx::Er
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: SegmentId,
 ) -> Result<Option<Segment>, sqlx::Error> {
     let row = sqlx::query_as!(
         Row,
         r#"SELECT id, organization_id, name, filter AS "filter: Json<SegmentFilter>", created_at,
             updated_at
          FROM segments WHERE organization_id = $1 AND id = $2"#,
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await?;
@@ -81,11 +82,15 @@ pub async fn get(
 }
 
 /// Deletes a segment no broadcast names (one that does is 409: `broadcasts_segment_fkey`).
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: SegmentId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM segments WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -94,7 +99,7 @@ pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     page: &PageRequest,
 ) -> Result<Page<Segment>, sqlx::Error> {
     super::page_of(
@@ -111,7 +116,7 @@ pub async fn list(
                 r#"SELECT id, organization_id, name, filter AS "filter: Json<SegmentFilter>",
                     created_at, updated_at
                  FROM segments WHERE organization_id = $1 AND id = ANY($2)"#,
-                org,
+                org.uuid(),
                 &ids,
             )
             .fetch_all(pool)
@@ -123,7 +128,7 @@ pub async fn list(
 }
 
 /// `WHERE` over contacts `c` of `org` that `f` holds.
-pub(crate) fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &SegmentFilter) {
+pub(crate) fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &SegmentFilter) {
     qb.push(" WHERE c.organization_id = ").push_bind(org);
     if !f.tag_ids.is_empty() {
         qb.push(" AND EXISTS (SELECT 1 FROM contact_tags ct WHERE ct.contact_id = c.id AND ct.tag_id = ANY(")
@@ -159,7 +164,7 @@ pub(crate) fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &Segmen
 /// The contacts `f` holds now, and those of them a broadcast would skip.
 pub async fn count(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     f: &SegmentFilter,
 ) -> Result<SegmentCount, sqlx::Error> {
     // Bounded like list totals: the count stops after EXACT_TOTAL_UP_TO + 1 contacts, so its
@@ -187,7 +192,7 @@ pub async fn count(
 /// The next `limit` contacts `f` holds after `after`, by id.
 pub(crate) async fn contacts_after(
     conn: &mut sqlx::PgConnection,
-    org: Uuid,
+    org: OrgId,
     f: &SegmentFilter,
     after: Option<Uuid>,
     limit: i64,

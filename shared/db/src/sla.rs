@@ -1,5 +1,6 @@
 //! SLA policies, SLA states with their checks, and SLA statistics.
 
+use parley_types::ids::{OrgId, SlaPolicyId};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -71,16 +72,16 @@ pub async fn update_policy(db: impl PgExecutor<'_>, p: &SlaPolicy) -> Result<(),
 
 pub async fn get_policy(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: SlaPolicyId,
     lock: bool,
 ) -> Result<Option<SlaPolicy>, sqlx::Error> {
     if lock {
         sqlx::query_as!(
             SlaPolicy,
             "SELECT * FROM sla_policies WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-            org,
-            id,
+            org.uuid(),
+            id.uuid(),
         )
         .fetch_optional(db)
         .await
@@ -88,8 +89,8 @@ pub async fn get_policy(
         sqlx::query_as!(
             SlaPolicy,
             "SELECT * FROM sla_policies WHERE organization_id = $1 AND id = $2",
-            org,
-            id,
+            org.uuid(),
+            id.uuid(),
         )
         .fetch_optional(db)
         .await
@@ -98,20 +99,20 @@ pub async fn get_policy(
 
 pub async fn delete_policy(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: SlaPolicyId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM sla_policies WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-fn push_policy_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &SlaPolicyFilter) {
+fn push_policy_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &SlaPolicyFilter) {
     qb.push(" WHERE p.organization_id = ").push_bind(org);
     if let Some(active) = f.is_active {
         qb.push(" AND p.is_active = ").push_bind(active);
@@ -126,7 +127,7 @@ fn push_policy_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &SlaPolicyF
 
 pub async fn list_policies(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &SlaPolicyFilter,
     page: &PageRequest,
 ) -> Result<Page<SlaPolicy>, sqlx::Error> {
@@ -143,7 +144,7 @@ pub async fn list_policies(
 /// the oldest.
 pub async fn matching_policy(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     priority: Priority,
     channel: Channel,
 ) -> Result<Option<SlaPolicy>, sqlx::Error> {
@@ -154,7 +155,7 @@ pub async fn matching_policy(
            AND (priority IS NULL OR priority = $2) AND (channel IS NULL OR channel = $3)
          ORDER BY priority IS NULL, channel IS NULL, created_at, id
          LIMIT 1",
-        org,
+        org.uuid(),
         priority.as_str(),
         channel.as_str(),
     )
@@ -163,11 +164,14 @@ pub async fn matching_policy(
 }
 
 /// The organization's business hours, parsed.
-pub async fn calendar(db: impl PgExecutor<'_>, org: Uuid) -> Result<Option<Calendar>, sqlx::Error> {
+pub async fn calendar(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+) -> Result<Option<Calendar>, sqlx::Error> {
     let hours: Option<sqlx::types::Json<WorkingHours>> = sqlx::query_scalar!(
         r#"SELECT working_hours AS "working_hours: sqlx::types::Json<WorkingHours>"
            FROM organizations WHERE id = $1"#,
-        org,
+        org.uuid(),
     )
     .fetch_optional(db)
     .await?;
@@ -179,20 +183,22 @@ async fn clock(conn: &mut PgConnection, state: &SlaState) -> Result<Clock, sqlx:
     if !state.business_hours_only {
         return Ok(Clock::Wall);
     }
-    Ok(match calendar(&mut *conn, state.organization_id).await? {
-        Some(c) => Clock::Business(c),
-        None => {
-            tracing::warn!(organization_id = %state.organization_id, "working hours unreadable; SLA counts wall-clock time");
-            Clock::Wall
-        }
-    })
+    Ok(
+        match calendar(&mut *conn, OrgId::from(state.organization_id)).await? {
+            Some(c) => Clock::Business(c),
+            None => {
+                tracing::warn!(organization_id = %state.organization_id, "working hours unreadable; SLA counts wall-clock time");
+                Clock::Wall
+            }
+        },
+    )
 }
 
 /// Starts the SLA of a new conversation or ticket, if a policy applies: the state and its
 /// checks, in the caller's transaction.
 pub async fn start(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     subject: SubjectType,
     subject_id: Uuid,
     priority: Priority,
@@ -642,7 +648,7 @@ fn target(met: i64, breached: i64, count: i64, seconds: i64) -> TargetStats {
 /// the partial hours at either end from the states themselves.
 pub async fn stats(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     from: Option<Timestamp>,
     to: Option<Timestamp>,
 ) -> Result<SlaStats, sqlx::Error> {
@@ -675,7 +681,7 @@ pub async fn stats(
                     AND s.created_at < date_trunc('hour', $2::timestamptz + interval '59 minutes 59.999999 seconds', 'UTC'))
                 OR ($3::timestamptz IS NOT NULL AND s.created_at >= date_trunc('hour', $3::timestamptz, 'UTC')))
          ) u GROUP BY priority"#,
-        org,
+        org.uuid(),
         from as _,
         to as _,
     )

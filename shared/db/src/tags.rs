@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 
+use parley_types::ids::{CompanyId, OrgId, TagId};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
@@ -41,7 +42,7 @@ pub async fn insert_tag(db: impl PgExecutor<'_>, t: &Tag) -> Result<(), sqlx::Er
 
 pub async fn list_tags(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     page: &PageRequest,
 ) -> Result<Page<Tag>, sqlx::Error> {
     let q = ListQuery {
@@ -129,7 +130,7 @@ pub enum TagLink {
 pub async fn set_tags(
     conn: &mut sqlx::PgConnection,
     link: TagLink,
-    org: Uuid,
+    org: OrgId,
     owner: Uuid,
     tag_ids: &[Uuid],
 ) -> Result<(Vec<Tag>, Vec<Tag>), sqlx::Error> {
@@ -157,7 +158,7 @@ pub async fn set_tags(
                     + $column
                     + ", tag_id)
                  SELECT $1, $2, unnest($3::uuid[]) ON CONFLICT DO NOTHING",
-                org,
+                org.uuid(),
                 owner,
                 tag_ids,
             )
@@ -197,7 +198,7 @@ pub async fn insert_company(db: impl PgExecutor<'_>, c: &Company) -> Result<(), 
 
 pub async fn list_companies(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     page: &PageRequest,
 ) -> Result<Page<Company>, sqlx::Error> {
     let q = ListQuery {
@@ -218,16 +219,16 @@ pub async fn list_companies(
 
 pub async fn get_tag(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TagId,
     for_update: bool,
 ) -> Result<Option<Tag>, sqlx::Error> {
     if for_update {
         sqlx::query_as!(
             Tag,
             "SELECT * FROM tags WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-            org,
-            id,
+            org.uuid(),
+            id.uuid(),
         )
         .fetch_optional(db)
         .await
@@ -235,8 +236,8 @@ pub async fn get_tag(
         sqlx::query_as!(
             Tag,
             "SELECT * FROM tags WHERE organization_id = $1 AND id = $2",
-            org,
-            id,
+            org.uuid(),
+            id.uuid(),
         )
         .fetch_optional(db)
         .await
@@ -261,11 +262,15 @@ pub async fn update_tag(db: impl PgExecutor<'_>, t: &Tag) -> Result<(), sqlx::Er
 
 /// Deletes a tag; the contacts, leads, conversations and tickets that had it lose it (the
 /// link rows go with it). Whether there was one.
-pub async fn delete_tag(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete_tag(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: TagId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM tags WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -274,16 +279,16 @@ pub async fn delete_tag(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<
 
 pub async fn get_company(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: CompanyId,
     for_update: bool,
 ) -> Result<Option<Company>, sqlx::Error> {
     if for_update {
         sqlx::query_as!(
             Company,
             "SELECT * FROM companies WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-            org,
-            id,
+            org.uuid(),
+            id.uuid(),
         )
         .fetch_optional(db)
         .await
@@ -291,8 +296,8 @@ pub async fn get_company(
         sqlx::query_as!(
             Company,
             "SELECT * FROM companies WHERE organization_id = $1 AND id = $2",
-            org,
-            id,
+            org.uuid(),
+            id.uuid(),
         )
         .fetch_optional(db)
         .await
@@ -317,13 +322,13 @@ pub async fn update_company(db: impl PgExecutor<'_>, c: &Company) -> Result<(), 
 /// Deletes a company; its contacts stay, without a company. Whether there was one.
 pub async fn delete_company(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: CompanyId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM companies WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 
+use parley_types::ids::{OrgId, TeamId, UserId};
 use parley_types::time::Timestamp;
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
@@ -54,8 +55,8 @@ pub async fn update(db: impl PgExecutor<'_>, t: &Team) -> Result<(), sqlx::Error
 /// Adds users to a team; ones already in it are left as they are.
 pub async fn add_members(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    team: Uuid,
+    org: OrgId,
+    team: TeamId,
     users: &[Uuid],
     added_by: &str,
 ) -> Result<(), sqlx::Error> {
@@ -64,8 +65,8 @@ pub async fn add_members(
         "INSERT INTO team_members (id, organization_id, team_id, user_id, added_by)
          SELECT m.id, $1, $2, m.user_id, $5 FROM unnest($3::uuid[], $4::uuid[]) AS m(id, user_id)
          ON CONFLICT (team_id, user_id) DO NOTHING",
-        org,
-        team,
+        org.uuid(),
+        team.uuid(),
         &ids,
         users,
         added_by,
@@ -77,15 +78,15 @@ pub async fn add_members(
 
 pub async fn remove_member(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    team: Uuid,
-    user: Uuid,
+    org: OrgId,
+    team: TeamId,
+    user: UserId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM team_members WHERE organization_id = $1 AND team_id = $2 AND user_id = $3",
-        org,
-        team,
-        user,
+        org.uuid(),
+        team.uuid(),
+        user.uuid(),
     )
     .execute(db)
     .await?;
@@ -95,7 +96,7 @@ pub async fn remove_member(
 /// Several teams as conversations and tickets embed them, by id.
 pub async fn summaries(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, TeamSummary>, sqlx::Error> {
     if ids.is_empty() {
@@ -105,7 +106,7 @@ pub async fn summaries(
         TeamSummary,
         "SELECT id, name, display_name, color, icon, is_active FROM teams
          WHERE organization_id = $1 AND id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -114,7 +115,7 @@ pub async fn summaries(
 }
 
 /// Fills `members` and `creator` of the given teams.
-async fn embed(conn: &mut PgConnection, org: Uuid, teams: &mut [Team]) -> Result<(), sqlx::Error> {
+async fn embed(conn: &mut PgConnection, org: OrgId, teams: &mut [Team]) -> Result<(), sqlx::Error> {
     let ids: Vec<Uuid> = teams.iter().map(|t| t.id).collect();
     let members = sqlx::query!(
         "SELECT m.team_id, u.id, u.first_name, u.last_name, u.email, u.phone_number, u.avatar
@@ -146,14 +147,14 @@ async fn embed(conn: &mut PgConnection, org: Uuid, teams: &mut [Team]) -> Result
 
 pub async fn get(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TeamId,
 ) -> Result<Option<Team>, sqlx::Error> {
-    Ok(read(conn, org, &[id]).await?.pop())
+    Ok(read(conn, org, &[id.uuid()]).await?.pop())
 }
 
 /// The teams of `org` among `ids`, in no particular order, with what they embed.
-async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Team>, sqlx::Error> {
+async fn read(conn: &mut PgConnection, org: OrgId, ids: &[Uuid]) -> Result<Vec<Team>, sqlx::Error> {
     let mut rows: Vec<Team> = sqlx::query_as!(
         TeamRow,
         r#"SELECT t.id, t.organization_id, t.name, t.display_name, t.description, t.color, t.icon,
@@ -163,7 +164,7 @@ async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Te
             t.created_at, t.updated_at
          FROM teams t LEFT JOIN team_totals k ON k.team_id = t.id
          WHERE t.organization_id = $1 AND t.id = ANY($2)"#,
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(&mut *conn)
@@ -177,13 +178,13 @@ async fn read(conn: &mut PgConnection, org: Uuid, ids: &[Uuid]) -> Result<Vec<Te
 
 pub async fn lock(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TeamId,
 ) -> Result<Option<Team>, sqlx::Error> {
     let found: Option<Uuid> = sqlx::query_scalar!(
         "SELECT id FROM teams WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -193,7 +194,7 @@ pub async fn lock(
     }
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TeamFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &TeamFilter) {
     qb.push(" WHERE t.organization_id = ").push_bind(org);
     if let Some(active) = f.is_active {
         qb.push(" AND t.is_active = ").push_bind(active);
@@ -202,7 +203,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TeamFilter) {
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &TeamFilter,
     page: &PageRequest,
 ) -> Result<Page<Team>, sqlx::Error> {
@@ -217,11 +218,11 @@ pub async fn list(
     .await
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(db: impl PgExecutor<'_>, org: OrgId, id: TeamId) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM teams WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

@@ -1,5 +1,5 @@
+use parley_types::ids::{OrgId, TemplateId};
 use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
-use uuid::Uuid;
 
 use super::ListQuery;
 
@@ -57,14 +57,14 @@ pub async fn update(db: impl PgExecutor<'_>, t: &Template) -> Result<(), sqlx::E
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TemplateId,
 ) -> Result<Option<Template>, sqlx::Error> {
     sqlx::query_as!(
         Template,
         "SELECT * FROM templates WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -74,14 +74,14 @@ pub async fn get(
 /// message against the body it reads, which must not change under it.
 pub async fn share(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TemplateId,
 ) -> Result<Option<Template>, sqlx::Error> {
     sqlx::query_as!(
         Template,
         "SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR SHARE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -89,20 +89,20 @@ pub async fn share(
 
 pub async fn lock(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TemplateId,
 ) -> Result<Option<Template>, sqlx::Error> {
     sqlx::query_as!(
         Template,
         "SELECT * FROM templates WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TemplateFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &TemplateFilter) {
     qb.push(" WHERE t.organization_id = ").push_bind(org);
     if let Some(channel) = f.channel {
         qb.push(" AND t.channel = ").push_bind(channel);
@@ -121,7 +121,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TemplateFilter) {
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &TemplateFilter,
     page: &PageRequest,
 ) -> Result<Page<Template>, sqlx::Error> {
@@ -133,11 +133,15 @@ pub async fn list(
     super::page(pool, q, |qb| push_filter(qb, org, f), page).await
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: TemplateId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM templates WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;

@@ -1,5 +1,6 @@
 //! Tickets, their assignees, attachments, replies, activities and tags.
 
+use parley_types::ids::{OrgId, TicketId, UserId};
 use std::collections::HashMap;
 
 use super::ListQuery;
@@ -88,29 +89,32 @@ pub async fn update(db: impl PgExecutor<'_>, t: &Ticket) -> Result<(), sqlx::Err
 /// The ticket's row, locked for the rest of the transaction (without embeds).
 pub async fn lock(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TicketId,
 ) -> Result<Option<Ticket>, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT id FROM tickets WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
     match found {
-        Some(_) => Ok(rows(conn, org, &[id]).await?.pop()),
+        Some(_) => Ok(rows(conn, org, &[id.uuid()]).await?.pop()),
         None => Ok(None),
     }
 }
 
 /// The ticket's row only, by id in any organization: for a read with its access token.
-pub async fn find(pool: &PgPool, id: Uuid) -> Result<Option<Ticket>, sqlx::Error> {
-    let org = sqlx::query_scalar!("SELECT organization_id FROM tickets WHERE id = $1", id)
-        .fetch_optional(pool)
-        .await?;
+pub async fn find(pool: &PgPool, id: TicketId) -> Result<Option<Ticket>, sqlx::Error> {
+    let org = sqlx::query_scalar!(
+        "SELECT organization_id FROM tickets WHERE id = $1",
+        id.uuid()
+    )
+    .fetch_optional(pool)
+    .await?;
     match org {
-        Some(org) => Ok(rows(pool, org, &[id]).await?.pop()),
+        Some(org) => Ok(rows(pool, OrgId::from(org), &[id.uuid()]).await?.pop()),
         None => Ok(None),
     }
 }
@@ -118,7 +122,7 @@ pub async fn find(pool: &PgPool, id: Uuid) -> Result<Option<Ticket>, sqlx::Error
 /// The rows alone of the tickets of `org` among `ids`, in no particular order.
 async fn rows(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Ticket>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -130,7 +134,7 @@ async fn rows(
             t.due_date, t.first_response_at, t.last_reply_at, t.resolved_at, t.closed_at,
             t.created_at, t.updated_at
          FROM tickets t WHERE t.organization_id = $1 AND t.id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -141,7 +145,7 @@ async fn rows(
 /// The tickets of `org` among `ids`, in no particular order, with what lists embed.
 async fn read(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
     now: Timestamp,
 ) -> Result<Vec<Ticket>, sqlx::Error> {
@@ -153,11 +157,11 @@ async fn read(
 /// A ticket with everything it embeds, its latest activities and replies included.
 pub async fn get(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TicketId,
     now: Timestamp,
 ) -> Result<Option<Ticket>, sqlx::Error> {
-    let Some(mut t) = read(&mut *conn, org, &[id], now).await?.pop() else {
+    let Some(mut t) = read(&mut *conn, org, &[id.uuid()], now).await?.pop() else {
         return Ok(None);
     };
     let activities: Vec<TicketActivity> = sqlx::query_as!(
@@ -165,7 +169,7 @@ pub async fn get(
         "SELECT id, ticket_id, actor, actor_id, actor_type, type AS kind, description, metadata,
                 old_value, new_value, created_at, updated_at
          FROM ticket_activities WHERE ticket_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
-        id,
+        id.uuid(),
         EMBEDDED,
     )
     .fetch_all(&mut *conn)
@@ -174,7 +178,7 @@ pub async fn get(
         TicketReply,
         "SELECT id, ticket_id, content, author_type, author_id, is_internal, created_at, updated_at
          FROM ticket_replies WHERE ticket_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
-        id,
+        id.uuid(),
         EMBEDDED,
     )
     .fetch_all(&mut *conn)
@@ -188,7 +192,7 @@ pub async fn get(
 /// Fills the embedded customer, category, team, SLA state, assignees, attachments and tags.
 pub async fn embed(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     items: &mut [Ticket],
     now: Timestamp,
 ) -> Result<(), sqlx::Error> {
@@ -220,7 +224,7 @@ pub async fn embed(
 
 async fn assignees_of(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<TicketAssignee>>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -250,7 +254,7 @@ async fn assignees_of(
 
 async fn attachments_of(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<TicketAttachment>>, sqlx::Error> {
     let rows = sqlx::query_as!(
@@ -272,7 +276,7 @@ async fn attachments_of(
     Ok(out)
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TicketFilter, tag: Option<Uuid>) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &TicketFilter, tag: Option<Uuid>) {
     qb.push(" WHERE t.organization_id = ").push_bind(org);
     if let Some(v) = f.status {
         qb.push(" AND t.status = ").push_bind(v);
@@ -309,7 +313,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &TicketFilter, tag
 /// replies out.
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &TicketFilter,
     tag: Option<Uuid>,
     page: &PageRequest,
@@ -329,8 +333,8 @@ pub async fn list(
 /// Assigns users (already assigned ones stay as they are); returns the ones that were new.
 pub async fn add_assignees(
     conn: &mut PgConnection,
-    org: Uuid,
-    ticket: Uuid,
+    org: OrgId,
+    ticket: TicketId,
     users: &[Uuid],
     by: Option<Uuid>,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
@@ -339,8 +343,8 @@ pub async fn add_assignees(
          SELECT uuid_v7(), $1, $2, u, $4 FROM unnest($3::uuid[]) AS u
          ON CONFLICT (ticket_id, user_id) DO NOTHING
          RETURNING user_id",
-        org,
-        ticket,
+        org.uuid(),
+        ticket.uuid(),
         users,
         by,
     )
@@ -350,13 +354,13 @@ pub async fn add_assignees(
 
 pub async fn remove_assignee(
     db: impl PgExecutor<'_>,
-    ticket: Uuid,
-    user: Uuid,
+    ticket: TicketId,
+    user: UserId,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM ticket_assignees WHERE ticket_id = $1 AND user_id = $2",
-        ticket,
-        user,
+        ticket.uuid(),
+        user.uuid(),
     )
     .execute(db)
     .await?;
@@ -366,8 +370,8 @@ pub async fn remove_assignee(
 /// Attaches files (each with its file's type).
 pub async fn add_attachments(
     conn: &mut PgConnection,
-    org: Uuid,
-    ticket: Uuid,
+    org: OrgId,
+    ticket: TicketId,
     files: &[Uuid],
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -375,8 +379,8 @@ pub async fn add_attachments(
          SELECT uuid_v7(), $1, $2, f.id, f.file_type
          FROM unnest($3::uuid[]) AS x(id) JOIN files f ON f.id = x.id AND f.organization_id = $1
          ON CONFLICT (ticket_id, file_id) DO NOTHING",
-        org,
-        ticket,
+        org.uuid(),
+        ticket.uuid(),
         files,
     )
     .execute(conn)
@@ -387,7 +391,7 @@ pub async fn add_attachments(
 /// Writes a reply; a reply to the customer (an agent's, not internal) counts on the ticket.
 pub async fn insert_reply(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     r: &TicketReply,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
@@ -395,7 +399,7 @@ pub async fn insert_reply(
             is_internal, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
         r.id,
-        org,
+        org.uuid(),
         r.ticket_id,
         &r.content,
         r.author_type.as_str(),
@@ -426,7 +430,7 @@ pub async fn insert_reply(
 /// A ticket's replies, a page at a time.
 pub async fn replies(
     pool: &PgPool,
-    ticket: Uuid,
+    ticket: TicketId,
     page: &PageRequest,
 ) -> Result<Page<TicketReply>, sqlx::Error> {
     let q = ListQuery {
@@ -447,7 +451,7 @@ pub async fn replies(
 
 pub async fn add_activities(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     activities: &[TicketActivity],
 ) -> Result<(), sqlx::Error> {
     if activities.is_empty() {

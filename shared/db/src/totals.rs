@@ -4,8 +4,8 @@
 //! 16 rows per organization and list, the transaction's, so that concurrent writes of
 //! one organization seldom wait on the same row; a read sums the shards.
 
+use parley_types::ids::OrgId;
 use sqlx::PgExecutor;
-use uuid::Uuid;
 
 /// A list whose total is kept.
 #[derive(Debug, Clone, Copy)]
@@ -23,11 +23,11 @@ impl List {
 }
 
 /// The organization's rows in `list`.
-pub async fn kept(db: impl PgExecutor<'_>, org: Uuid, list: List) -> Result<i64, sqlx::Error> {
+pub async fn kept(db: impl PgExecutor<'_>, org: OrgId, list: List) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT coalesce(sum(n), 0)::bigint AS "n!" FROM list_totals
          WHERE organization_id = $1 AND list = $2"#,
-        org,
+        org.uuid(),
         list.name(),
     )
     .fetch_one(db)

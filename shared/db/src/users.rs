@@ -1,5 +1,6 @@
 use std::collections::HashMap;
 
+use parley_types::ids::{OrgId, UserId};
 use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -37,14 +38,14 @@ pub async fn insert(db: impl PgExecutor<'_>, u: &User) -> Result<(), sqlx::Error
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: UserId,
 ) -> Result<Option<User>, sqlx::Error> {
     sqlx::query_as!(
         User,
         "SELECT * FROM users WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -53,14 +54,14 @@ pub async fn get(
 /// The user, locked until the transaction ends.
 pub async fn lock(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: UserId,
 ) -> Result<Option<User>, sqlx::Error> {
     sqlx::query_as!(
         User,
         "SELECT * FROM users WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(db)
     .await
@@ -95,18 +96,18 @@ pub async fn update(db: impl PgExecutor<'_>, u: &User) -> Result<(), sqlx::Error
 /// Deletes a user: unassigned from conversations and tickets and removed from teams (those
 /// rows go with it); leads assigned to the user and records naming the user as creator or
 /// assigner keep no one there. Whether there was one.
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(db: impl PgExecutor<'_>, org: OrgId, id: UserId) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM users WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &UserFilter) {
+fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &UserFilter) {
     qb.push(" WHERE u.organization_id = ").push_bind(org);
     if let Some(active) = f.is_active {
         qb.push(" AND u.is_active = ").push_bind(active);
@@ -118,7 +119,7 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: Uuid, f: &UserFilter) {
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     f: &UserFilter,
     page: &PageRequest,
 ) -> Result<Page<User>, sqlx::Error> {
@@ -133,7 +134,7 @@ pub async fn list(
 /// Summaries of the given users, by id.
 pub async fn summaries(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, UserSummary>, sqlx::Error> {
     if ids.is_empty() {
@@ -143,7 +144,7 @@ pub async fn summaries(
         UserSummary,
         "SELECT id, first_name, last_name, email, phone_number, avatar FROM users
          WHERE organization_id = $1 AND id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)

@@ -1,6 +1,7 @@
 //! Webhooks: the management API's reads and writes, and the worker's side of deliveries
 //! (what an attempt needs, and writing what it did).
 
+use parley_types::ids::{OrgId, WebhookId};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -62,16 +63,16 @@ pub async fn update(db: impl PgExecutor<'_>, w: &Webhook) -> Result<(), sqlx::Er
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: WebhookId,
 ) -> Result<Option<Webhook>, sqlx::Error> {
-    Ok(rows(db, org, &[id]).await?.pop())
+    Ok(rows(db, org, &[id.uuid()]).await?.pop())
 }
 
 /// The webhooks of `org` among `ids`, in no particular order (their secrets left out).
 async fn rows(
     db: impl PgExecutor<'_>,
-    org: Uuid,
+    org: OrgId,
     ids: &[Uuid],
 ) -> Result<Vec<Webhook>, sqlx::Error> {
     sqlx::query_as!(
@@ -80,7 +81,7 @@ async fn rows(
             disabled_at, disabled_reason, rate_limit, previous_secret_expires_at, created_at,
             updated_at
          FROM webhooks WHERE organization_id = $1 AND id = ANY($2)",
-        org,
+        org.uuid(),
         ids,
     )
     .fetch_all(db)
@@ -89,13 +90,13 @@ async fn rows(
 
 pub async fn lock(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: WebhookId,
 ) -> Result<Option<Webhook>, sqlx::Error> {
     let found = sqlx::query_scalar!(
         "SELECT id FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -107,7 +108,7 @@ pub async fn lock(
 
 pub async fn list(
     pool: &PgPool,
-    org: Uuid,
+    org: OrgId,
     page: &PageRequest,
 ) -> Result<Page<Webhook>, sqlx::Error> {
     super::page_of(
@@ -123,11 +124,15 @@ pub async fn list(
     .await
 }
 
-pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    org: OrgId,
+    id: WebhookId,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM webhooks WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
     )
     .execute(db)
     .await?;
@@ -137,8 +142,8 @@ pub async fn delete(db: impl PgExecutor<'_>, org: Uuid, id: Uuid) -> Result<bool
 /// Replaces the secret; the old one keeps signing (beside the new) for `overlap`.
 pub async fn rotate_secret(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: WebhookId,
     secret: &str,
     overlap: Duration,
 ) -> Result<bool, sqlx::Error> {
@@ -146,8 +151,8 @@ pub async fn rotate_secret(
         "UPDATE webhooks SET previous_secret = secret, secret = $3,
             previous_secret_expires_at = clock_timestamp() + make_interval(secs => $4)
          WHERE organization_id = $1 AND id = $2",
-        org,
-        id,
+        org.uuid(),
+        id.uuid(),
         secret,
         overlap.as_secs_f64(),
     )
@@ -156,7 +161,7 @@ pub async fn rotate_secret(
     Ok(done.rows_affected() == 1)
 }
 
-fn push_attempt_filter(qb: &mut QueryBuilder<Postgres>, webhook: Uuid, f: &AttemptFilter) {
+fn push_attempt_filter(qb: &mut QueryBuilder<Postgres>, webhook: WebhookId, f: &AttemptFilter) {
     qb.push(" WHERE a.webhook_id = ").push_bind(webhook);
     if let Some(status) = f.status {
         qb.push(" AND a.status = ").push_bind(status);
@@ -169,7 +174,7 @@ fn push_attempt_filter(qb: &mut QueryBuilder<Postgres>, webhook: Uuid, f: &Attem
 /// The attempt log of a webhook.
 pub async fn attempts(
     pool: &PgPool,
-    webhook: Uuid,
+    webhook: WebhookId,
     f: &AttemptFilter,
     page: &PageRequest,
 ) -> Result<Page<WebhookAttempt>, sqlx::Error> {
@@ -222,7 +227,7 @@ pub async fn create_test_delivery(
 /// counting. `None` when the webhook has no such delivery.
 pub async fn redeliver(
     db: impl PgExecutor<'_>,
-    webhook: Uuid,
+    webhook: WebhookId,
     delivery: Uuid,
 ) -> Result<Option<Delivery>, sqlx::Error> {
     sqlx::query_as!(
@@ -232,7 +237,7 @@ pub async fn redeliver(
          WHERE webhook_id = $1 AND id = $2
          RETURNING id AS delivery_id, webhook_id, event, status, attempts, next_attempt_at,
             delivered_at, created_at",
-        webhook,
+        webhook.uuid(),
         delivery,
     )
     .fetch_optional(db)
@@ -579,8 +584,8 @@ async fn defer(db: impl PgExecutor<'_>, ids: &[Uuid], delay: Duration) -> Result
 /// organization can line up recoveries that hold up the others').
 pub async fn start_recovery(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    webhook: Uuid,
+    org: OrgId,
+    webhook: WebhookId,
     since: Timestamp,
     until: Timestamp,
 ) -> Result<Option<WebhookRecovery>, sqlx::Error> {
@@ -592,8 +597,8 @@ pub async fn start_recovery(
          RETURNING id, webhook_id, since, until, status AS "status: RecoveryStatus", recovered,
             completed_at, created_at, updated_at"#,
         parley_types::ids::new_id(),
-        org,
-        webhook,
+        org.uuid(),
+        webhook.uuid(),
         since,
         until,
     )
@@ -603,8 +608,8 @@ pub async fn start_recovery(
 
 pub async fn get_recovery(
     db: impl PgExecutor<'_>,
-    org: Uuid,
-    webhook: Uuid,
+    org: OrgId,
+    webhook: WebhookId,
     id: Uuid,
 ) -> Result<Option<WebhookRecovery>, sqlx::Error> {
     sqlx::query_as!(
@@ -612,8 +617,8 @@ pub async fn get_recovery(
         r#"SELECT id, webhook_id, since, until, status AS "status: RecoveryStatus", recovered,
             completed_at, created_at, updated_at
          FROM webhook_recoveries WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"#,
-        org,
-        webhook,
+        org.uuid(),
+        webhook.uuid(),
         id,
     )
     .fetch_optional(db)

@@ -4,6 +4,7 @@
 //! winner metric (from receipts) is sent to the rest, unless the caller picked one first
 //! (`POST /broadcasts/{id}/pick-variant`).
 
+use parley_types::ids::{BroadcastId, ContactId};
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -266,8 +267,13 @@ pub fn winner(variants: &[Variant], metric: WinnerMetric) -> usize {
 /// Where one contact of an A/B broadcast goes: `Some(variant)` (1-based) in the test share,
 /// `None` in the rest. A draw by a hash of the broadcast and the contact, so the same contact
 /// always draws the same (a fan-out slice written twice splits the same way).
-pub fn draw(broadcast: Uuid, contact: Uuid, test_percent: u32, variants: usize) -> Option<i16> {
-    let (b, c) = (broadcast.as_u128(), contact.as_u128());
+pub fn draw(
+    broadcast: BroadcastId,
+    contact: ContactId,
+    test_percent: u32,
+    variants: usize,
+) -> Option<i16> {
+    let (b, c) = (broadcast.uuid().as_u128(), contact.uuid().as_u128());
     let mut x = (b ^ c.rotate_left(64)) as u64 ^ ((b >> 64) as u64).wrapping_add(c as u64);
     // splitmix64's finalizer.
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -283,11 +289,11 @@ mod tests {
 
     #[test]
     fn the_draw_takes_the_share_and_splits_it_evenly() {
-        let broadcast = Uuid::now_v7();
+        let broadcast = BroadcastId::generate();
         let mut counts = [0usize; 5];
         let n = 40_000;
         for _ in 0..n {
-            match draw(broadcast, Uuid::now_v7(), 20, 3) {
+            match draw(broadcast, ContactId::generate(), 20, 3) {
                 Some(v) => counts[v as usize] += 1,
                 None => counts[0] += 1,
             }
@@ -301,7 +307,7 @@ mod tests {
             );
         }
         assert_eq!(counts[4], 0);
-        let c = Uuid::now_v7();
+        let c = ContactId::generate();
         assert_eq!(draw(broadcast, c, 20, 3), draw(broadcast, c, 20, 3));
         assert!(draw(broadcast, c, 100, 2).is_some());
     }

@@ -1,5 +1,6 @@
 //! FAQ collections, the FAQ categories and FAQ entries inside them.
 
+use parley_types::ids::{FaqCollectionId, OrgId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -189,12 +190,16 @@ pub struct CreateFaqCategory {
 }
 
 impl CreateFaqCategory {
-    pub fn into_category(self, organization_id: Uuid, collection_id: Uuid) -> FaqCategory {
+    pub fn into_category(
+        self,
+        organization_id: OrgId,
+        collection_id: FaqCollectionId,
+    ) -> FaqCategory {
         let now = Timestamp::now();
         FaqCategory {
             id: parley_types::ids::new_id(),
-            organization_id,
-            collection_id,
+            organization_id: organization_id.uuid(),
+            collection_id: collection_id.uuid(),
             name: self.name.into(),
             display_order: self.display_order.map_or(0, DisplayOrder::get),
             created_at: now,

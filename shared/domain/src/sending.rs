@@ -30,7 +30,7 @@ use crate::send_rules::{
     SendIn, SendPlan,
 };
 use crate::templates::{max_message_chars, render};
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 
 /// What sending needs to know about a broadcast.
@@ -110,9 +110,9 @@ pub struct VariantContent {
 /// A recipient this worker holds for sending, with what its message needs of the contact.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Claimed {
-    pub id: Uuid,
+    pub id: RecipientId,
     /// Absent when the contact was deleted since the fan-out.
-    pub contact_id: Option<Uuid>,
+    pub contact_id: Option<ContactId>,
     pub name: Option<String>,
     pub email: Option<String>,
     pub phone: Option<String>,
@@ -145,7 +145,7 @@ impl Claimed {
 
     /// The contact and its address on `channel`; or why the message is not sent: the contact
     /// is gone, do-not-contact or opted out (skipped), or has no address (failed).
-    fn reach(&self, channel: Channel) -> Result<(Uuid, String), RecipientOutcome> {
+    fn reach(&self, channel: Channel) -> Result<(ContactId, String), RecipientOutcome> {
         let Some(contact) = self.contact_id else {
             return Err(RecipientOutcome::skipped(
                 "contact_deleted",
@@ -181,13 +181,13 @@ pub enum Decided {
     /// Not yet: until its local send time or the end of its quiet hours, or with no time
     /// (`None`) while its organization's sending is paused.
     Hold {
-        id: Uuid,
+        id: RecipientId,
         until: Option<Timestamp>,
         reason: HoldReason,
     },
     /// Not to be sent, and why: skipped, or failed (no address).
     Settle {
-        id: Uuid,
+        id: RecipientId,
         outcome: RecipientOutcome,
     },
 }
@@ -197,13 +197,13 @@ pub enum Decided {
 #[derive(Debug)]
 pub struct Ready {
     pub recipient: Claimed,
-    pub contact: Uuid,
+    pub contact: ContactId,
     pub to: String,
 }
 
 impl Decided {
     /// The outcome to write now; none for a recipient to send to.
-    pub fn outcome(&self) -> Option<(Uuid, RecipientOutcome)> {
+    pub fn outcome(&self) -> Option<(RecipientId, RecipientOutcome)> {
         match self {
             Decided::Send(_) => None,
             Decided::Hold { id, until, .. } => {
@@ -522,8 +522,8 @@ mod tests {
 
     fn contact() -> Claimed {
         Claimed {
-            id: Uuid::now_v7(),
-            contact_id: Some(Uuid::now_v7()),
+            id: RecipientId::generate(),
+            contact_id: Some(ContactId::generate()),
             name: Some("Ada".to_owned()),
             email: Some("ada@example.com".to_owned()),
             phone: None,

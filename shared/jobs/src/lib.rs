@@ -20,7 +20,7 @@ pub mod redis_conn;
 use crate::lanes::Lanes;
 pub use crate::lanes::{Lane, Parked, SLOT_LEASE, SLOT_RENEW};
 use crate::redis_conn::{Conn, Redis};
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, OrgId, RecipientId};
 use parley_types::metric_names::org_limit_hits;
 
 /// Version of every payload below; a worker drops (and logs) payloads of another version.
@@ -152,7 +152,7 @@ pub struct SendRecipients {
     #[serde(default = "version")]
     pub version: u16,
     pub broadcast_id: BroadcastId,
-    pub recipient_ids: Vec<Uuid>,
+    pub recipient_ids: Vec<RecipientId>,
     /// Its organization and tier, so that what it hands back goes to the same lane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organization_id: Option<OrgId>,
@@ -427,7 +427,11 @@ impl Jobs {
 
     /// Parks send jobs of at most [`SEND_BATCH`] recipients each in their lane, then
     /// tops the ready list up from the lanes in turn ([`lanes`]).
-    pub async fn enqueue_sends(&self, lane: &Lane, recipients: &[Uuid]) -> Result<(), JobError> {
+    pub async fn enqueue_sends(
+        &self,
+        lane: &Lane,
+        recipients: &[RecipientId],
+    ) -> Result<(), JobError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let jobs: Vec<SendRecipients> = recipients
             .chunks(SEND_BATCH)

@@ -1,8 +1,10 @@
 //! Identifiers are UUID v7: time-ordered, so they index well and sort by creation. The
 //! organization and most resources have an id type of their own ([`OrgId`], [`BroadcastId`],
 //! [`ContactId`], ...; docs/glossary.md, "Typed ids" says where they are used), so that a
-//! function taking two of them cannot be called with the pair swapped. Each is its UUID in JSON, in Postgres and in the OpenAPI document; in a checked
-//! statement it is bound as `id as _` and read as `"id: BroadcastId"`.
+//! function taking two of them cannot be called with the pair swapped. Each is its UUID in
+//! JSON, in Postgres and in the OpenAPI document. In a checked statement it is bound as
+//! `id.uuid()`, which keeps the compiler's check of the parameter's type, or as `id as _`
+//! (a slice of ids always so), and read as `"id: BroadcastId"`.
 //!
 //! ```
 //! use parley_types::ids::{BroadcastId, OrgId};
@@ -136,6 +138,12 @@ id_type! {
     TagId;
     /// A company's id.
     CompanyId;
+    /// An FAQ collection's id.
+    FaqCollectionId;
+    /// An FAQ category's id (a category of one collection).
+    FaqCategoryId;
+    /// An FAQ's id.
+    FaqId;
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub async fn notify_key_caches(ctx: Ctx<'_>, payload: &str) -> Result<()> {
 
 /// A page of the organization's keys (never their secrets).
 pub async fn list(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<ApiKey>> {
-    Ok(db::api_keys::list(ctx.pool, org.uuid(), page).await?)
+    Ok(db::api_keys::list(ctx.pool, org, page).await?)
 }
 
 /// A new key for the caller's organization, its secret shown this once; refused while the
@@ -37,7 +37,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, new: NewApiKey) -> Result<Cre
 
 /// [`create`] for an organization the operator names (the CLI, which checks it exists).
 pub async fn create_for(ctx: Ctx<'_>, org: OrgId, new: NewApiKey) -> Result<CreatedApiKey> {
-    Ok(db::api_keys::create(ctx.pool, org.uuid(), new).await?.ok_or_else(|| {
+    Ok(db::api_keys::create(ctx.pool, org, new).await?.ok_or_else(|| {
         AppError::InvalidState(format!(
             "the organization holds {MAX_ACTIVE_KEYS} active keys, the most it may: revoke one first"
         ))
@@ -47,5 +47,5 @@ pub async fn create_for(ctx: Ctx<'_>, org: OrgId, new: NewApiKey) -> Result<Crea
 /// Revokes a key of the caller's organization; answers the revoked key's id, which the
 /// key caches drop (every API process hears of it on [`REVOKED_CHANNEL`]).
 pub async fn revoke(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<Uuid> {
-    found(db::api_keys::revoke(ctx.pool, caller.org_id.uuid(), id).await?)
+    found(db::api_keys::revoke(ctx.pool, caller.org_id, id).await?)
 }

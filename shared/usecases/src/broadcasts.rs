@@ -11,6 +11,7 @@ use parley_domain::broadcasts::{
 use parley_domain::templates::Template;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::TemplateId;
 use parley_types::ids::{BroadcastId, OrgId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
@@ -29,12 +30,12 @@ async fn dispatch(ctx: Ctx<'_>, id: BroadcastId, requeue: bool) {
 
 /// The broadcast as the API shows it.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: BroadcastId) -> Result<Broadcast> {
-    Ok(db::broadcasts::get(ctx.pool, org.uuid(), id.uuid())
+    Ok(db::broadcasts::get(ctx.pool, org, id)
         .await?
         .ok_or(AppError::NotFound)?)
 }
 
-async fn template(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Template> {
+async fn template(conn: &mut PgConnection, org: OrgId, id: TemplateId) -> Result<Template> {
     Ok(db::templates::share(conn, org, id).await?.ok_or_else(|| {
         AppError::validation(
             "templateId",
@@ -52,10 +53,10 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     if let Some(ab) = &req.ab_test {
         ab.check_count()?;
     }
-    let template = template(&mut tx, org.uuid(), req.template_id).await?;
+    let template = template(&mut tx, org, TemplateId::from(req.template_id)).await?;
     let mut variant_templates = Vec::new();
     for (i, v) in req.ab_test.iter().flat_map(|ab| &ab.variants).enumerate() {
-        let t = db::templates::share(&mut *tx, org.uuid(), v.template_id)
+        let t = db::templates::share(&mut *tx, org, TemplateId::from(v.template_id))
             .await?
             .ok_or_else(|| {
                 AppError::validation(
@@ -69,7 +70,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     refs::check_ids(
         &mut tx,
         RefTable::Contacts,
-        org.uuid(),
+        org,
         "contactIds",
         &req.contact_ids,
         MAX_AUDIENCE,
@@ -78,7 +79,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     refs::check_id(
         &mut tx,
         RefTable::Segments,
-        org.uuid(),
+        org,
         "segmentId",
         req.segment_id,
     )
@@ -90,8 +91,14 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
     } = req.into_broadcast(org.uuid(), &template, &variant_templates, Timestamp::now())?;
     db::broadcasts::insert(&mut *tx, &broadcast, &audience).await?;
     if let Some((settings, variants)) = &ab {
-        db::broadcasts::insert_ab_test(&mut tx, org.uuid(), broadcast.id, settings, variants)
-            .await?;
+        db::broadcasts::insert_ab_test(
+            &mut tx,
+            org,
+            BroadcastId::from(broadcast.id),
+            settings,
+            variants,
+        )
+        .await?;
     }
     tx.commit().await?;
     if broadcast.status == BroadcastStatus::Queued {
@@ -110,7 +117,7 @@ pub async fn update(
 ) -> Result<Broadcast> {
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut broadcast = db::broadcasts::lock(&mut tx, org.uuid(), id.uuid())
+    let mut broadcast = db::broadcasts::lock(&mut tx, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Update.allowed_from().contains(&broadcast.status) {
@@ -120,7 +127,7 @@ pub async fn update(
         refs::check_ids(
             &mut tx,
             RefTable::Contacts,
-            org.uuid(),
+            org,
             "contactIds",
             ids,
             MAX_AUDIENCE,
@@ -130,12 +137,12 @@ pub async fn update(
     refs::check_id(
         &mut tx,
         RefTable::Segments,
-        org.uuid(),
+        org,
         "segmentId",
         req.segment_id,
     )
     .await?;
-    let template = template(&mut tx, org.uuid(), broadcast.template_id).await?;
+    let template = template(&mut tx, org, TemplateId::from(broadcast.template_id)).await?;
     let audience = req.apply(&mut broadcast, &template, Timestamp::now())?;
     db::broadcasts::update(&mut *tx, &broadcast, audience.as_deref()).await?;
     tx.commit().await?;
@@ -149,13 +156,13 @@ pub async fn update(
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, broadcast_id = %id))]
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: BroadcastId) -> Result<()> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::Delete.allowed_from().contains(&broadcast.status) {
         return Err(Action::Delete.refused(broadcast.status).into());
     }
-    db::broadcasts::delete(&mut *tx, caller.org_id.uuid(), id.uuid()).await?;
+    db::broadcasts::delete(&mut *tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -170,7 +177,7 @@ pub async fn act(
     action: Action,
 ) -> Result<Broadcast> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !action.allowed_from().contains(&broadcast.status) {
@@ -186,7 +193,7 @@ pub async fn act(
             return Err(action.refused(broadcast.status).into());
         }
     };
-    db::broadcasts::set_status(&mut *tx, caller.org_id.uuid(), id.uuid(), to).await?;
+    db::broadcasts::set_status(&mut *tx, caller.org_id, id, to).await?;
     tx.commit().await?;
     if action == Action::Resume {
         dispatch(ctx, id, true).await;
@@ -203,7 +210,7 @@ pub async fn retry_failed(
     codes: Option<&[String]>,
 ) -> Result<Broadcast> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let broadcast = db::broadcasts::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !Action::RetryFailed
@@ -216,7 +223,7 @@ pub async fn retry_failed(
         codes,
         ..Default::default()
     };
-    let retried = db::broadcasts::retry_failed(&mut tx, id.uuid(), &which)
+    let retried = db::broadcasts::retry_failed(&mut tx, id, &which)
         .await?
         .count;
     if retried == 0 {
@@ -247,7 +254,7 @@ pub async fn retry_recipients(
     uncertain_too: bool,
 ) -> Result<u64> {
     let mut tx = ctx.pool.begin().await?;
-    let Some(broadcast) = db::broadcasts::lock(&mut tx, org.uuid(), id.uuid()).await? else {
+    let Some(broadcast) = db::broadcasts::lock(&mut tx, org, id).await? else {
         return Ok(0);
     };
     if broadcast.status != BroadcastStatus::Sending
@@ -263,9 +270,7 @@ pub async fn retry_recipients(
         ids: Some(ids),
         except: if uncertain_too { &[] } else { &uncertain },
     };
-    let retried = db::broadcasts::retry_failed(&mut tx, id.uuid(), &which)
-        .await?
-        .ids;
+    let retried = db::broadcasts::retry_failed(&mut tx, id, &which).await?.ids;
     tx.commit().await?;
     if retried.is_empty() {
         return Ok(0);
@@ -300,7 +305,7 @@ pub async fn pick_variant(
     by: PickedBy,
 ) -> Result<Broadcast> {
     let mut tx = ctx.pool.begin().await?;
-    let broadcast = db::broadcasts::lock(&mut tx, org.uuid(), id.uuid())
+    let broadcast = db::broadcasts::lock(&mut tx, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
     let Some(test) = &broadcast.ab_test else {
@@ -339,16 +344,10 @@ pub async fn pick_variant(
     if !picked {
         return Err(AppError::invalid_state("this broadcast's winner is picked already").into());
     }
-    let broadcast = db::broadcasts::get(&mut *tx, org.uuid(), id.uuid())
+    let broadcast = db::broadcasts::get(&mut *tx, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
-    db::outbox::emit(
-        &mut tx,
-        org.uuid(),
-        EventName::BroadcastVariantPicked,
-        &broadcast,
-    )
-    .await?;
+    db::outbox::emit(&mut tx, org, EventName::BroadcastVariantPicked, &broadcast).await?;
     tx.commit().await?;
     tracing::info!(winner = ?broadcast.variant_name, "A/B winner picked");
     metrics::counter!(parley_types::metric_names::VARIANT_PICKS, "by" => by.as_str()).increment(1);
@@ -365,7 +364,7 @@ pub async fn list(
     f: &BroadcastFilter,
     page: &PageRequest,
 ) -> Result<Page<Broadcast>> {
-    Ok(db::broadcasts::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::broadcasts::list(ctx.pool, org, f, page).await?)
 }
 
 /// A page of the broadcast's recipients with their outcomes.
@@ -377,5 +376,5 @@ pub async fn recipients(
     page: &PageRequest,
 ) -> Result<Page<BroadcastRecipient>> {
     read(ctx, org, id).await?;
-    Ok(db::broadcasts::recipients(ctx.pool, org.uuid(), id.uuid(), filter, page).await?)
+    Ok(db::broadcasts::recipients(ctx.pool, org, id, filter, page).await?)
 }

@@ -22,8 +22,7 @@ pub async fn create(
     let (mut category, derived) = req.into_category(caller.org_id.uuid());
     let mut tx = ctx.pool.begin().await?;
     if derived {
-        let taken =
-            db::categories::taken_slugs(&mut *tx, caller.org_id.uuid(), &category.slug).await?;
+        let taken = db::categories::taken_slugs(&mut *tx, caller.org_id, &category.slug).await?;
         category.slug = next_free_slug(&category.slug, &taken);
     }
     db::categories::insert(&mut *tx, &category).await?;
@@ -40,7 +39,7 @@ pub async fn update(
     req: UpdateCategory,
 ) -> Result<ConversationCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let mut category = db::categories::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
+    let mut category = db::categories::lock(&mut *tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -51,7 +50,7 @@ pub async fn update(
 
 /// Deletes the organization's conversation category; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: CategoryId) -> Result<()> {
-    changed(db::categories::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::categories::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's conversation categories.
@@ -61,10 +60,10 @@ pub async fn list(
     f: &CategoryFilter,
     page: &PageRequest,
 ) -> Result<Page<ConversationCategory>> {
-    Ok(db::categories::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::categories::list(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's conversation category.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: CategoryId) -> Result<ConversationCategory> {
-    found(db::categories::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::categories::get(ctx.pool, org, id).await?)
 }

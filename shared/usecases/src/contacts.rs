@@ -37,12 +37,12 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateContact) -> Result
         db::contacts::insert_created(ctx.pool, &mut contact, &created).await?;
     } else {
         let mut tx = ctx.pool.begin().await?;
-        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         db::contacts::insert_created(&mut *tx, &mut contact, &created).await?;
         set_tags(
             &mut tx,
             TagLink::Contact,
-            caller.org_id.uuid(),
+            caller.org_id,
             contact.id,
             &tag_ids,
         )
@@ -67,7 +67,7 @@ pub async fn update(
 ) -> Result<Contact> {
     let actor = caller.actor();
     let mut tx = ctx.pool.begin().await?;
-    let mut contact = db::contacts::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let mut contact = db::contacts::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     let now = Timestamp::now();
@@ -76,7 +76,7 @@ pub async fn update(
         refs::check_id(
             &mut tx,
             RefTable::Companies,
-            caller.org_id.uuid(),
+            caller.org_id,
             "companyId",
             contact.company_id,
         )
@@ -88,11 +88,11 @@ pub async fn update(
         .collect();
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         let (added, removed) = set_tags(
             &mut tx,
             TagLink::Contact,
-            caller.org_id.uuid(),
+            caller.org_id,
             id.uuid(),
             &tag_ids,
         )
@@ -120,19 +120,19 @@ pub async fn update(
     if !activities.is_empty() {
         contact.updated_at = now;
         db::contacts::update(&mut *tx, &contact).await?;
-        db::contacts::add_activities(&mut tx, caller.org_id.uuid(), &activities).await?;
+        db::contacts::add_activities(&mut tx, caller.org_id, &activities).await?;
     }
-    let contact = read_in(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    let contact = read_in(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(contact)
 }
 
 /// The contact with its latest activities, as the API shows it.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<Contact> {
-    read_in(&mut *ctx.pool.acquire().await?, org.uuid(), id.uuid()).await
+    read_in(&mut *ctx.pool.acquire().await?, org, id).await
 }
 
-async fn read_in(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<Contact> {
+async fn read_in(conn: &mut sqlx::PgConnection, org: OrgId, id: ContactId) -> Result<Contact> {
     let mut contact = db::contacts::get(conn, org, id)
         .await?
         .ok_or(AppError::NotFound)?;
@@ -142,7 +142,7 @@ async fn read_in(conn: &mut sqlx::PgConnection, org: Uuid, id: Uuid) -> Result<C
 
 /// Deletes the organization's contact; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: ContactId) -> Result<()> {
-    changed(db::contacts::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::contacts::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// The tag a list's `tag` filter names, by its name or its id: none without the filter, and
@@ -155,7 +155,7 @@ pub(crate) async fn tag_filter(
 ) -> Result<Option<Uuid>> {
     Ok(match tag {
         Some(tag) => Some(
-            db::contacts::resolve_tag(ctx.pool, org.uuid(), tag)
+            db::contacts::resolve_tag(ctx.pool, org, tag)
                 .await?
                 .unwrap_or(Uuid::nil()),
         ),
@@ -172,7 +172,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<Contact>> {
     let tag = tag_filter(ctx, org, f.tag.as_ref().map(|t| t.as_str())).await?;
-    Ok(db::contacts::list(ctx.pool, org.uuid(), f, tag, page).await?)
+    Ok(db::contacts::list(ctx.pool, org, f, tag, page).await?)
 }
 
 /// A page of what was sent to a contact (404 for another organization's contact).
@@ -182,6 +182,6 @@ pub async fn messages(
     id: ContactId,
     page: &PageRequest,
 ) -> Result<Page<ContactMessage>> {
-    exists(db::contacts::exists(ctx.pool, org.uuid(), id.uuid()).await?)?;
-    Ok(db::broadcasts::messages_of_contact(ctx.pool, org.uuid(), id.uuid(), page).await?)
+    exists(db::contacts::exists(ctx.pool, org, id).await?)?;
+    Ok(db::broadcasts::messages_of_contact(ctx.pool, org, id, page).await?)
 }

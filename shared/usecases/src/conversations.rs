@@ -23,19 +23,13 @@ const MAX_PER_CALL: usize = 50;
 
 /// The conversation with everything it embeds, as the API and its events show it.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: ConversationId) -> Result<Conversation> {
-    read_in(
-        &mut *ctx.pool.acquire().await?,
-        org.uuid(),
-        id.uuid(),
-        ctx.clock.now(),
-    )
-    .await
+    read_in(&mut *ctx.pool.acquire().await?, org, id, ctx.clock.now()).await
 }
 
 async fn read_in(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ConversationId,
     now: Timestamp,
 ) -> Result<Conversation> {
     db::conversations::get(conn, org, id, now)
@@ -44,7 +38,7 @@ async fn read_in(
 }
 
 /// The conversation, locked for the rest of the transaction.
-async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Conversation> {
+async fn lock(conn: &mut PgConnection, org: OrgId, id: ConversationId) -> Result<Conversation> {
     db::conversations::lock(conn, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
@@ -61,7 +55,7 @@ async fn write_message(
 ) -> Result<Message> {
     c.check_open()?;
     let (message, attachments) = req.into_message(c, now).map_err(|e| e.under(field))?;
-    let org = c.organization_id;
+    let org = OrgId::from(c.organization_id);
     check_message_refs(conn, org, &message, &attachments, field).await?;
     let rows = attachment_rows(conn, org, attachments).await?;
     db::conversations::insert_message(&mut *conn, org, &message, &rows).await?;
@@ -79,7 +73,7 @@ async fn write_message(
 /// An agent's message names a user of the organization, and attachments name its files.
 async fn check_message_refs(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     message: &Message,
     attachments: &[NewAttachment],
     field: &str,
@@ -110,7 +104,7 @@ async fn check_message_refs(
 /// The attachments as stored: a kind not given is the file's.
 async fn attachment_rows(
     conn: &mut PgConnection,
-    org: Uuid,
+    org: OrgId,
     attachments: Vec<NewAttachment>,
 ) -> Result<Vec<AttachmentRow>> {
     let file_ids: Vec<Uuid> = attachments.iter().map(|a| a.file_id).collect();
@@ -160,8 +154,8 @@ async fn follow_sla(
 /// The conversation after an assignment, with its event when something was added.
 async fn assigned(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: ConversationId,
     added: u64,
     now: Timestamp,
 ) -> Result<Conversation> {
@@ -185,7 +179,7 @@ pub async fn create(
     refs::check_id(
         &mut tx,
         RefTable::Contacts,
-        caller.org_id.uuid(),
+        caller.org_id,
         "contactId",
         Some(req.contact_id),
     )
@@ -193,14 +187,14 @@ pub async fn create(
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        caller.org_id.uuid(),
+        caller.org_id,
         "categoryId",
         req.category_id,
     )
     .await?;
     let tag_ids = parley_types::ids::dedup(req.tag_ids.clone().unwrap_or_default());
-    refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
-    let number = db::orgs::next_number(&mut tx, caller.org_id.uuid(), "conversation").await?;
+    refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
+    let number = db::orgs::next_number(&mut tx, caller.org_id, "conversation").await?;
     let mut req = req;
     let first = req.message.take();
     let mut c = req.into_conversation(caller.org_id.uuid(), number, now);
@@ -208,14 +202,14 @@ pub async fn create(
     set_tags(
         &mut tx,
         TagLink::Conversation,
-        caller.org_id.uuid(),
+        caller.org_id,
         c.id,
         &tag_ids,
     )
     .await?;
     db::sla::start(
         &mut tx,
-        caller.org_id.uuid(),
+        caller.org_id,
         SubjectType::Conversation,
         c.id,
         c.priority,
@@ -223,10 +217,10 @@ pub async fn create(
         c.created_at,
     )
     .await?;
-    let started = read_in(&mut tx, caller.org_id.uuid(), c.id, now).await?;
+    let started = read_in(&mut tx, caller.org_id, ConversationId::from(c.id), now).await?;
     db::outbox::emit(
         &mut tx,
-        caller.org_id.uuid(),
+        caller.org_id,
         EventName::ConversationStarted,
         &started,
     )
@@ -234,7 +228,7 @@ pub async fn create(
     if let Some(first) = first {
         write_message(&mut tx, &mut c, first, "message.", now).await?;
     }
-    let c = read_in(&mut tx, caller.org_id.uuid(), c.id, now).await?;
+    let c = read_in(&mut tx, caller.org_id, ConversationId::from(c.id), now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -249,23 +243,23 @@ pub async fn update(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    let mut c = lock(&mut tx, caller.org_id, id).await?;
     let change = req.apply(&mut c, now)?;
     refs::check_id(
         &mut tx,
         RefTable::Categories,
-        caller.org_id.uuid(),
+        caller.org_id,
         "categoryId",
         c.category_id,
     )
     .await?;
     if let Some(tag_ids) = &change.tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids.clone());
-        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
         set_tags(
             &mut tx,
             TagLink::Conversation,
-            caller.org_id.uuid(),
+            caller.org_id,
             id.uuid(),
             &tag_ids,
         )
@@ -285,15 +279,9 @@ pub async fn update(
         })
         .await?;
     }
-    let c = read_in(&mut tx, caller.org_id.uuid(), id.uuid(), now).await?;
+    let c = read_in(&mut tx, caller.org_id, id, now).await?;
     if change.closed {
-        db::outbox::emit(
-            &mut tx,
-            caller.org_id.uuid(),
-            EventName::ConversationEnded,
-            &c,
-        )
-        .await?;
+        db::outbox::emit(&mut tx, caller.org_id, EventName::ConversationEnded, &c).await?;
     }
     tx.commit().await?;
     Ok(c)
@@ -309,7 +297,7 @@ pub async fn add_message(
 ) -> Result<Message> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    let mut c = lock(&mut tx, caller.org_id, id).await?;
     let message = write_message(&mut tx, &mut c, req, "", now).await?;
     tx.commit().await?;
     Ok(message)
@@ -325,26 +313,21 @@ pub async fn assign_users(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    lock(&mut tx, caller.org_id, id).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
-        caller.org_id.uuid(),
+        caller.org_id,
         "userIds",
         req.user_ids,
         req.assigned_by,
         MAX_PER_CALL,
     )
     .await?;
-    let added = db::conversations::add_assignees(
-        &mut tx,
-        caller.org_id.uuid(),
-        id.uuid(),
-        &users,
-        req.assigned_by,
-    )
-    .await?;
-    let c = assigned(&mut tx, caller.org_id.uuid(), id.uuid(), added, now).await?;
+    let added =
+        db::conversations::add_assignees(&mut tx, caller.org_id, id, &users, req.assigned_by)
+            .await?;
+    let c = assigned(&mut tx, caller.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -359,26 +342,20 @@ pub async fn assign_teams(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    lock(&mut tx, caller.org_id, id).await?;
     let teams = refs::check_assignment(
         &mut tx,
         RefTable::Teams,
-        caller.org_id.uuid(),
+        caller.org_id,
         "teamIds",
         req.team_ids,
         req.assigned_by,
         MAX_PER_CALL,
     )
     .await?;
-    let added = db::conversations::add_teams(
-        &mut tx,
-        caller.org_id.uuid(),
-        id.uuid(),
-        &teams,
-        req.assigned_by,
-    )
-    .await?;
-    let c = assigned(&mut tx, caller.org_id.uuid(), id.uuid(), added, now).await?;
+    let added =
+        db::conversations::add_teams(&mut tx, caller.org_id, id, &teams, req.assigned_by).await?;
+    let c = assigned(&mut tx, caller.org_id, id, added, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -392,8 +369,8 @@ pub async fn unassign_user(
     user: UserId,
 ) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
-    if !db::conversations::remove_assignee(&mut *tx, id.uuid(), user.uuid()).await? {
+    lock(&mut tx, caller.org_id, id).await?;
+    if !db::conversations::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
@@ -409,8 +386,8 @@ pub async fn unassign_team(
     team: TeamId,
 ) -> Result<Uuid> {
     let mut tx = ctx.pool.begin().await?;
-    lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
-    if !db::conversations::remove_team(&mut *tx, id.uuid(), team.uuid()).await? {
+    lock(&mut tx, caller.org_id, id).await?;
+    if !db::conversations::remove_team(&mut *tx, id, team).await? {
         return Err(AppError::NotFound.into());
     }
     tx.commit().await?;
@@ -427,10 +404,10 @@ pub async fn handover(
 ) -> Result<Conversation> {
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
-    let mut c = lock(&mut tx, caller.org_id.uuid(), id.uuid()).await?;
+    let mut c = lock(&mut tx, caller.org_id, id).await?;
     req.apply(&mut c, now)?;
     db::conversations::update(&mut *tx, &c).await?;
-    let c = read_in(&mut tx, caller.org_id.uuid(), id.uuid(), now).await?;
+    let c = read_in(&mut tx, caller.org_id, id, now).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -451,7 +428,7 @@ pub async fn list(
 ) -> Result<Page<Conversation>> {
     let tag = crate::contacts::tag_filter(ctx, org, f.tag.as_ref().map(|t| t.as_str())).await?;
     let now = ctx.clock.now();
-    Ok(db::conversations::list(ctx.pool, org.uuid(), f, tag, page, now).await?)
+    Ok(db::conversations::list(ctx.pool, org, f, tag, page, now).await?)
 }
 
 /// A page of a conversation's messages (404 for another organization's conversation).
@@ -461,6 +438,6 @@ pub async fn messages(
     id: ConversationId,
     page: &PageRequest,
 ) -> Result<Page<Message>> {
-    exists(db::conversations::exists(ctx.pool, org.uuid(), id.uuid()).await?)?;
-    Ok(db::conversations::messages(ctx.pool, org.uuid(), id.uuid(), page).await?)
+    exists(db::conversations::exists(ctx.pool, org, id).await?)?;
+    Ok(db::conversations::messages(ctx.pool, org, id, page).await?)
 }

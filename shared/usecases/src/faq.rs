@@ -9,16 +9,19 @@ use parley_domain::faq::{
 };
 use parley_types::error::AppError;
 use parley_types::fields::next_free_slug;
-use parley_types::ids::OrgId;
+use parley_types::ids::{FaqCategoryId, FaqCollectionId, FaqId, OrgId};
 use parley_types::list::{Page, PageRequest};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed};
 
 /// The collection with its FAQs, as the API shows it.
-pub async fn read_collection(ctx: Ctx<'_>, org: OrgId, id: Uuid) -> Result<FaqCollection> {
-    read_collection_in(&mut *ctx.pool.acquire().await?, org.uuid(), id).await
+pub async fn read_collection(
+    ctx: Ctx<'_>,
+    org: OrgId,
+    id: FaqCollectionId,
+) -> Result<FaqCollection> {
+    read_collection_in(&mut *ctx.pool.acquire().await?, org, id).await
 }
 
 /// A page of the organization's collections.
@@ -28,65 +31,83 @@ pub async fn list_collections(
     filter: &FaqCollectionFilter,
     page: &PageRequest,
 ) -> Result<Page<FaqCollection>> {
-    Ok(db::faq::list_collections(ctx.pool, org.uuid(), filter, page).await?)
+    Ok(db::faq::list_collections(ctx.pool, org, filter, page).await?)
 }
 
 /// A page of a collection's categories (404 for another organization's collection).
 pub async fn list_categories(
     ctx: Ctx<'_>,
     org: OrgId,
-    collection: Uuid,
+    collection: FaqCollectionId,
     page: &PageRequest,
 ) -> Result<Page<FaqCategory>> {
-    collection_in(&mut *ctx.pool.acquire().await?, org.uuid(), collection).await?;
-    Ok(db::faq::list_categories(ctx.pool, org.uuid(), collection, page).await?)
+    collection_in(&mut *ctx.pool.acquire().await?, org, collection).await?;
+    Ok(db::faq::list_categories(ctx.pool, org, collection, page).await?)
 }
 
 /// A page of a collection's FAQs (404 for another organization's collection).
 pub async fn list_faqs(
     ctx: Ctx<'_>,
     org: OrgId,
-    collection: Uuid,
+    collection: FaqCollectionId,
     filter: &FaqFilter,
     page: &PageRequest,
 ) -> Result<Page<Faq>> {
-    collection_in(&mut *ctx.pool.acquire().await?, org.uuid(), collection).await?;
-    Ok(db::faq::list_faqs(ctx.pool, org.uuid(), collection, filter, page).await?)
+    collection_in(&mut *ctx.pool.acquire().await?, org, collection).await?;
+    Ok(db::faq::list_faqs(ctx.pool, org, collection, filter, page).await?)
 }
 
 /// The FAQ with its category embedded.
-pub async fn read_faq(ctx: Ctx<'_>, org: OrgId, collection: Uuid, id: Uuid) -> Result<Faq> {
-    read_faq_in(&mut *ctx.pool.acquire().await?, org.uuid(), collection, id).await
+pub async fn read_faq(
+    ctx: Ctx<'_>,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqId,
+) -> Result<Faq> {
+    read_faq_in(&mut *ctx.pool.acquire().await?, org, collection, id).await
 }
 
 /// Deletes a collection with its categories and FAQs.
-pub async fn delete_collection(ctx: Ctx<'_>, caller: &Caller, id: Uuid) -> Result<()> {
-    changed(db::faq::delete_collection(ctx.pool, caller.org_id.uuid(), id).await?)
+pub async fn delete_collection(ctx: Ctx<'_>, caller: &Caller, id: FaqCollectionId) -> Result<()> {
+    changed(db::faq::delete_collection(ctx.pool, caller.org_id, id).await?)
 }
 
 /// Deletes a category of a collection.
 pub async fn delete_category(
     ctx: Ctx<'_>,
     caller: &Caller,
-    collection: Uuid,
-    id: Uuid,
+    collection: FaqCollectionId,
+    id: FaqCategoryId,
 ) -> Result<()> {
-    changed(db::faq::delete_category(ctx.pool, caller.org_id.uuid(), collection, id).await?)
+    changed(db::faq::delete_category(ctx.pool, caller.org_id, collection, id).await?)
 }
 
 /// Deletes an FAQ of a collection.
-pub async fn delete_faq(ctx: Ctx<'_>, caller: &Caller, collection: Uuid, id: Uuid) -> Result<()> {
-    changed(db::faq::delete_faq(ctx.pool, caller.org_id.uuid(), collection, id).await?)
+pub async fn delete_faq(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    collection: FaqCollectionId,
+    id: FaqId,
+) -> Result<()> {
+    changed(db::faq::delete_faq(ctx.pool, caller.org_id, collection, id).await?)
 }
 
-async fn read_collection_in(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
+async fn read_collection_in(
+    conn: &mut PgConnection,
+    org: OrgId,
+    id: FaqCollectionId,
+) -> Result<FaqCollection> {
     let mut c = collection_in(&mut *conn, org, id).await?;
     c.faqs = Some(db::faq::faqs_of(conn, org, id).await?);
     Ok(c)
 }
 
 /// The organization's collection (404 otherwise).
-async fn collection_in(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<FaqCollection> {
+async fn collection_in(
+    conn: &mut PgConnection,
+    org: OrgId,
+    id: FaqCollectionId,
+) -> Result<FaqCollection> {
     Ok(db::faq::get_collection(conn, org, id)
         .await?
         .ok_or(AppError::NotFound)?)
@@ -94,9 +115,9 @@ async fn collection_in(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<F
 
 async fn read_faq_in(
     conn: &mut PgConnection,
-    org: Uuid,
-    collection: Uuid,
-    id: Uuid,
+    org: OrgId,
+    collection: FaqCollectionId,
+    id: FaqId,
 ) -> Result<Faq> {
     let mut faq = db::faq::get_faq(&mut *conn, org, collection, id)
         .await?
@@ -107,8 +128,8 @@ async fn read_faq_in(
 
 async fn check_category(
     conn: &mut PgConnection,
-    collection: Uuid,
-    category: Option<Uuid>,
+    collection: FaqCollectionId,
+    category: Option<FaqCategoryId>,
 ) -> Result<()> {
     match category {
         Some(c) if !db::faq::category_in_collection(conn, collection, c).await? => {
@@ -133,7 +154,7 @@ pub async fn create_collection(
     let mut tx = ctx.pool.begin().await?;
     if derived {
         let taken =
-            db::faq::taken_slugs(&mut *tx, false, caller.org_id.uuid(), &c.locale, &c.slug).await?;
+            db::faq::taken_slugs(&mut *tx, false, caller.org_id, &c.locale, &c.slug).await?;
         c.slug = next_free_slug(&c.slug, &taken);
     }
     db::faq::insert_collection(&mut *tx, &c).await?;
@@ -146,16 +167,16 @@ pub async fn create_collection(
 pub async fn update_collection(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: FaqCollectionId,
     req: UpdateFaqCollection,
 ) -> Result<FaqCollection> {
     let mut tx = ctx.pool.begin().await?;
-    let mut c = db::faq::lock_collection(&mut tx, caller.org_id.uuid(), id)
+    let mut c = db::faq::lock_collection(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut c);
     db::faq::update_collection(&mut *tx, &c).await?;
-    let c = read_collection_in(&mut tx, caller.org_id.uuid(), id).await?;
+    let c = read_collection_in(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -164,12 +185,12 @@ pub async fn update_collection(
 pub async fn create_category(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
+    id: FaqCollectionId,
     req: CreateFaqCategory,
 ) -> Result<FaqCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let c = collection_in(&mut tx, caller.org_id.uuid(), id).await?;
-    let category = req.into_category(caller.org_id.uuid(), c.id);
+    collection_in(&mut tx, caller.org_id, id).await?;
+    let category = req.into_category(caller.org_id, id);
     db::faq::insert_category(&mut *tx, &category).await?;
     tx.commit().await?;
     Ok(category)
@@ -179,12 +200,12 @@ pub async fn create_category(
 pub async fn update_category(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
-    category_id: Uuid,
+    id: FaqCollectionId,
+    category_id: FaqCategoryId,
     req: UpdateFaqCategory,
 ) -> Result<FaqCategory> {
     let mut tx = ctx.pool.begin().await?;
-    let mut category = db::faq::lock_category(&mut *tx, caller.org_id.uuid(), id, category_id)
+    let mut category = db::faq::lock_category(&mut *tx, caller.org_id, id, category_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut category);
@@ -194,15 +215,19 @@ pub async fn update_category(
 }
 
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, collection_id = %id))]
-pub async fn create_faq(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: CreateFaq) -> Result<Faq> {
+pub async fn create_faq(
+    ctx: Ctx<'_>,
+    caller: &Caller,
+    id: FaqCollectionId,
+    req: CreateFaq,
+) -> Result<Faq> {
     let mut tx = ctx.pool.begin().await?;
-    let c = collection_in(&mut tx, caller.org_id.uuid(), id).await?;
+    let c = collection_in(&mut tx, caller.org_id, id).await?;
     let (mut faq, derived) = req.into_faq(&c)?;
-    check_category(&mut tx, c.id, faq.category_id).await?;
+    check_category(&mut tx, id, faq.category_id.map(FaqCategoryId::from)).await?;
     if derived {
         let taken =
-            db::faq::taken_slugs(&mut *tx, true, caller.org_id.uuid(), &faq.locale, &faq.slug)
-                .await?;
+            db::faq::taken_slugs(&mut *tx, true, caller.org_id, &faq.locale, &faq.slug).await?;
         faq.slug = next_free_slug(&faq.slug, &taken);
     }
     db::faq::insert_faq(&mut *tx, &faq).await?;
@@ -215,18 +240,18 @@ pub async fn create_faq(ctx: Ctx<'_>, caller: &Caller, id: Uuid, req: CreateFaq)
 pub async fn update_faq(
     ctx: Ctx<'_>,
     caller: &Caller,
-    id: Uuid,
-    faq_id: Uuid,
+    id: FaqCollectionId,
+    faq_id: FaqId,
     req: UpdateFaq,
 ) -> Result<Faq> {
     let mut tx = ctx.pool.begin().await?;
-    let mut faq = db::faq::lock_faq(&mut tx, caller.org_id.uuid(), id, faq_id)
+    let mut faq = db::faq::lock_faq(&mut tx, caller.org_id, id, faq_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut faq)?;
-    check_category(&mut tx, id, faq.category_id).await?;
+    check_category(&mut tx, id, faq.category_id.map(FaqCategoryId::from)).await?;
     db::faq::update_faq(&mut *tx, &faq).await?;
-    let faq = read_faq_in(&mut tx, caller.org_id.uuid(), id, faq_id).await?;
+    let faq = read_faq_in(&mut tx, caller.org_id, id, faq_id).await?;
     tx.commit().await?;
     Ok(faq)
 }

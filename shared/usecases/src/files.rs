@@ -42,7 +42,7 @@ where
 
 /// The organization's file.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: FileId) -> Result<File> {
-    found(db::files::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::files::get(ctx.pool, org, id).await?)
 }
 
 /// Records a file of the caller's organization `pending`: its object is put in the store
@@ -63,10 +63,10 @@ pub async fn mark_uploaded(
     size: i64,
     hash: Option<&str>,
 ) -> Result<File> {
-    found(db::files::mark_uploaded(ctx.pool, caller.org_id.uuid(), id.uuid(), size, hash).await?)
+    found(db::files::mark_uploaded(ctx.pool, caller.org_id, id, size, hash).await?)
 }
 
 /// Marks the file deleted (its object removed already); attachments keep showing the record.
 pub async fn mark_deleted(ctx: Ctx<'_>, caller: &Caller, id: FileId) -> Result<()> {
-    changed(db::files::mark_deleted(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::files::mark_deleted(ctx.pool, caller.org_id, id).await?)
 }

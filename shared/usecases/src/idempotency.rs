@@ -21,7 +21,7 @@ pub async fn claim(
     hash: &[u8],
     abandoned_after: Duration,
 ) -> Result<Claim> {
-    Ok(db::idempotency::claim(ctx.pool, org.uuid(), key, hash, KEPT_FOR, abandoned_after).await?)
+    Ok(db::idempotency::claim(ctx.pool, org, key, hash, KEPT_FOR, abandoned_after).await?)
 }
 
 /// Keeps the answer of the request that took the key with `token`.
@@ -33,5 +33,5 @@ pub async fn complete(
     status: u16,
     body: &[u8],
 ) -> Result<()> {
-    Ok(db::idempotency::complete(ctx.pool, org.uuid(), key, token, status, body).await?)
+    Ok(db::idempotency::complete(ctx.pool, org, key, token, status, body).await?)
 }

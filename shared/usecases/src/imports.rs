@@ -2,6 +2,7 @@
 //! request and stored by the API becomes an import in one transaction (the file marked uploaded, the import queued); the worker applies the
 //! file's rows a batch per transaction, so a job that dies resumes where the last batch ended.
 
+use parley_types::ids::FileId;
 use std::time::Duration;
 
 use parley_db as db;
@@ -33,15 +34,15 @@ pub async fn import_stored_file(
     let mut tx = ctx.pool.begin().await?;
     db::files::mark_uploaded(
         &mut *tx,
-        caller.org_id.uuid(),
-        file.id,
+        caller.org_id,
+        FileId::from(file.id),
         file.size,
         file.etag,
     )
     .await?;
     let import = db::imports::create(
         &mut *tx,
-        caller.org_id.uuid(),
+        caller.org_id,
         format,
         None,
         Some(file.id),
@@ -68,17 +69,16 @@ pub async fn apply_batch(
     lease: Duration,
 ) -> std::result::Result<BatchCounts, ImportError> {
     let mut tx = ctx.pool.begin().await?;
-    if !db::imports::fence_batch(&mut tx, import.uuid(), token).await? {
+    if !db::imports::fence_batch(&mut tx, import, token).await? {
         return Err(ImportError::LeaseLost);
     }
     let rows = batch.rows;
-    let by_email =
-        db::imports::contacts_by_email(&mut *tx, org.uuid(), &imports::emails_of(rows)).await?;
+    let by_email = db::imports::contacts_by_email(&mut *tx, org, &imports::emails_of(rows)).await?;
     let phones = imports::phones_of(rows, &by_email);
-    let by_phone = db::imports::contacts_by_phone(&mut *tx, org.uuid(), &phones).await?;
+    let by_phone = db::imports::contacts_by_phone(&mut *tx, org, &phones).await?;
     let MatchedRows { existing, new } = imports::match_rows(rows, &by_email, &by_phone);
-    let updated = db::imports::update_matched(&mut *tx, org.uuid(), &existing).await?;
-    let created = db::imports::insert_new(&mut *tx, org.uuid(), &new).await?;
+    let updated = db::imports::update_matched(&mut *tx, org, &existing).await?;
+    let created = db::imports::insert_new(&mut *tx, org, &new).await?;
     let counts = BatchCounts {
         created: created as i32,
         updated: updated as i32,
@@ -86,7 +86,7 @@ pub async fn apply_batch(
     };
     db::imports::record_batch(
         &mut *tx,
-        import.uuid(),
+        import,
         counts,
         batch.rejected,
         batch.rows_read,
@@ -106,7 +106,7 @@ pub async fn begin(
     lease: Duration,
     per_org: i64,
 ) -> std::result::Result<Option<ImportJob>, sqlx::Error> {
-    db::imports::begin(ctx.pool, id.uuid(), lease, per_org).await
+    db::imports::begin(ctx.pool, id, lease, per_org).await
 }
 
 pub async fn finish(
@@ -115,14 +115,14 @@ pub async fn finish(
     token: Uuid,
     failure: Option<&str>,
 ) -> std::result::Result<(), ImportError> {
-    db::imports::finish(ctx.pool, id.uuid(), token, failure).await
+    db::imports::finish(ctx.pool, id, token, failure).await
 }
 
 pub async fn next_waiting(
     ctx: Ctx<'_>,
     org: OrgId,
 ) -> std::result::Result<Option<Uuid>, sqlx::Error> {
-    db::imports::next_waiting(ctx.pool, org.uuid()).await
+    db::imports::next_waiting(ctx.pool, org).await
 }
 
 pub async fn renew(
@@ -131,7 +131,7 @@ pub async fn renew(
     token: Uuid,
     lease: Duration,
 ) -> std::result::Result<bool, sqlx::Error> {
-    db::imports::renew(ctx.pool, id.uuid(), token, lease).await
+    db::imports::renew(ctx.pool, id, token, lease).await
 }
 
 pub async fn stale(
@@ -153,7 +153,7 @@ pub async fn create(
 ) -> Result<ContactImport> {
     let import = db::imports::create(
         ctx.pool,
-        caller.org_id.uuid(),
+        caller.org_id,
         format,
         data,
         file.map(|(id, _)| id),
@@ -166,7 +166,7 @@ pub async fn create(
 
 /// The organization's import, with its progress and result.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: ImportId) -> Result<ContactImport> {
-    found(db::imports::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::imports::get(ctx.pool, org, id).await?)
 }
 
 /// Hands a queued import to the workers; when Redis does not take it, the reconciler will.

@@ -9,6 +9,7 @@ use parley_domain::contacts::{ActivityType, Contact, ContactActivity};
 use parley_domain::leads::{CreateLead, Lead, LeadFilter, LeadStatus, UpdateLead};
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::ContactId;
 use parley_types::ids::{LeadId, OrgId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
@@ -25,25 +26,18 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Le
     refs::check_id(
         &mut tx,
         RefTable::Users,
-        caller.org_id.uuid(),
+        caller.org_id,
         "assigneeId",
         lead.assignee_id,
     )
     .await?;
-    refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
+    refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
     db::leads::insert(&mut *tx, &lead).await?;
-    set_tags(
-        &mut tx,
-        TagLink::Lead,
-        caller.org_id.uuid(),
-        lead.id,
-        &tag_ids,
-    )
-    .await?;
-    let lead = db::leads::get(&mut tx, caller.org_id.uuid(), lead.id)
+    set_tags(&mut tx, TagLink::Lead, caller.org_id, lead.id, &tag_ids).await?;
+    let lead = db::leads::get(&mut tx, caller.org_id, LeadId::from(lead.id))
         .await?
         .ok_or(AppError::NotFound)?;
-    db::outbox::emit(&mut tx, caller.org_id.uuid(), EventName::LeadCreated, &lead).await?;
+    db::outbox::emit(&mut tx, caller.org_id, EventName::LeadCreated, &lead).await?;
     tx.commit().await?;
     Ok(lead)
 }
@@ -52,7 +46,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateLead) -> Result<Le
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, lead_id = %id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: LeadId, req: UpdateLead) -> Result<Lead> {
     let mut tx = ctx.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let mut lead = db::leads::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     let before_assignee = lead.assignee_id;
@@ -61,7 +55,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: LeadId, req: UpdateLead) 
         refs::check_id(
             &mut tx,
             RefTable::Users,
-            caller.org_id.uuid(),
+            caller.org_id,
             "assigneeId",
             lead.assignee_id,
         )
@@ -69,18 +63,11 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: LeadId, req: UpdateLead) 
     }
     if let Some(tag_ids) = tag_ids {
         let tag_ids = parley_types::ids::dedup(tag_ids);
-        refs::check_tag_ids(&mut tx, caller.org_id.uuid(), &tag_ids).await?;
-        set_tags(
-            &mut tx,
-            TagLink::Lead,
-            caller.org_id.uuid(),
-            id.uuid(),
-            &tag_ids,
-        )
-        .await?;
+        refs::check_tag_ids(&mut tx, caller.org_id, &tag_ids).await?;
+        set_tags(&mut tx, TagLink::Lead, caller.org_id, id.uuid(), &tag_ids).await?;
     }
     db::leads::update(&mut *tx, &lead).await?;
-    let lead = db::leads::get(&mut tx, caller.org_id.uuid(), id.uuid())
+    let lead = db::leads::get(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -93,7 +80,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: LeadId, req: UpdateLead) 
 pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<Contact> {
     let actor = caller.actor();
     let mut tx = ctx.pool.begin().await?;
-    let mut lead = db::leads::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let mut lead = db::leads::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if lead.status == LeadStatus::Converted {
@@ -101,7 +88,7 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<Contac
     }
     let existing = db::contacts::find_by_email_or_phone(
         &mut tx,
-        caller.org_id.uuid(),
+        caller.org_id,
         lead.email.as_deref(),
         lead.phone.as_deref(),
     )
@@ -128,7 +115,7 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<Contac
             set_tags(
                 &mut tx,
                 TagLink::Contact,
-                caller.org_id.uuid(),
+                caller.org_id,
                 contact.id,
                 &tag_ids,
             )
@@ -143,13 +130,13 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<Contac
         "Converted from a lead".to_owned(),
     );
     converted.metadata = Some(id.to_string());
-    db::contacts::add_activities(&mut tx, caller.org_id.uuid(), &[converted]).await?;
+    db::contacts::add_activities(&mut tx, caller.org_id, &[converted]).await?;
     lead.status = LeadStatus::Converted;
     lead.contact_id = Some(contact_id);
     lead.converted_at = Some(now);
     lead.updated_at = now;
     db::leads::update(&mut *tx, &lead).await?;
-    let contact = db::contacts::get(&mut tx, caller.org_id.uuid(), contact_id)
+    let contact = db::contacts::get(&mut tx, caller.org_id, ContactId::from(contact_id))
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -158,7 +145,7 @@ pub async fn convert(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<Contac
 
 /// Deletes the organization's lead; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: LeadId) -> Result<()> {
-    changed(db::leads::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::leads::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's leads.
@@ -168,10 +155,10 @@ pub async fn list(
     f: &LeadFilter,
     page: &PageRequest,
 ) -> Result<Page<Lead>> {
-    Ok(db::leads::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::leads::list(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's lead.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: LeadId) -> Result<Lead> {
-    found(db::leads::get(&mut *ctx.pool.acquire().await?, org.uuid(), id.uuid()).await?)
+    found(db::leads::get(&mut *ctx.pool.acquire().await?, org, id).await?)
 }

@@ -19,7 +19,7 @@ pub async fn update(
     req: UpdateMessageAttribute,
 ) -> Result<MessageAttribute> {
     let mut tx = ctx.pool.begin().await?;
-    let mut attribute = db::message_attributes::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
+    let mut attribute = db::message_attributes::lock(&mut *tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut attribute);
@@ -30,7 +30,7 @@ pub async fn update(
 
 /// Deletes the organization's message attribute; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: MessageAttributeId) -> Result<()> {
-    changed(db::message_attributes::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::message_attributes::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's message attributes.
@@ -40,12 +40,12 @@ pub async fn list(
     f: &MessageAttributeFilter,
     page: &PageRequest,
 ) -> Result<Page<MessageAttribute>> {
-    Ok(db::message_attributes::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::message_attributes::list(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's message attribute.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: MessageAttributeId) -> Result<MessageAttribute> {
-    found(db::message_attributes::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::message_attributes::get(ctx.pool, org, id).await?)
 }
 
 /// Creates a message attribute.

@@ -140,10 +140,10 @@ pub async fn set_org_paused(
     paused: bool,
 ) -> Result<OperatorAction> {
     let mut tx = ctx.pool.begin().await?;
-    if !db::operator::org_exists(&mut *tx, org.uuid()).await? {
+    if !db::operator::org_exists(&mut *tx, org).await? {
         return Err(AppError::NotFound.into());
     }
-    if !db::operator::set_org_paused(&mut *tx, org.uuid(), paused).await? {
+    if !db::operator::set_org_paused(&mut *tx, org, paused).await? {
         return Err(AppError::invalid_state(if paused {
             "the organization's sending is already paused"
         } else {
@@ -281,7 +281,7 @@ pub async fn release_paused(
     now: Timestamp,
     limit: i64,
 ) -> std::result::Result<i64, sqlx::Error> {
-    db::operator::release_paused(ctx.pool, org.uuid(), now, limit).await
+    db::operator::release_paused(ctx.pool, org, now, limit).await
 }
 
 pub async fn take_running(

@@ -11,7 +11,7 @@ pub use parley_db::org_limits::{Changes, OrgLimits, Setting};
 #[tracing::instrument(skip_all, fields(organization_id = %org))]
 pub async fn set(ctx: Ctx<'_>, org: OrgId, changes: &Changes) -> Result<Option<OrgLimits>> {
     let mut tx = ctx.pool.begin().await?;
-    let limits = db::org_limits::set(&mut tx, org.uuid(), changes).await?;
+    let limits = db::org_limits::set(&mut tx, org, changes).await?;
     tx.commit().await?;
     Ok(limits)
 }

@@ -13,7 +13,7 @@ pub use parley_db::orgs::CHANGED_PREFIX;
 
 /// The organization, with its business hours.
 pub async fn read(ctx: Ctx<'_>, id: OrgId) -> Result<Organization> {
-    found(db::orgs::get(ctx.pool, id.uuid()).await?)
+    found(db::orgs::get(ctx.pool, id).await?)
 }
 
 /// Creates an organization with one key, `default`, of every scope, in one transaction.
@@ -23,7 +23,7 @@ pub async fn create_with_key(ctx: Ctx<'_>, name: &str) -> Result<(Organization, 
     let mut tx = ctx.pool.begin().await?;
     let org = db::orgs::create(&mut tx, name).await?;
     // A new organization holds no key yet: it is always below the most.
-    let key = db::api_keys::create(&mut *tx, org.id, key)
+    let key = db::api_keys::create(&mut *tx, OrgId::from(org.id), key)
         .await?
         .ok_or_else(|| AppError::InvalidState("the organization holds too many keys".into()))?;
     tx.commit().await?;

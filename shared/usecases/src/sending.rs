@@ -12,7 +12,7 @@ use parley_domain::sending::{
     self as rules, Claimed, RecipientOutcome, SendContext, VariantContent,
 };
 use parley_domain::webhooks::EventName;
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 use uuid::Uuid;
 
@@ -35,7 +35,7 @@ pub async fn fan_out(
     slice: i32,
     lease: Duration,
     token: Uuid,
-) -> Result<Option<(Vec<Uuid>, bool)>> {
+) -> Result<Option<(Vec<RecipientId>, bool)>> {
     let mut tx = ctx.pool.begin().await?;
     let written = if segment {
         db::sending::fan_out_segment(&mut tx, id, org, slice, lease, token).await?
@@ -64,12 +64,12 @@ pub async fn finish_if_done(
         return Ok(None);
     };
     db::sending::end_sending(&mut tx, id, ending).await?;
-    if let Some(broadcast) = db::broadcasts::get(&mut *tx, org.uuid(), id.uuid()).await? {
+    if let Some(broadcast) = db::broadcasts::get(&mut *tx, org, id).await? {
         let event = match ending.status {
             BroadcastStatus::Completed => EventName::BroadcastSent,
             _ => EventName::BroadcastFailed,
         };
-        db::outbox::emit(&mut tx, org.uuid(), event, &broadcast).await?;
+        db::outbox::emit(&mut tx, org, event, &broadcast).await?;
     }
     tx.commit().await?;
     Ok(Some((ending.status, org)))
@@ -112,9 +112,9 @@ pub async fn status(ctx: Ctx<'_>, id: BroadcastId) -> Result<Option<BroadcastSta
 pub async fn take_pending(
     ctx: Ctx<'_>,
     id: BroadcastId,
-    after: Option<Uuid>,
+    after: Option<RecipientId>,
     limit: i64,
-) -> Result<Vec<Uuid>> {
+) -> Result<Vec<RecipientId>> {
     db::sending::take_pending(ctx.pool, id, after, limit).await
 }
 
@@ -145,7 +145,7 @@ pub async fn pending_for_send(
     ctx: Ctx<'_>,
     org: OrgId,
     id: BroadcastId,
-    ids: &[Uuid],
+    ids: &[RecipientId],
 ) -> Result<Vec<Claimed>> {
     db::sending::pending_for_send(ctx.pool, org, id, ids).await
 }
@@ -164,7 +164,7 @@ pub async fn auto_pause(ctx: Ctx<'_>, id: BroadcastId, reason: &str) -> Result<b
 /// worker's outcome writer, which runs apart from any job, holds `Services` for it).
 pub async fn record_outcomes<'a>(
     ctx: Ctx<'_>,
-    outcomes: impl IntoIterator<Item = &'a (Uuid, RecipientOutcome)>,
+    outcomes: impl IntoIterator<Item = &'a (RecipientId, RecipientOutcome)>,
 ) -> Result<()> {
     db::sending::record(ctx.pool, outcomes).await
 }
@@ -195,7 +195,7 @@ pub async fn release_held(
     ctx: Ctx<'_>,
     now: Timestamp,
     limit: i64,
-) -> Result<Vec<(BroadcastId, Uuid)>> {
+) -> Result<Vec<(BroadcastId, RecipientId)>> {
     db::sending::release_held(ctx.pool, now, limit).await
 }
 
@@ -221,14 +221,14 @@ pub async fn stale_recipients(
     ctx: Ctx<'_>,
     bounds: &StaleBounds,
     limit: i64,
-) -> Result<Vec<(BroadcastId, Uuid)>> {
+) -> Result<Vec<(BroadcastId, RecipientId)>> {
     db::sending::stale_recipients(ctx.pool, bounds, limit).await
 }
 
 /// Marks lost recipients enqueued again, failing those enqueued `max_requeues` times already.
 pub async fn requeue(
     ctx: Ctx<'_>,
-    ids: &[Uuid],
+    ids: &[RecipientId],
     after: Duration,
     max_requeues: i16,
 ) -> Result<StaleRecipients> {

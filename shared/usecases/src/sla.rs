@@ -30,7 +30,7 @@ pub async fn update(
     req: UpdateSlaPolicy,
 ) -> Result<SlaPolicy> {
     let mut tx = ctx.pool.begin().await?;
-    let mut policy = db::sla::get_policy(&mut *tx, caller.org_id.uuid(), id.uuid(), true)
+    let mut policy = db::sla::get_policy(&mut *tx, caller.org_id, id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut policy);
@@ -47,7 +47,7 @@ pub async fn update_organization(
     req: UpdateOrganization,
 ) -> Result<Organization> {
     let mut tx = ctx.pool.begin().await?;
-    let mut org = db::orgs::lock(&mut *tx, caller.org_id.uuid())
+    let mut org = db::orgs::lock(&mut *tx, caller.org_id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut org)?;
@@ -101,7 +101,7 @@ pub async fn run_checks(ctx: Ctx<'_>, ids: &[Uuid], now: Timestamp) -> Result<Ve
     }
     db::outbox::emit_many(&mut tx, &events).await?;
     for (org, list) in activities {
-        db::tickets::add_activities(&mut tx, org, &list).await?;
+        db::tickets::add_activities(&mut tx, OrgId::from(org), &list).await?;
     }
     tx.commit().await?;
     Ok(found)
@@ -124,7 +124,7 @@ pub async fn checks_backlog(ctx: Ctx<'_>) -> std::result::Result<i64, sqlx::Erro
 
 /// Deletes the organization's SLA policy; 404 when there is none.
 pub async fn delete_policy(ctx: Ctx<'_>, caller: &Caller, id: SlaPolicyId) -> Result<()> {
-    changed(db::sla::delete_policy(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::sla::delete_policy(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's SLA policies.
@@ -134,12 +134,12 @@ pub async fn list_policies(
     f: &SlaPolicyFilter,
     page: &PageRequest,
 ) -> Result<Page<SlaPolicy>> {
-    Ok(db::sla::list_policies(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::sla::list_policies(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's SLA policy.
 pub async fn read_policy(ctx: Ctx<'_>, org: OrgId, id: SlaPolicyId) -> Result<SlaPolicy> {
-    found(db::sla::get_policy(ctx.pool, org.uuid(), id.uuid(), false).await?)
+    found(db::sla::get_policy(ctx.pool, org, id, false).await?)
 }
 
 /// Creates an SLA policy.
@@ -160,5 +160,5 @@ pub async fn stats(
     from: Option<Timestamp>,
     to: Option<Timestamp>,
 ) -> Result<SlaStats> {
-    Ok(db::sla::stats(ctx.pool, org.uuid(), from, to).await?)
+    Ok(db::sla::stats(ctx.pool, org, from, to).await?)
 }

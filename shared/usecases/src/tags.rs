@@ -12,7 +12,7 @@ use crate::{Caller, Ctx, Result, changed, found};
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update_tag(ctx: Ctx<'_>, caller: &Caller, id: TagId, req: UpdateTag) -> Result<Tag> {
     let mut tx = ctx.pool.begin().await?;
-    let mut tag = db::tags::get_tag(&mut *tx, caller.org_id.uuid(), id.uuid(), true)
+    let mut tag = db::tags::get_tag(&mut *tx, caller.org_id, id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut tag);
@@ -30,7 +30,7 @@ pub async fn update_company(
     req: UpdateCompany,
 ) -> Result<Company> {
     let mut tx = ctx.pool.begin().await?;
-    let mut company = db::tags::get_company(&mut *tx, caller.org_id.uuid(), id.uuid(), true)
+    let mut company = db::tags::get_company(&mut *tx, caller.org_id, id, true)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut company);
@@ -41,32 +41,32 @@ pub async fn update_company(
 
 /// Deletes the organization's tag; 404 when there is none.
 pub async fn delete_tag(ctx: Ctx<'_>, caller: &Caller, id: TagId) -> Result<()> {
-    changed(db::tags::delete_tag(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::tags::delete_tag(ctx.pool, caller.org_id, id).await?)
 }
 
 /// Deletes the organization's company; 404 when there is none.
 pub async fn delete_company(ctx: Ctx<'_>, caller: &Caller, id: CompanyId) -> Result<()> {
-    changed(db::tags::delete_company(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::tags::delete_company(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's tags.
 pub async fn list_tags(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<Tag>> {
-    Ok(db::tags::list_tags(ctx.pool, org.uuid(), page).await?)
+    Ok(db::tags::list_tags(ctx.pool, org, page).await?)
 }
 
 /// A page of the organization's companies.
 pub async fn list_companies(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<Company>> {
-    Ok(db::tags::list_companies(ctx.pool, org.uuid(), page).await?)
+    Ok(db::tags::list_companies(ctx.pool, org, page).await?)
 }
 
 /// The organization's tag.
 pub async fn read_tag(ctx: Ctx<'_>, org: OrgId, id: TagId) -> Result<Tag> {
-    found(db::tags::get_tag(ctx.pool, org.uuid(), id.uuid(), false).await?)
+    found(db::tags::get_tag(ctx.pool, org, id, false).await?)
 }
 
 /// The organization's company.
 pub async fn read_company(ctx: Ctx<'_>, org: OrgId, id: CompanyId) -> Result<Company> {
-    found(db::tags::get_company(ctx.pool, org.uuid(), id.uuid(), false).await?)
+    found(db::tags::get_company(ctx.pool, org, id, false).await?)
 }
 
 /// Creates a tag.

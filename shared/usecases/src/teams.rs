@@ -26,7 +26,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
     refs::check_id(
         &mut tx,
         RefTable::Users,
-        caller.org_id.uuid(),
+        caller.org_id,
         "createdBy",
         team.created_by,
     )
@@ -34,7 +34,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
     refs::check_ids(
         &mut tx,
         RefTable::Users,
-        caller.org_id.uuid(),
+        caller.org_id,
         "memberIds",
         &member_ids,
         MAX_MEMBERS_PER_CALL,
@@ -43,13 +43,13 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
     db::teams::insert(&mut *tx, &team).await?;
     db::teams::add_members(
         &mut *tx,
-        caller.org_id.uuid(),
-        team.id,
+        caller.org_id,
+        TeamId::from(team.id),
         &member_ids,
         &added_by(caller),
     )
     .await?;
-    let team = db::teams::get(&mut tx, caller.org_id.uuid(), team.id)
+    let team = db::teams::get(&mut tx, caller.org_id, TeamId::from(team.id))
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -60,7 +60,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTeam) -> Result<Te
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: TeamId, req: UpdateTeam) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
-    let mut team = db::teams::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let mut team = db::teams::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut team);
@@ -78,7 +78,7 @@ pub async fn add_members(
     req: AddMembers,
 ) -> Result<Team> {
     let mut tx = ctx.pool.begin().await?;
-    db::teams::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    db::teams::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if req.user_ids.is_empty() {
@@ -88,21 +88,14 @@ pub async fn add_members(
     refs::check_ids(
         &mut tx,
         RefTable::Users,
-        caller.org_id.uuid(),
+        caller.org_id,
         "userIds",
         &user_ids,
         MAX_MEMBERS_PER_CALL,
     )
     .await?;
-    db::teams::add_members(
-        &mut *tx,
-        caller.org_id.uuid(),
-        id.uuid(),
-        &user_ids,
-        &added_by(caller),
-    )
-    .await?;
-    let team = db::teams::get(&mut tx, caller.org_id.uuid(), id.uuid())
+    db::teams::add_members(&mut *tx, caller.org_id, id, &user_ids, &added_by(caller)).await?;
+    let team = db::teams::get(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     tx.commit().await?;
@@ -111,7 +104,7 @@ pub async fn add_members(
 
 /// Deletes the organization's team; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: TeamId) -> Result<()> {
-    changed(db::teams::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::teams::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// Takes a user off the organization's team; 404 when the user is not on it.
@@ -121,9 +114,7 @@ pub async fn remove_member(
     team: TeamId,
     user: UserId,
 ) -> Result<()> {
-    changed(
-        db::teams::remove_member(ctx.pool, caller.org_id.uuid(), team.uuid(), user.uuid()).await?,
-    )
+    changed(db::teams::remove_member(ctx.pool, caller.org_id, team, user).await?)
 }
 
 /// A page of the organization's teams.
@@ -133,10 +124,10 @@ pub async fn list(
     f: &TeamFilter,
     page: &PageRequest,
 ) -> Result<Page<Team>> {
-    Ok(db::teams::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::teams::list(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's team.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: TeamId) -> Result<Team> {
-    found(db::teams::get(&mut *ctx.pool.acquire().await?, org.uuid(), id.uuid()).await?)
+    found(db::teams::get(&mut *ctx.pool.acquire().await?, org, id).await?)
 }

@@ -21,11 +21,11 @@ pub async fn update(
     req: UpdateTemplate,
 ) -> Result<Template> {
     let mut tx = ctx.pool.begin().await?;
-    let mut template = db::templates::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
+    let mut template = db::templates::lock(&mut *tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut template)?;
-    let pending = db::broadcasts::rendering_from(&mut *tx, caller.org_id.uuid(), id.uuid()).await?;
+    let pending = db::broadcasts::rendering_from(&mut *tx, caller.org_id, id).await?;
     check_template_change(&template, &pending)?;
     db::templates::update(&mut *tx, &template).await?;
     tx.commit().await?;
@@ -34,7 +34,7 @@ pub async fn update(
 
 /// Deletes the organization's template; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: TemplateId) -> Result<()> {
-    changed(db::templates::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::templates::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's templates.
@@ -44,12 +44,12 @@ pub async fn list(
     f: &TemplateFilter,
     page: &PageRequest,
 ) -> Result<Page<Template>> {
-    Ok(db::templates::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::templates::list(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's template.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: TemplateId) -> Result<Template> {
-    found(db::templates::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::templates::get(ctx.pool, org, id).await?)
 }
 
 /// Creates a template, its body checked for its channel.
@@ -79,5 +79,5 @@ pub async fn analytics(
     channel: Option<Channel>,
 ) -> Result<TemplateAnalytics> {
     read(ctx, org, id).await?;
-    Ok(db::analytics::template(ctx.pool, org.uuid(), id.uuid(), channel).await?)
+    Ok(db::analytics::template(ctx.pool, org, id, channel).await?)
 }

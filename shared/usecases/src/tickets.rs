@@ -25,19 +25,13 @@ const MAX_FILES: usize = 20;
 
 /// The ticket with everything it embeds, as the API and its events show it.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: TicketId) -> Result<Ticket> {
-    read_in(
-        &mut *ctx.pool.acquire().await?,
-        org.uuid(),
-        id.uuid(),
-        ctx.clock.now(),
-    )
-    .await
+    read_in(&mut *ctx.pool.acquire().await?, org, id, ctx.clock.now()).await
 }
 
 /// The ticket with this id, whatever its organization: for the check of an access token
 /// (`X-Ticket-Access-Token`), which names no organization.
 pub async fn find_for_token(ctx: Ctx<'_>, id: TicketId) -> Result<Option<Ticket>> {
-    Ok(db::tickets::find(ctx.pool, id.uuid()).await?)
+    Ok(db::tickets::find(ctx.pool, id).await?)
 }
 
 /// The organization's ticket, or 404.
@@ -57,7 +51,7 @@ pub async fn replies(
     page: &PageRequest,
 ) -> Result<Page<TicketReply>> {
     of_org(ctx, org, id).await?;
-    Ok(db::tickets::replies(ctx.pool, id.uuid(), page).await?)
+    Ok(db::tickets::replies(ctx.pool, id, page).await?)
 }
 
 /// The organization's ticket's SLA state; `None` when no policy applies to it.
@@ -73,21 +67,31 @@ pub async fn sla_state_of(ctx: Ctx<'_>, ticket: &Ticket) -> Result<Option<SlaSta
     Ok(states.remove(&ticket.id))
 }
 
-async fn read_in(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
+async fn read_in(
+    conn: &mut PgConnection,
+    org: OrgId,
+    id: TicketId,
+    now: Timestamp,
+) -> Result<Ticket> {
     db::tickets::get(conn, org, id, now)
         .await?
         .ok_or(AppError::NotFound.into())
 }
 
 /// The ticket, locked for the rest of the transaction.
-async fn lock(conn: &mut PgConnection, org: Uuid, id: Uuid) -> Result<Ticket> {
+async fn lock(conn: &mut PgConnection, org: OrgId, id: TicketId) -> Result<Ticket> {
     db::tickets::lock(conn, org, id)
         .await?
         .ok_or(AppError::NotFound.into())
 }
 
 /// The ticket as it now reads, with its `ticket.updated` event.
-async fn updated(conn: &mut PgConnection, org: Uuid, id: Uuid, now: Timestamp) -> Result<Ticket> {
+async fn updated(
+    conn: &mut PgConnection,
+    org: OrgId,
+    id: TicketId,
+    now: Timestamp,
+) -> Result<Ticket> {
     let ticket = read_in(conn, org, id, now).await?;
     db::outbox::emit(conn, org, EventName::TicketUpdated, &ticket).await?;
     Ok(ticket)
@@ -117,7 +121,7 @@ async fn follow_status(
 /// Creates a ticket with its tags, assignees, attachments, `created` activity, SLA state (when a
 /// policy applies) and `ticket.created` event.
 /// The records a new ticket refers to are the organization's.
-async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> Result<()> {
+async fn check_refs(conn: &mut PgConnection, org: OrgId, req: &CreateTicket) -> Result<()> {
     refs::check_id(
         &mut *conn,
         RefTable::Contacts,
@@ -147,7 +151,7 @@ async fn check_refs(conn: &mut PgConnection, org: Uuid, req: &CreateTicket) -> R
 }
 
 /// The tags, assignees and files a new ticket links to are the organization's, and few enough.
-async fn check_links(conn: &mut PgConnection, org: Uuid, links: &TicketLinks) -> Result<()> {
+async fn check_links(conn: &mut PgConnection, org: OrgId, links: &TicketLinks) -> Result<()> {
     refs::check_tag_ids(&mut *conn, org, &links.tag_ids).await?;
     refs::check_ids(
         &mut *conn,
@@ -175,31 +179,31 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<
     let now = ctx.clock.now();
     let mut tx = ctx.pool.begin().await?;
     let org = caller.org_id;
-    check_refs(&mut tx, org.uuid(), &req).await?;
-    let number = db::orgs::next_number(&mut tx, org.uuid(), "ticket").await?;
+    check_refs(&mut tx, org, &req).await?;
+    let number = db::orgs::next_number(&mut tx, org, "ticket").await?;
     let (ticket, links) = req.into_ticket(org.uuid(), number, now);
-    check_links(&mut tx, org.uuid(), &links).await?;
+    check_links(&mut tx, org, &links).await?;
     db::tickets::insert(&mut *tx, &ticket).await?;
-    set_tags(
+    set_tags(&mut tx, TagLink::Ticket, org, ticket.id, &links.tag_ids).await?;
+    db::tickets::add_assignees(
         &mut tx,
-        TagLink::Ticket,
-        org.uuid(),
-        ticket.id,
-        &links.tag_ids,
+        org,
+        TicketId::from(ticket.id),
+        &links.assignee_ids,
+        None,
     )
     .await?;
-    db::tickets::add_assignees(&mut tx, org.uuid(), ticket.id, &links.assignee_ids, None).await?;
-    db::tickets::add_attachments(&mut tx, org.uuid(), ticket.id, &links.file_ids).await?;
+    db::tickets::add_attachments(&mut tx, org, TicketId::from(ticket.id), &links.file_ids).await?;
     let created = TicketActivity::new(
         ticket.id,
         &caller.actor(),
         "created",
         format!("{} created the ticket", caller.key_name),
     );
-    db::tickets::add_activities(&mut tx, org.uuid(), &[created]).await?;
+    db::tickets::add_activities(&mut tx, org, &[created]).await?;
     db::sla::start(
         &mut tx,
-        org.uuid(),
+        org,
         SubjectType::Ticket,
         ticket.id,
         ticket.priority,
@@ -207,8 +211,8 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateTicket) -> Result<
         ticket.created_at,
     )
     .await?;
-    let ticket = read_in(&mut tx, org.uuid(), ticket.id, now).await?;
-    db::outbox::emit(&mut tx, org.uuid(), EventName::TicketCreated, &ticket).await?;
+    let ticket = read_in(&mut tx, org, TicketId::from(ticket.id), now).await?;
+    db::outbox::emit(&mut tx, org, EventName::TicketCreated, &ticket).await?;
     tx.commit().await?;
     Ok(ticket)
 }
@@ -225,12 +229,12 @@ pub async fn update(
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
+    let mut ticket = lock(&mut tx, org, id).await?;
     let change = req.apply(&mut ticket, now)?;
-    check_update_refs(&mut tx, org.uuid(), &ticket).await?;
+    check_update_refs(&mut tx, org, &ticket).await?;
     let mut activities = field_activities(caller, &ticket, &change);
     if let Some(tag_ids) = change.tag_ids.clone()
-        && replace_tags(&mut tx, org.uuid(), id.uuid(), tag_ids).await?
+        && replace_tags(&mut tx, org, id, tag_ids).await?
     {
         activities.push(TicketActivity::new(
             ticket.id,
@@ -240,7 +244,7 @@ pub async fn update(
         ));
     }
     db::tickets::update(&mut *tx, &ticket).await?;
-    db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
+    db::tickets::add_activities(&mut tx, org, &activities).await?;
     let priority = ticket.priority;
     db::sla::update(&mut tx, SubjectType::Ticket, id.uuid(), |s, _| {
         s.priority = priority
@@ -249,21 +253,21 @@ pub async fn update(
     if let Some((_, to)) = change.status {
         follow_status(&mut tx, id.uuid(), to, now).await?;
     }
-    let ticket = read_in(&mut tx, org.uuid(), id.uuid(), now).await?;
+    let ticket = read_in(&mut tx, org, id, now).await?;
     if change
         .status
         .is_some_and(|(_, to)| to == TicketStatus::Closed)
     {
-        db::outbox::emit(&mut tx, org.uuid(), EventName::TicketClosed, &ticket).await?;
+        db::outbox::emit(&mut tx, org, EventName::TicketClosed, &ticket).await?;
     } else if !activities.is_empty() {
-        db::outbox::emit(&mut tx, org.uuid(), EventName::TicketUpdated, &ticket).await?;
+        db::outbox::emit(&mut tx, org, EventName::TicketUpdated, &ticket).await?;
     }
     tx.commit().await?;
     Ok(ticket)
 }
 
 /// The customer, category and team an updated ticket names are the organization's.
-async fn check_update_refs(conn: &mut PgConnection, org: Uuid, ticket: &Ticket) -> Result<()> {
+async fn check_update_refs(conn: &mut PgConnection, org: OrgId, ticket: &Ticket) -> Result<()> {
     refs::check_id(
         &mut *conn,
         RefTable::Contacts,
@@ -309,13 +313,13 @@ fn field_activities(
 /// Replaces the ticket's tags; whether any was added or removed.
 async fn replace_tags(
     conn: &mut PgConnection,
-    org: Uuid,
-    id: Uuid,
+    org: OrgId,
+    id: TicketId,
     tag_ids: Vec<Uuid>,
 ) -> Result<bool> {
     let tag_ids = parley_types::ids::dedup(tag_ids);
     refs::check_tag_ids(&mut *conn, org, &tag_ids).await?;
-    let (added, removed) = set_tags(conn, TagLink::Ticket, org, id, &tag_ids).await?;
+    let (added, removed) = set_tags(conn, TagLink::Ticket, org, id.uuid(), &tag_ids).await?;
     Ok(!added.is_empty() || !removed.is_empty())
 }
 
@@ -355,7 +359,7 @@ pub async fn add_reply(
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let mut ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
+    let mut ticket = lock(&mut tx, org, id).await?;
     if ticket.status == TicketStatus::Closed {
         return Err(AppError::invalid_state("the ticket is closed").into());
     }
@@ -363,16 +367,9 @@ pub async fn add_reply(
     reply.created_at = now;
     reply.updated_at = now;
     if reply.author_type == AuthorType::Agent {
-        refs::check_id(
-            &mut tx,
-            RefTable::Users,
-            org.uuid(),
-            "authorId",
-            reply.author_id,
-        )
-        .await?;
+        refs::check_id(&mut tx, RefTable::Users, org, "authorId", reply.author_id).await?;
     }
-    db::tickets::insert_reply(&mut tx, org.uuid(), &reply).await?;
+    db::tickets::insert_reply(&mut tx, org, &reply).await?;
     let actor = match (reply.author_type, reply.author_id) {
         (AuthorType::Customer, Some(c)) => Actor::contact(c),
         _ => caller.actor(),
@@ -406,8 +403,8 @@ pub async fn add_reply(
         }
         (AuthorType::Agent, true) => {}
     }
-    db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
-    updated(&mut tx, org.uuid(), id.uuid(), now).await?;
+    db::tickets::add_activities(&mut tx, org, &activities).await?;
+    updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(reply)
 }
@@ -423,21 +420,20 @@ pub async fn assign(
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
+    let ticket = lock(&mut tx, org, id).await?;
     let users = refs::check_assignment(
         &mut tx,
         RefTable::Users,
-        org.uuid(),
+        org,
         "userIds",
         req.user_ids,
         req.assigned_by,
         MAX_PER_CALL,
     )
     .await?;
-    let added =
-        db::tickets::add_assignees(&mut tx, org.uuid(), id.uuid(), &users, req.assigned_by).await?;
+    let added = db::tickets::add_assignees(&mut tx, org, id, &users, req.assigned_by).await?;
     if added.is_empty() {
-        let ticket = read_in(&mut tx, org.uuid(), id.uuid(), now).await?;
+        let ticket = read_in(&mut tx, org, id, now).await?;
         tx.commit().await?;
         return Ok(ticket);
     }
@@ -454,8 +450,8 @@ pub async fn assign(
             .values(None, Some(u.to_string()))
         })
         .collect();
-    db::tickets::add_activities(&mut tx, org.uuid(), &activities).await?;
-    let ticket = updated(&mut tx, org.uuid(), id.uuid(), now).await?;
+    db::tickets::add_activities(&mut tx, org, &activities).await?;
+    let ticket = updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(ticket)
 }
@@ -466,8 +462,8 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: TicketId, user: UserId)
     let now = ctx.clock.now();
     let org = caller.org_id;
     let mut tx = ctx.pool.begin().await?;
-    let ticket = lock(&mut tx, org.uuid(), id.uuid()).await?;
-    if !db::tickets::remove_assignee(&mut *tx, id.uuid(), user.uuid()).await? {
+    let ticket = lock(&mut tx, org, id).await?;
+    if !db::tickets::remove_assignee(&mut *tx, id, user).await? {
         return Err(AppError::NotFound.into());
     }
     let activity = TicketActivity::new(
@@ -477,8 +473,8 @@ pub async fn unassign(ctx: Ctx<'_>, caller: &Caller, id: TicketId, user: UserId)
         format!("{} unassigned a user", caller.key_name),
     )
     .values(Some(user.to_string()), None);
-    db::tickets::add_activities(&mut tx, org.uuid(), &[activity]).await?;
-    updated(&mut tx, org.uuid(), id.uuid(), now).await?;
+    db::tickets::add_activities(&mut tx, org, &[activity]).await?;
+    updated(&mut tx, org, id, now).await?;
     tx.commit().await?;
     Ok(user.uuid())
 }
@@ -492,5 +488,5 @@ pub async fn list(
 ) -> Result<Page<Ticket>> {
     let tag = crate::contacts::tag_filter(ctx, org, f.tag.as_ref().map(|t| t.as_str())).await?;
     let now = ctx.clock.now();
-    Ok(db::tickets::list(ctx.pool, org.uuid(), f, tag, page, now).await?)
+    Ok(db::tickets::list(ctx.pool, org, f, tag, page, now).await?)
 }

@@ -16,7 +16,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<Us
     let user = req.into_user(caller.org_id.uuid());
     let mut tx = ctx.pool.begin().await?;
     db::users::insert(&mut *tx, &user).await?;
-    db::outbox::emit(&mut tx, caller.org_id.uuid(), EventName::UserCreated, &user).await?;
+    db::outbox::emit(&mut tx, caller.org_id, EventName::UserCreated, &user).await?;
     tx.commit().await?;
     Ok(user)
 }
@@ -25,7 +25,7 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateUser) -> Result<Us
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id))]
 pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: UserId, req: UpdateUser) -> Result<User> {
     let mut tx = ctx.pool.begin().await?;
-    let mut user = db::users::lock(&mut *tx, caller.org_id.uuid(), id.uuid())
+    let mut user = db::users::lock(&mut *tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut user);
@@ -36,7 +36,7 @@ pub async fn update(ctx: Ctx<'_>, caller: &Caller, id: UserId, req: UpdateUser) 
 
 /// Deletes the organization's user; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: UserId) -> Result<()> {
-    changed(db::users::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::users::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's users.
@@ -46,10 +46,10 @@ pub async fn list(
     f: &UserFilter,
     page: &PageRequest,
 ) -> Result<Page<User>> {
-    Ok(db::users::list(ctx.pool, org.uuid(), f, page).await?)
+    Ok(db::users::list(ctx.pool, org, f, page).await?)
 }
 
 /// The organization's user.
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: UserId) -> Result<User> {
-    found(db::users::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::users::get(ctx.pool, org, id).await?)
 }

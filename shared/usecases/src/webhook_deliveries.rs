@@ -3,6 +3,8 @@
 //! Postgres' own error, which the jobs sort into transient (try again) or not.
 
 use parley_db as db;
+use parley_types::ids::OrgId;
+use parley_types::ids::WebhookId;
 use std::time::Duration;
 
 use crate::Ctx;
@@ -46,7 +48,9 @@ pub async fn record_outcome(
     let disabled = db::webhooks::record_outcome(&mut tx, outcome, disable_after).await?;
     let mut events = Vec::new();
     for &(org, id) in &disabled {
-        if let Some(webhook) = db::webhooks::get(&mut *tx, org, id).await? {
+        if let Some(webhook) =
+            db::webhooks::get(&mut *tx, OrgId::from(org), WebhookId::from(id)).await?
+        {
             let data = webhook
                 .disabled_event()
                 .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;

@@ -30,7 +30,7 @@ pub async fn update(
     allow_private: bool,
 ) -> Result<Webhook> {
     let mut tx = ctx.pool.begin().await?;
-    let mut webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let mut webhook = db::webhooks::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     req.apply(&mut webhook, allow_private)?;
@@ -44,7 +44,7 @@ pub async fn update(
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, webhook_id = %id))]
 pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: WebhookId) -> Result<Delivery> {
     let mut tx = ctx.pool.begin().await?;
-    let webhook = db::webhooks::lock(&mut tx, caller.org_id.uuid(), id.uuid())
+    let webhook = db::webhooks::lock(&mut tx, caller.org_id, id)
         .await?
         .ok_or(AppError::NotFound)?;
     if !webhook.is_active {
@@ -52,23 +52,23 @@ pub async fn test(ctx: Ctx<'_>, caller: &Caller, id: WebhookId) -> Result<Delive
     }
     let delivery = db::webhooks::create_test_delivery(&mut tx, &webhook).await?;
     tx.commit().await?;
-    enqueue(ctx, caller.org_id.uuid(), &delivery).await;
+    enqueue(ctx, caller.org_id, &delivery).await;
     Ok(delivery)
 }
 
 /// Deletes the organization's webhook; 404 when there is none.
 pub async fn delete(ctx: Ctx<'_>, caller: &Caller, id: WebhookId) -> Result<()> {
-    changed(db::webhooks::delete(ctx.pool, caller.org_id.uuid(), id.uuid()).await?)
+    changed(db::webhooks::delete(ctx.pool, caller.org_id, id).await?)
 }
 
 /// A page of the organization's webhooks (never their secrets).
 pub async fn list(ctx: Ctx<'_>, org: OrgId, page: &PageRequest) -> Result<Page<Webhook>> {
-    Ok(db::webhooks::list(ctx.pool, org.uuid(), page).await?)
+    Ok(db::webhooks::list(ctx.pool, org, page).await?)
 }
 
 /// The organization's webhook (never its secret).
 pub async fn read(ctx: Ctx<'_>, org: OrgId, id: WebhookId) -> Result<Webhook> {
-    found(db::webhooks::get(ctx.pool, org.uuid(), id.uuid()).await?)
+    found(db::webhooks::get(ctx.pool, org, id).await?)
 }
 
 /// The organization's active webhook; 409 when it is disabled.
@@ -103,8 +103,8 @@ pub async fn rotate_secret(
     changed(
         db::webhooks::rotate_secret(
             ctx.pool,
-            caller.org_id.uuid(),
-            id.uuid(),
+            caller.org_id,
+            id,
             secret.expose_secret(),
             ROTATION_OVERLAP,
         )
@@ -123,7 +123,7 @@ pub async fn attempts(
     page: &PageRequest,
 ) -> Result<Page<WebhookAttempt>> {
     read(ctx, org, id).await?;
-    Ok(db::webhooks::attempts(ctx.pool, id.uuid(), filter, page).await?)
+    Ok(db::webhooks::attempts(ctx.pool, id, filter, page).await?)
 }
 
 /// Sends a delivery of an active webhook again, due now, handed to the workers (the relay
@@ -135,8 +135,8 @@ pub async fn redeliver(
     delivery: Uuid,
 ) -> Result<Delivery> {
     active(ctx, caller.org_id, id).await?;
-    let delivery = found(db::webhooks::redeliver(ctx.pool, id.uuid(), delivery).await?)?;
-    enqueue(ctx, caller.org_id.uuid(), &delivery).await;
+    let delivery = found(db::webhooks::redeliver(ctx.pool, id, delivery).await?)?;
+    enqueue(ctx, caller.org_id, &delivery).await;
     Ok(delivery)
 }
 
@@ -150,7 +150,7 @@ pub async fn recover(
 ) -> Result<WebhookRecovery> {
     let (since, until) = req.window()?;
     active(ctx, caller.org_id, id).await?;
-    db::webhooks::start_recovery(ctx.pool, caller.org_id.uuid(), id.uuid(), since, until)
+    db::webhooks::start_recovery(ctx.pool, caller.org_id, id, since, until)
         .await?
         .ok_or_else(|| {
             AppError::invalid_state("a recovery of this webhook is still running; wait for it")
@@ -165,15 +165,15 @@ pub async fn read_recovery(
     webhook: WebhookId,
     id: Uuid,
 ) -> Result<WebhookRecovery> {
-    found(db::webhooks::get_recovery(ctx.pool, org.uuid(), webhook.uuid(), id).await?)
+    found(db::webhooks::get_recovery(ctx.pool, org, webhook, id).await?)
 }
 
 /// Hands a due delivery to the workers; when Redis does not take it, the relay will (it is a
 /// due row in Postgres already).
-async fn enqueue(ctx: Ctx<'_>, org: Uuid, d: &Delivery) {
+async fn enqueue(ctx: Ctx<'_>, org: OrgId, d: &Delivery) {
     if let Err(err) = ctx
         .jobs
-        .deliver_webhooks(&[(org, d.webhook_id, d.delivery_id)])
+        .deliver_webhooks(&[(org.uuid(), d.webhook_id, d.delivery_id)])
         .await
     {
         tracing::warn!(delivery_id = %d.delivery_id, %err, "delivery not enqueued; the relay will");

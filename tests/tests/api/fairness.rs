@@ -11,7 +11,7 @@ use parley_tests::TestApp;
 use parley_tests::email_worker::EmailWorker;
 use parley_tests::receiver::{Answer, Receiver};
 use parley_types::enums::Channel;
-use parley_types::ids::OrgId;
+use parley_types::ids::{OrgId, RecipientId};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -474,7 +474,7 @@ async fn one_organizations_webhook_backlog_does_not_hold_back_anothers_events() 
     let b_receiver = Receiver::start().await;
     subscribe(&app, &b_key, &b_receiver.url).await;
     let _worker = app.spawn_worker(&env).await;
-    a_receiver.wait_for(100, 60).await;
+    a_receiver.received_at_least(100, 60).await;
     // B's one event, while A's 10,000 deliveries are being sent.
     app.send(
         reqwest::Method::POST,
@@ -484,7 +484,7 @@ async fn one_organizations_webhook_backlog_does_not_hold_back_anothers_events() 
     )
     .await
     .expect(201);
-    let b_at = b_receiver.wait_for(1, 60).await[0].at;
+    let b_at = b_receiver.received_at_least(1, 60).await[0].at;
     // In arrival order it would have come after nearly all of A's (the workers' webhook
     // slots were all A's); in turn, it came while most of them still waited.
     let a_before = a_receiver.received().iter().filter(|r| r.at < b_at).count();
@@ -510,7 +510,7 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
     jobs.set_org_slots(QueueName::WebhookDelivery, &[(a, 2)])
         .await
         .unwrap();
-    let ids = |n: usize| -> Vec<Uuid> { (0..n).map(|_| Uuid::now_v7()).collect() };
+    let ids = |n: usize| -> Vec<RecipientId> { (0..n).map(|_| RecipientId::generate()).collect() };
     for org in [a, b] {
         let lane = Lane {
             organization_id: org,
@@ -520,7 +520,7 @@ async fn an_organizations_own_number_of_slots_bounds_its_ready_jobs() {
         jobs.enqueue_sends(&lane, &ids(2_000)).await.unwrap();
         let webhook = Uuid::now_v7();
         let deliveries: Vec<(Uuid, Uuid, Uuid)> =
-            ids(500).into_iter().map(|d| (org, webhook, d)).collect();
+            (0..500).map(|_| (org, webhook, Uuid::now_v7())).collect();
         jobs.deliver_webhooks(&deliveries).await.unwrap();
     }
     // A has 1 delivery slot and 2 webhook slots of its own; B the defaults, 3 and 8.
@@ -553,7 +553,7 @@ async fn a_lane_an_earlier_refill_emptied_is_taken_again_when_jobs_are_parked_in
         id,
         high: false,
     };
-    let one = || vec![Uuid::now_v7()];
+    let one = || vec![RecipientId::generate()];
     jobs.enqueue_sends(&lane, &one()).await.unwrap();
     assert_eq!(jobs.depth(QueueName::RecipientSend).await.unwrap().ready, 1);
     // The refill took the lane's last job and dropped the lane and the organization from their
@@ -605,7 +605,7 @@ async fn lanes_left_by_a_partial_loss_of_keys_are_mended_when_the_reconciler_rea
     )
     .await
     .unwrap();
-    let ids = |n: usize| -> Vec<Uuid> { (0..n).map(|_| Uuid::now_v7()).collect() };
+    let ids = |n: usize| -> Vec<RecipientId> { (0..n).map(|_| RecipientId::generate()).collect() };
     jobs.enqueue_sends(&gone, &ids(400)).await.unwrap();
     jobs.enqueue_sends(&astray, &ids(400)).await.unwrap();
     // Keys deleted one by one under a running deployment: one lane lost its jobs but not its

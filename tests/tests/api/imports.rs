@@ -1,6 +1,8 @@
 //! Contact imports: CSV and NDJSON, inline and uploaded, good rows, bad rows, repeats, a
 //! second import of the same file, and a 100,000-row file.
 
+use parley_types::ids::ImportId;
+use parley_types::ids::OrgId;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -187,7 +189,7 @@ async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holde
     // An import a job took and died in: five rows done, its lease run out.
     let import = parley_db::imports::create(
         &app.pool,
-        app.org_id,
+        OrgId::from(app.org_id),
         parley_domain::imports::ImportFormat::Csv,
         Some(csv.as_bytes()),
         None,
@@ -195,15 +197,25 @@ async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holde
     )
     .await
     .unwrap();
-    let dead = parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60), 2)
+    let dead = parley_db::imports::begin(
+        &app.pool,
+        ImportId::from(import.id),
+        Duration::from_secs(60),
+        2,
+    )
+    .await
+    .unwrap()
+    .expect("the first job takes it");
+    assert!(
+        parley_db::imports::begin(
+            &app.pool,
+            ImportId::from(import.id),
+            Duration::from_secs(60),
+            2
+        )
         .await
         .unwrap()
-        .expect("the first job takes it");
-    assert!(
-        parley_db::imports::begin(&app.pool, import.id, Duration::from_secs(60), 2)
-            .await
-            .unwrap()
-            .is_none(),
+        .is_none(),
         "a held import is not taken twice"
     );
     sqlx::query(
@@ -226,7 +238,8 @@ async fn an_import_whose_job_died_resumes_after_its_last_batch_and_a_stale_holde
     assert_eq!(counts(&done), [10, 5, 0, 0, 0], "rows 6 to 10, each once");
     assert_eq!(contacts(&app).await, 5);
     // The dead job, were it still running, is fenced off.
-    let late = parley_db::imports::finish(&app.pool, import.id, dead.token, None).await;
+    let late =
+        parley_db::imports::finish(&app.pool, ImportId::from(import.id), dead.token, None).await;
     assert!(matches!(
         late,
         Err(parley_db::imports::ImportError::LeaseLost)
@@ -382,7 +395,7 @@ async fn a_slow_download_keeps_its_import_lease_on_a_timer() {
     let url = format!("http://{addr}/file.csv");
     let import = parley_db::imports::create(
         &app.pool,
-        app.org_id,
+        OrgId::from(app.org_id),
         parley_domain::imports::ImportFormat::Csv,
         None,
         None,

@@ -9,7 +9,7 @@ use parley_db::sending::{begin_dispatch, record};
 use parley_domain::sending::RecipientOutcome;
 use parley_jobs::redis_conn::Redis;
 use parley_tests::{TestApp, seed, wait_until};
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, OrgId, RecipientId};
 use parley_usecases::sending;
 use parley_worker::claims::{Claims, TakenClaims};
 use parley_worker::outcomes::{Chunk, Outcomes};
@@ -99,7 +99,7 @@ impl Dispatching {
     fn fan_out(
         &self,
         n: i32,
-    ) -> impl Future<Output = Result<Option<(Vec<Uuid>, bool)>, sqlx::Error>> + use<> {
+    ) -> impl Future<Output = Result<Option<(Vec<RecipientId>, bool)>, sqlx::Error>> + use<> {
         let (services, audience, id, org, lease, token) = (
             self.services.clone(),
             self.audience,
@@ -137,7 +137,7 @@ impl Dispatching {
             .unwrap()
     }
 
-    async fn statuses(&self) -> HashMap<Uuid, String> {
+    async fn statuses(&self) -> HashMap<RecipientId, String> {
         sqlx::query_as("SELECT id, status FROM broadcast_recipients WHERE broadcast_id = $1")
             .bind(self.id)
             .fetch_all(&self.app.pool)
@@ -169,7 +169,7 @@ fn sent(n: usize) -> RecipientOutcome {
 }
 
 /// The claims of a job on `ids`.
-async fn claim(d: &Dispatching, ids: &[Uuid]) -> TakenClaims {
+async fn claim(d: &Dispatching, ids: &[RecipientId]) -> TakenClaims<RecipientId> {
     TakenClaims::take(&d.claims, ids, Duration::from_secs(60))
         .await
         .unwrap()
@@ -181,11 +181,11 @@ async fn claim(d: &Dispatching, ids: &[Uuid]) -> TakenClaims {
 /// for the next statement. Two more jobs hold `r[1]` and `r[2]`.
 struct Held {
     d: Dispatching,
-    r: Vec<Uuid>,
+    r: Vec<RecipientId>,
     outcomes: Outcomes,
     first: tokio::task::JoinHandle<anyhow::Result<Chunk>>,
     holder: sqlx::PgConnection,
-    jobs: [TakenClaims; 2],
+    jobs: [TakenClaims<RecipientId>; 2],
 }
 
 impl Held {

@@ -98,7 +98,7 @@ async fn a_delivery_carries_the_payload_headers_and_a_signature_over_the_raw_bod
     let (webhook, secret) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     assert!(secret.starts_with("whsec_"));
     let lead = create_lead(&app, "Charles").await;
-    let got = receiver.wait_for(1, 10).await;
+    let got = receiver.received_at_least(1, 10).await;
     let r = &got[0];
     assert_eq!(signatures(r), vec![hmac_hex(&secret, &r.body)]);
     assert_eq!(r.header("content-type"), "application/json");
@@ -144,7 +144,7 @@ async fn a_rotated_secret_signs_beside_the_new_one() {
     assert_ne!(new, old);
     assert!(rotated.data()["previousSecretExpiresAt"].is_string());
     create_lead(&app, "Ada").await;
-    let r = &receiver.wait_for(1, 10).await[0];
+    let r = &receiver.received_at_least(1, 10).await[0];
     assert_eq!(
         signatures(r),
         vec![hmac_hex(&new, &r.body), hmac_hex(&old, &r.body)]
@@ -157,7 +157,7 @@ async fn deliveries_verify_with_the_standard_webhooks_library_under_either_secre
     let (app, _worker, receiver) = setup(&[]).await;
     let (webhook, old) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
-    let r = &receiver.wait_for(1, 10).await[0];
+    let r = &receiver.received_at_least(1, 10).await[0];
     Webhook::new(&old)
         .unwrap()
         .verify(&r.body, &r.headers)
@@ -186,7 +186,7 @@ async fn deliveries_verify_with_the_standard_webhooks_library_under_either_secre
         .unwrap()
         .to_owned();
     create_lead(&app, "Grace").await;
-    let r = &receiver.wait_for(2, 10).await[1];
+    let r = &receiver.received_at_least(2, 10).await[1];
     assert_eq!(r.header("webhook-signature").split(' ').count(), 2);
     for secret in [&new, &old] {
         Webhook::new(secret)
@@ -209,7 +209,7 @@ async fn failures_are_retried_under_one_delivery_id_until_one_succeeds() {
     receiver.script(vec![Answer::Status(500), Answer::Status(502)]);
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
-    let got = receiver.wait_for(3, 20).await;
+    let got = receiver.received_at_least(3, 20).await;
     let ids: HashSet<String> = got
         .iter()
         .map(|r| r.header("x-parley-delivery").to_owned())
@@ -261,7 +261,7 @@ async fn a_receiver_that_sleeps_past_the_timeout_is_retried() {
     receiver.script(vec![Answer::Sleep(Duration::from_millis(2500))]);
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
-    receiver.wait_for(2, 20).await;
+    receiver.received_at_least(2, 20).await;
     let log = wait_logs(&app, &webhook, 2).await;
     assert_eq!(log[1]["status"], "failed");
     assert!(
@@ -304,7 +304,7 @@ async fn retry_after_is_honoured() {
     receiver.script(vec![Answer::StatusRetryAfter(429, 2)]);
     subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
-    let got = receiver.wait_for(2, 20).await;
+    let got = receiver.received_at_least(2, 20).await;
     let waited = got[1].at - got[0].at;
     assert!(
         waited >= Duration::from_millis(1900),
@@ -378,7 +378,7 @@ async fn events_of_one_organization_never_reach_anothers_webhooks() {
     create_lead(&app, "Ada").await;
     // The relay makes an event's deliveries, for every webhook it reaches, in one statement:
     // once A's delivery arrived, a delivery to B would exist too.
-    receiver.wait_for(1, 10).await;
+    receiver.received_at_least(1, 10).await;
     assert_eq!(
         deliveries_of(&app, &b_webhook.id()).await,
         0,
@@ -389,7 +389,7 @@ async fn events_of_one_organization_never_reach_anothers_webhooks() {
     let third = Receiver::start().await;
     let (third_webhook, _) = subscribe(&app, &third.url, &["user.created"]).await;
     create_lead(&app, "Bob").await;
-    receiver.wait_for(2, 10).await;
+    receiver.received_at_least(2, 10).await;
     assert_eq!(deliveries_of(&app, &third_webhook).await, 0);
     assert!(third.received().is_empty());
 }
@@ -465,7 +465,7 @@ async fn a_redeliver_during_a_failing_attempt_stands() {
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
     // The first attempt has reached the receiver, which holds it.
-    let first = receiver.wait_for(1, 10).await;
+    let first = receiver.received_at_least(1, 10).await;
     let delivery = first[0].header("x-parley-delivery").to_owned();
     app.post(
         &format!("/api/v1/webhooks/{webhook}/deliveries/{delivery}/redeliver"),
@@ -474,7 +474,7 @@ async fn a_redeliver_during_a_failing_attempt_stands() {
     .await
     .expect(200);
     // The failed attempt must not give up the delivery the redeliver put back.
-    let got = receiver.wait_for(2, 30).await;
+    let got = receiver.received_at_least(2, 30).await;
     assert_eq!(got[1].header("x-parley-delivery"), delivery);
     assert_eq!(got[1].json()["metadata"]["attempt"], 2);
     let log = wait_logs(&app, &webhook, 2).await;
@@ -491,7 +491,7 @@ async fn test_and_redeliver_send_signed_deliveries() {
         .await;
     test.expect(200);
     let delivery = test.data()["deliveryId"].as_str().unwrap().to_owned();
-    let r = receiver.wait_for(1, 10).await[0].clone();
+    let r = receiver.received_at_least(1, 10).await[0].clone();
     assert_eq!(r.json()["event"], "webhook.test");
     assert_eq!(signatures(&r), vec![hmac_hex(&secret, &r.body)]);
     wait_logs(&app, &webhook, 1).await;
@@ -502,7 +502,7 @@ async fn test_and_redeliver_send_signed_deliveries() {
         )
         .await;
     again.expect(200);
-    let got = receiver.wait_for(2, 10).await;
+    let got = receiver.received_at_least(2, 10).await;
     assert_eq!(got[1].header("x-parley-delivery"), delivery);
     assert_eq!(got[1].json()["metadata"]["attempt"], 2);
     app.post(
@@ -521,7 +521,7 @@ async fn test_and_redeliver_send_signed_deliveries() {
             json!({"firstName": "Grace", "lastName": "Hopper", "email": "g@example.com"}),
         )
         .await;
-    let got = receiver.wait_for(3, 10).await;
+    let got = receiver.received_at_least(3, 10).await;
     assert_eq!(got[2].json()["event"], "user.created");
     assert_eq!(&got[2].json()["data"], user.data());
 }
@@ -551,7 +551,7 @@ async fn a_webhook_failing_for_too_long_is_disabled() {
         "{reason}"
     );
     // The organization's other webhooks hear of it.
-    let told = &watcher.wait_for(1, 30).await[0];
+    let told = &watcher.received_at_least(1, 30).await[0];
     assert_eq!(told.header("x-parley-event"), "webhook.disabled");
     let body = told.json();
     assert_eq!(body["data"]["id"], webhook.as_str());
@@ -605,7 +605,7 @@ async fn a_dead_endpoint_does_not_hold_up_the_others() {
         create_lead(&app, &format!("Lead {i}")).await;
     }
     // Every event reaches the live endpoint while the dead one holds its two slots.
-    fast.wait_for(40, 10).await;
+    fast.received_at_least(40, 10).await;
     assert!(
         dead.received().len() <= 2,
         "{} requests in flight to the dead endpoint",
@@ -636,7 +636,7 @@ async fn a_slow_endpoint_gets_every_delivery_once_within_its_concurrency() {
     }
     // Deliveries that find both slots taken go back without using an attempt, and the webhook
     // is fed from Postgres while it is stalled: each arrives once, as attempt 1.
-    let got = slow.wait_for(12, 30).await;
+    let got = slow.received_at_least(12, 30).await;
     let ids: HashSet<&str> = got.iter().map(|r| r.header("x-parley-delivery")).collect();
     assert_eq!(ids.len(), 12);
     assert!(got.iter().all(|r| r.json()["metadata"]["attempt"] == 1));
@@ -654,7 +654,7 @@ async fn a_finished_broadcast_emits_its_event() {
     let (app, _worker, receiver) = setup(&[]).await;
     subscribe(&app, &receiver.url, &["broadcast.sent", "broadcast.failed"]).await;
     let id = seed::email_broadcast(&app, 3).await;
-    let got = receiver.wait_for(1, 30).await;
+    let got = receiver.received_at_least(1, 30).await;
     let body = got[0].json();
     assert_eq!(body["event"], "broadcast.sent");
     assert_eq!(body["data"]["id"], id);
@@ -673,7 +673,7 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
     let (app, _worker, receiver) = setup(&[("PARLEY_RECONCILE_AFTER_SECS", "1")]).await;
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Ada").await;
-    let first = receiver.wait_for(1, 30).await;
+    let first = receiver.received_at_least(1, 30).await;
     let delivery = first[0].header("x-parley-delivery").to_owned();
 
     // Live work of another organization fills the queue: jobs of deliveries that do not
@@ -725,7 +725,7 @@ async fn a_delivery_whose_job_was_lost_is_enqueued_again_while_the_queue_is_busy
         "it was enqueued again only once the queue was empty"
     );
     // And posted again under its delivery id once its turn comes.
-    let both = receiver.wait_for(2, 120).await;
+    let both = receiver.received_at_least(2, 120).await;
     assert_eq!(both[1].header("x-parley-delivery"), delivery);
 }
 
@@ -793,7 +793,7 @@ async fn recover_queues_again_the_failed_deliveries_of_its_window_only() {
         )
         .await;
     assert_eq!(done["data"]["recovered"], 2);
-    let got = receiver.wait_for(before + 2, 30).await;
+    let got = receiver.received_at_least(before + 2, 30).await;
     let mut names: Vec<String> = got[before..]
         .iter()
         .map(|r| r.json()["data"]["name"].as_str().unwrap().to_owned())
@@ -833,7 +833,7 @@ async fn a_webhooks_rate_limit_spaces_its_deliveries() {
     for i in 0..8 {
         create_lead(&app, &format!("Lead {i}")).await;
     }
-    let got = receiver.wait_for(8, 60).await;
+    let got = receiver.received_at_least(8, 60).await;
     let mut at: Vec<std::time::Instant> = got.iter().map(|r| r.at).collect();
     at.sort();
     let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
@@ -862,7 +862,7 @@ async fn retention_deletes_old_events_with_their_deliveries_failed_ones_later() 
     let (app, _worker, receiver) = setup(&[("PARLEY_WEBHOOK_MAX_ATTEMPTS", "1")]).await;
     let (webhook, _) = subscribe(&app, &receiver.url, &["lead.created"]).await;
     create_lead(&app, "Delivered").await;
-    receiver.wait_for(1, 30).await;
+    receiver.received_at_least(1, 30).await;
     receiver.always(Answer::Status(500));
     create_lead(&app, "Failed").await;
     assert!(

@@ -2,12 +2,13 @@
 //! recipients a slice at a time (its A/B split drawn as they are), the recipients taken for
 //! send jobs, and an A/B test's winner picked (the ticker finds the tests due in `reconcile`).
 
+use parley_types::ids::ContactId;
 use std::time::Duration;
 
 use parley_domain::ab_tests::{AbSettings, PickedBy, draw};
 use parley_domain::broadcasts::{BroadcastStatus, SendPriority};
 use parley_domain::segments::SegmentFilter;
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, OrgId, RecipientId};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
@@ -97,14 +98,14 @@ pub async fn capture_variants(db: impl PgExecutor<'_>, id: BroadcastId) -> Resul
 /// winner is picked, then the rest with the winner.
 #[derive(Debug, Clone, Copy)]
 struct Split {
-    broadcast: Uuid,
+    broadcast: BroadcastId,
     settings: AbSettings,
     winner: Option<i16>,
 }
 
 impl Split {
     fn of(
-        broadcast: Uuid,
+        broadcast: BroadcastId,
         settings: Option<Json<AbSettings>>,
         winner: Option<i16>,
     ) -> Option<Self> {
@@ -122,7 +123,7 @@ impl Split {
         for c in contacts {
             let drawn = draw(
                 self.broadcast,
-                c,
+                ContactId::from(c),
                 self.settings.test_percent,
                 self.settings.variants as usize,
             );
@@ -221,7 +222,7 @@ pub async fn fan_out(
     slice: i32,
     lease: Duration,
     token: Uuid,
-) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
+) -> Result<Option<(Vec<RecipientId>, bool)>, sqlx::Error> {
     let audience = sqlx::query!(
         r#"SELECT fanout_offset,
                 contact_ids[fanout_offset + 1 : fanout_offset + $2] AS "slice!",
@@ -241,7 +242,7 @@ pub async fn fan_out(
     let next = offset + contacts.len() as i32;
     // A short slice is the audience's end (an exact fit ends with the next, empty one).
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
-    let ab = Split::of(id.uuid(), audience.ab_test, audience.winning_variant);
+    let ab = Split::of(id, audience.ab_test, audience.winning_variant);
     let (contacts, variants) = split(ab, contacts);
     let ids = insert_recipients(tx, org, id, &contacts, &variants).await?;
     sqlx::query!(
@@ -271,11 +272,8 @@ async fn insert_recipients(
     broadcast: BroadcastId,
     contacts: &[Uuid],
     variants: &[Option<i16>],
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    let ids: Vec<Uuid> = contacts
-        .iter()
-        .map(|_| parley_types::ids::new_id())
-        .collect();
+) -> Result<Vec<RecipientId>, sqlx::Error> {
+    let ids: Vec<RecipientId> = contacts.iter().map(|_| RecipientId::generate()).collect();
     sqlx::query!(
         "INSERT INTO broadcast_recipients (id, organization_id, broadcast_id, contact_id,
             enqueued_at, variant_no)
@@ -285,7 +283,7 @@ async fn insert_recipients(
          ORDER BY u.n",
         org as _,
         broadcast as _,
-        &ids,
+        &ids as _,
         contacts,
         variants as &[Option<i16>],
     )
@@ -306,7 +304,7 @@ pub async fn fan_out_segment(
     slice: i32,
     lease: Duration,
     token: Uuid,
-) -> Result<Option<(Vec<Uuid>, bool)>, sqlx::Error> {
+) -> Result<Option<(Vec<RecipientId>, bool)>, sqlx::Error> {
     let b = sqlx::query!(
         r#"SELECT b.fanout_after,
                 coalesce(b.audience_filter, s.filter) AS "filter: Json<SegmentFilter>",
@@ -331,11 +329,10 @@ pub async fn fan_out_segment(
         )));
     };
     let contacts =
-        crate::segments::contacts_after(tx, org.uuid(), &filter, b.fanout_after, i64::from(slice))
-            .await?;
+        crate::segments::contacts_after(tx, org, &filter, b.fanout_after, i64::from(slice)).await?;
     let done = contacts.len() < usize::try_from(slice).unwrap_or(0);
     let last = contacts.last().copied();
-    let ab = Split::of(id.uuid(), b.ab_test, b.winning_variant);
+    let ab = Split::of(id, b.ab_test, b.winning_variant);
     let (contacts, variants) = split(ab, contacts);
     let ids = insert_recipients(tx, org, id, &contacts, &variants).await?;
     sqlx::query!(
@@ -363,18 +360,18 @@ pub async fn fan_out_segment(
 pub async fn take_pending(
     db: impl PgExecutor<'_>,
     broadcast: BroadcastId,
-    after: Option<Uuid>,
+    after: Option<RecipientId>,
     limit: i64,
-) -> Result<Vec<Uuid>, sqlx::Error> {
+) -> Result<Vec<RecipientId>, sqlx::Error> {
     sqlx::query_scalar!(
         "UPDATE broadcast_recipients SET enqueued_at = clock_timestamp()
          WHERE id IN (
             SELECT id FROM broadcast_recipients
             WHERE broadcast_id = $1 AND status = 'pending' AND id > coalesce($2, '00000000-0000-0000-0000-000000000000'::uuid)
             ORDER BY id LIMIT $3)
-         RETURNING id",
+         RETURNING id AS \"id: RecipientId\"",
         broadcast as _,
-        after,
+        after as _,
         limit,
     )
     .fetch_all(db)

@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use parley_domain::broadcasts::{RecipientStatus, SendPriority};
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 use sqlx::{PgConnection, PgExecutor};
-use uuid::Uuid;
 
 use super::secs;
 
@@ -70,13 +69,13 @@ pub async fn stale_recipients(
     db: impl PgExecutor<'_>,
     bounds: &StaleBounds,
     limit: i64,
-) -> Result<Vec<(BroadcastId, Uuid)>, sqlx::Error> {
+) -> Result<Vec<(BroadcastId, RecipientId)>, sqlx::Error> {
     let (broadcasts, since): (Vec<BroadcastId>, Vec<chrono::DateTime<chrono::Utc>>) =
         bounds.waiting.iter().map(|(b, t)| (*b, t.0)).unzip();
     // Every bound is stable within the statement and the broadcast: an index condition of
     // each broadcast's scan (see docs/jobs.md).
     let rows = sqlx::query!(
-        r#"SELECT s.broadcast_id AS "broadcast_id!: BroadcastId", s.id AS "id!" FROM broadcasts b
+        r#"SELECT s.broadcast_id AS "broadcast_id!: BroadcastId", s.id AS "id!: RecipientId" FROM broadcasts b
          LEFT JOIN unnest($4::uuid[], $5::timestamptz[]) AS w(broadcast_id, since)
            ON w.broadcast_id = b.id
          CROSS JOIN LATERAL (
@@ -117,7 +116,7 @@ pub struct StaleBounds {
 /// (`attempts_exhausted`): however its outcome fails to be written, it is not sent forever.
 pub async fn requeue(
     db: impl PgExecutor<'_>,
-    ids: &[Uuid],
+    ids: &[RecipientId],
     after: Duration,
     max_requeues: i16,
 ) -> Result<StaleRecipients, sqlx::Error> {
@@ -136,9 +135,9 @@ pub async fn requeue(
             WHERE r.status = 'pending'
               AND r.enqueued_at < statement_timestamp() - make_interval(secs => $2)
             FOR UPDATE OF r SKIP LOCKED)
-         RETURNING broadcast_id AS "broadcast_id: BroadcastId", id,
+         RETURNING broadcast_id AS "broadcast_id: BroadcastId", id AS "id: RecipientId",
             status AS "status: RecipientStatus""#,
-        ids,
+        ids as _,
         secs(after),
         max_requeues,
     )
@@ -159,7 +158,7 @@ pub async fn requeue(
 /// (one entry per recipient).
 #[derive(Debug, Default)]
 pub struct StaleRecipients {
-    pub requeued: Vec<(BroadcastId, Uuid)>,
+    pub requeued: Vec<(BroadcastId, RecipientId)>,
     pub given_up: Vec<BroadcastId>,
 }
 
@@ -202,7 +201,7 @@ pub async fn release_held(
     db: impl PgExecutor<'_>,
     now: Timestamp,
     limit: i64,
-) -> Result<Vec<(BroadcastId, Uuid)>, sqlx::Error> {
+) -> Result<Vec<(BroadcastId, RecipientId)>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"UPDATE broadcast_recipients SET status = 'pending', hold_until = NULL,
             enqueued_at = clock_timestamp()
@@ -211,7 +210,7 @@ pub async fn release_held(
             WHERE status = 'held' AND hold_until <= $1
             ORDER BY hold_until LIMIT $2 FOR UPDATE SKIP LOCKED)
            AND status = 'held'
-         RETURNING broadcast_id AS "broadcast_id: BroadcastId", id"#,
+         RETURNING broadcast_id AS "broadcast_id: BroadcastId", id AS "id: RecipientId""#,
         now as _,
         limit,
     )

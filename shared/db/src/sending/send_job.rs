@@ -6,11 +6,10 @@ use parley_domain::broadcasts::{
 };
 use parley_domain::send_rules::{FrequencyCaps, PastTimePolicy, QuietHours, SendIn};
 use parley_domain::sending::{Claimed, RecipientOutcome, SendContext, VariantContent};
-use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 use sqlx::PgExecutor;
 use sqlx::types::Json;
-use uuid::Uuid;
 
 pub async fn send_context(
     db: impl PgExecutor<'_>,
@@ -72,7 +71,7 @@ pub async fn pending_for_send(
     db: impl PgExecutor<'_>,
     org: OrgId,
     broadcast: BroadcastId,
-    ids: &[Uuid],
+    ids: &[RecipientId],
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     // Only the primary key leads to the rows: with the broadcast or the status in the WHERE
     // clause the planner may scan a broadcast-wide index instead, which costs as much as the
@@ -80,8 +79,8 @@ pub async fn pending_for_send(
     let rows: Vec<ClaimRow> = sqlx::query_as!(
         ClaimRow,
         r#"SELECT r.broadcast_id AS "broadcast_id: BroadcastId",
-                r.status AS "status: RecipientStatus", r.id,
-                k.id AS "contact_id?", k.name AS "name?", k.email AS "email?", k.phone AS "phone?",
+                r.status AS "status: RecipientStatus", r.id AS "id: RecipientId",
+                k.id AS "contact_id?: ContactId", k.name AS "name?", k.email AS "email?", k.phone AS "phone?",
                 k.country AS "country?", k.language AS "language?", k.position AS "position?",
                 k.external_id AS "external_id?", co.name AS "company_name?",
                 k.do_not_contact AS "do_not_contact?",
@@ -93,7 +92,7 @@ pub async fn pending_for_send(
          LEFT JOIN companies co ON co.id = k.company_id
          ORDER BY r.id"#,
         org as _,
-        ids,
+        ids as _,
     )
     .fetch_all(db)
     .await?;
@@ -125,8 +124,8 @@ pub async fn pending_for_send(
 struct ClaimRow {
     broadcast_id: BroadcastId,
     status: RecipientStatus,
-    id: Uuid,
-    contact_id: Option<Uuid>,
+    id: RecipientId,
+    contact_id: Option<ContactId>,
     name: Option<String>,
     email: Option<String>,
     phone: Option<String>,
@@ -146,9 +145,9 @@ struct ClaimRow {
 /// pending keeps the outcome it has. Unsent recipients are not written.
 pub async fn record<'a>(
     db: impl PgExecutor<'_>,
-    outcomes: impl IntoIterator<Item = &'a (Uuid, RecipientOutcome)>,
+    outcomes: impl IntoIterator<Item = &'a (RecipientId, RecipientOutcome)>,
 ) -> Result<(), sqlx::Error> {
-    let outcomes: Vec<&(Uuid, RecipientOutcome)> = outcomes
+    let outcomes: Vec<&(RecipientId, RecipientOutcome)> = outcomes
         .into_iter()
         .filter(|(_, o)| *o != RecipientOutcome::Unsent)
         .collect();
@@ -208,7 +207,7 @@ pub async fn record<'a>(
                      $7::timestamptz[])
               AS u(id, status, message_id, code, message, hold_until)
          WHERE r.id = u.id AND r.status = $6",
-        &ids,
+        &ids as _,
         &statuses as _,
         &message_ids as _,
         &codes as _,

@@ -77,7 +77,7 @@ async fn a_receiver_answering_with_nul_bytes_is_logged_once_and_delivered() {
     app.post("/api/v1/leads", json!({"name": "Grace"}))
         .await
         .expect(201);
-    receiver.wait_for(2, 20).await;
+    receiver.received_at_least(2, 20).await;
     // Both deliveries are delivered in Postgres, which nothing takes again: no repost can come.
     let delivered = || async {
         sqlx::query_scalar::<_, i64>(
@@ -216,7 +216,7 @@ async fn a_webhook_delivery_whose_attempt_cannot_be_recorded_is_given_up_after_a
         .expect(201);
     // The later event's post is the sentinel: the given-up delivery is `failed` in Postgres,
     // which nothing takes again, so no post of it can follow.
-    receiver.wait_for(posts + 1, 20).await;
+    receiver.received_at_least(posts + 1, 20).await;
     let later = receiver.received();
     let first_id = later[0].header("x-parley-delivery").to_owned();
     assert_eq!(

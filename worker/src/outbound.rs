@@ -1,9 +1,59 @@
+//! Calls to third parties (the channels' providers, webhook receivers).
+//!
 //! Which addresses a webhook may reach: public ones only, unless
-//! `PARLEY_WEBHOOK_ALLOW_PRIVATE=true` (local development and tests). Checked when a URL is
-//! written (for literal addresses) and again at connect time, on the addresses a name
-//! resolves to, so DNS rebinding cannot slip a private address in.
+//! `PARLEY_WEBHOOK_ALLOW_PRIVATE=true` (local development and tests). Checked on literal
+//! addresses before a request is made ([`refuse_literal`]), and at connect time on what a
+//! name resolves to ([`PublicOnly`], the webhook client's resolver), so DNS rebinding cannot
+//! slip a private address in. An answer is read without trusting its size ([`read_prefix`]).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+/// A resolver that keeps only public addresses, and fails when there are none.
+pub struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let public: Vec<SocketAddr> = found.into_iter().filter(|a| is_public(a.ip())).collect();
+            if public.is_empty() {
+                return Err(format!("{host} resolves to no public address; refused").into());
+            }
+            let addrs: Addrs = Box::new(public.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// Why a URL with a literal address may not be called, if it may not.
+pub fn refuse_literal(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let ip: IpAddr = match parsed.host()? {
+        url::Host::Ipv4(ip) => ip.into(),
+        url::Host::Ipv6(ip) => ip.into(),
+        url::Host::Domain(_) => return None,
+    };
+    (!is_public(ip)).then(|| format!("{ip} is not a public address; refused"))
+}
+
+/// The first `limit` bytes of an answer, as text (invalid UTF-8 replaced), without reading
+/// the rest. Callers still pass it through `fields::storable` before storing it.
+pub async fn read_prefix(mut response: reqwest::Response, limit: usize) -> String {
+    let mut kept = Vec::new();
+    while kept.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                kept.extend_from_slice(&chunk[..chunk.len().min(limit - kept.len())])
+            }
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
 
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
