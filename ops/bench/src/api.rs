@@ -97,6 +97,12 @@ async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Resul
     }
 }
 
+async fn open() -> anyhow::Result<TcpStream> {
+    let stream = TcpStream::connect(API_ADDR).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
 async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<()> {
     let mut chunk = [0u8; 16 * 1024];
     let n = stream.read(&mut chunk).await?;
@@ -115,18 +121,27 @@ async fn load(request: &Request, conns: usize, seconds: u64) -> anyhow::Result<(
     for conn in 0..conns {
         let (request, counts) = (request.clone(), counts.clone());
         tasks.push(tokio::spawn(async move {
-            let mut stream = TcpStream::connect(API_ADDR).await?;
-            stream.set_nodelay(true)?;
+            let mut stream = open().await?;
             let mut buf = Vec::with_capacity(64 * 1024);
             let mut n = 0;
             while Instant::now() < deadline {
-                stream.write_all(&request.bytes(conn, n)).await?;
+                let bytes = request.bytes(conn, n);
                 n += 1;
-                let status = read_answer(&mut stream, &mut buf).await?;
-                let slot = if (200..300).contains(&status) {
-                    &counts.ok
-                } else {
-                    &counts.other
+                let answered = async {
+                    stream.write_all(&bytes).await?;
+                    read_answer(&mut stream, &mut buf).await
+                };
+                let slot = match answered.await {
+                    Ok(status) if (200..300).contains(&status) => &counts.ok,
+                    Ok(_) => &counts.other,
+                    // The API closed the connection (one past the address's limit while a
+                    // connection of the readiness probe was still closing is answered 429, then
+                    // closed): counted as refused, and a client opens a new one.
+                    Err(_) => {
+                        buf.clear();
+                        stream = open().await?;
+                        &counts.other
+                    }
                 };
                 slot.fetch_add(1, Ordering::Relaxed);
             }

@@ -10,14 +10,25 @@
 //! presigned URL would be), and prints the worker's resident memory idle and at its peak, and
 //! how the import ended.
 
-use parley_types::ids::ImportId;
-use parley_types::ids::OrgId;
+use parley_types::ids::{ImportId, OrgId};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use parley_bench::{Bench, rss};
 use parley_domain::imports::ImportFormat;
+
+/// The import as Postgres holds it now.
+async fn import_now(
+    bench: &Bench,
+    id: uuid::Uuid,
+) -> anyhow::Result<parley_domain::imports::ContactImport> {
+    Ok(
+        parley_db::imports::get(&bench.pool, OrgId::from(bench.org), ImportId::from(id))
+            .await?
+            .expect("the import"),
+    )
+}
 
 async fn run_import(
     bench: &Bench,
@@ -36,13 +47,7 @@ async fn run_import(
     let started = Instant::now();
     jobs.import_contacts(import.id).await?;
     loop {
-        let now = parley_db::imports::get(
-            &bench.pool,
-            OrgId::from(bench.org),
-            ImportId::from(import.id),
-        )
-        .await?
-        .expect("the import");
+        let now = import_now(bench, import.id).await?;
         match now.status.as_str() {
             "completed" => {
                 return Ok((started.elapsed().as_secs_f64(), serde_json::to_value(&now)?));
@@ -109,13 +114,7 @@ async fn unclosed(mib: usize) -> anyhow::Result<()> {
     let started = Instant::now();
     jobs.import_contacts(import.id).await?;
     let ended = loop {
-        let now = parley_db::imports::get(
-            &bench.pool,
-            OrgId::from(bench.org),
-            ImportId::from(import.id),
-        )
-        .await?
-        .expect("the import");
+        let now = import_now(&bench, import.id).await?;
         if matches!(now.status.as_str(), "completed" | "failed") {
             break now;
         }
