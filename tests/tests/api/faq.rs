@@ -288,3 +288,59 @@ async fn figures_follow_statements_of_many_faqs() {
     .unwrap();
     assert_eq!(left, 0);
 }
+
+/// A category's and an FAQ's ids are read typed from their paths, under their collection's:
+/// a malformed or unknown one, or one of another collection, is 404 `not_found` for a read,
+/// an update and a delete, and changes nothing.
+#[tokio::test]
+async fn a_malformed_unknown_or_foreign_faq_or_category_id_is_not_found() {
+    let app = TestApp::builder().start().await;
+    let mut collections = Vec::new();
+    for name in ["One", "Two"] {
+        let c = app
+            .post("/api/v1/faq-collections", json!({"name": name}))
+            .await
+            .id();
+        let category = app
+            .post(
+                &format!("/api/v1/faq-collections/{c}/categories"),
+                json!({"name": "Billing"}),
+            )
+            .await
+            .id();
+        let faq = app
+            .post(
+                &format!("/api/v1/faq-collections/{c}/faqs"),
+                json!({"title": "Refunds", "content": "Yes."}),
+            )
+            .await
+            .id();
+        collections.push((c, category, faq));
+    }
+    let (one, _, _) = &collections[0];
+    let (_, other_category, other_faq) = &collections[1];
+    let before = app.fingerprint(app.org_id).await;
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let long = "a".repeat(300);
+    for id in [
+        "not-a-uuid",
+        "%00",
+        long.as_str(),
+        unknown.as_str(),
+        other_faq.as_str(),
+        other_category.as_str(),
+    ] {
+        let faq = format!("/api/v1/faq-collections/{one}/faqs/{id}");
+        app.get(&faq).await.expect_error(404, "not_found");
+        app.patch(&faq, json!({"title": "Changed"}))
+            .await
+            .expect_error(404, "not_found");
+        app.delete(&faq).await.expect_error(404, "not_found");
+        let category = format!("/api/v1/faq-collections/{one}/categories/{id}");
+        app.patch(&category, json!({"name": "Changed"}))
+            .await
+            .expect_error(404, "not_found");
+        app.delete(&category).await.expect_error(404, "not_found");
+    }
+    assert_eq!(app.fingerprint(app.org_id).await, before);
+}
