@@ -23,6 +23,9 @@ pub const TICKET_TOKEN_QUEUED: usize = 8;
 /// Import files one organization sends at once, per API process: each may hold up to
 /// `PARLEY_UPLOAD_MAX_BYTES` of the temporary disk (`crate::body_spool::DiskBudget`).
 pub const FILES_PER_ORG: usize = 2;
+/// Suppression exports one organization streams at once, per API process: each reads the
+/// ledger a batch at a time after its handler returned, outside the request's slot.
+pub const EXPORTS_PER_ORG: usize = 1;
 
 #[derive(Clone)]
 pub struct OrgPermits {

@@ -28,6 +28,7 @@ fn resource(route: &str) -> Option<&'static str> {
         "files" => "files",
         "sla-policies" => "sla-policies",
         "organization" => "organization",
+        "suppressions" => "suppressions",
         "webhooks" => return Some(auth::WEBHOOKS_MANAGE),
         "api-keys" => return Some(auth::API_KEYS_MANAGE),
         _ => return None,
@@ -107,6 +108,7 @@ mod tests {
             "files",
             "sla-policies",
             "organization",
+            "suppressions",
             "webhooks",
             "api-keys",
         ] {

@@ -146,6 +146,12 @@ impl Application {
                 crate::org_permits::FILES_PER_ORG,
                 org_label,
             ),
+            exports: crate::org_permits::OrgPermits::new(
+                "exports",
+                "suppression exports",
+                crate::org_permits::EXPORTS_PER_ORG,
+                org_label,
+            ),
             spool,
             turns,
             ticket_turns: crate::org_permits::OrgTurns::new(

@@ -29,6 +29,8 @@ pub struct Fixture {
     pub ticket: String,
     /// An uploaded file (written to Postgres: the fixture's tests run without object storage).
     pub file: String,
+    /// An entry of the suppression ledger.
+    pub suppression: String,
 }
 
 impl Fixture {
@@ -129,6 +131,17 @@ impl Fixture {
             .await
             .expect(201)
             .id();
+        let suppression = app
+            .post(
+                "/api/v1/suppressions",
+                json!({"entries": [{"email": "fixture@example.com"}]}),
+            )
+            .await
+            .expect(201)
+            .data()["added"][0]["id"]
+            .as_str()
+            .expect("an entry's id")
+            .to_owned();
         let attribute = app
             .post(
                 "/api/v1/message-attributes",
@@ -203,6 +216,7 @@ impl Fixture {
         let file = crate::seed::file(app, "image").await.to_string();
         Fixture {
             file,
+            suppression,
             sla_policy,
             conversation,
             ticket,
@@ -252,6 +266,7 @@ impl Fixture {
             "conversations" => &self.conversation,
             "tickets" => &self.ticket,
             "files" => &self.file,
+            "suppressions" => &self.suppression,
             other => panic!("the fixture has no record for /{other}: add one"),
         }
     }

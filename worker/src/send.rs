@@ -115,15 +115,9 @@ async fn send_all(
     broadcast: &SendContext,
     taken: &TakenClaims<RecipientId>,
 ) -> anyhow::Result<Vec<RecipientId>> {
-    let claimed = retry_transient(|| {
-        sending::pending_for_send(
-            ctx.use_cases(),
-            broadcast.organization_id,
-            job.broadcast_id,
-            taken.ids(),
-        )
-    })
-    .await?;
+    let claimed =
+        retry_transient(|| sending::pending_for_send(ctx.use_cases(), broadcast, taken.ids()))
+            .await?;
     if claimed.is_empty() {
         return Ok(Vec::new());
     }

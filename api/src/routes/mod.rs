@@ -14,6 +14,7 @@ pub mod message_attributes;
 pub mod receipts;
 pub mod segments;
 pub mod sla;
+pub mod suppressions;
 pub mod tags;
 pub mod teams;
 pub mod templates;
@@ -50,6 +51,7 @@ pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
         .merge(tickets::router())
         .merge(sla::router())
         .merge(files::router())
+        .merge(suppressions::router())
 }
 
 /// Routes that authenticate by signature instead of an API key. A receipt batch (10,000

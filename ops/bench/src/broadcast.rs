@@ -20,6 +20,10 @@
 //! without; it prints the mean rate with the rules against the mean without (issue 29). Taking
 //! them in turn cancels the drift of a growing recipients table.
 //!
+//! With `PARLEY_BENCH_LEDGER=L` it times five more sends of all N the same way, without and
+//! with L entries in the organization's suppression ledger (addresses none of the contacts
+//! has, so every recipient is still sent and looked up): what the ledger costs a send.
+//!
 //! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
 
 use std::collections::HashSet;
@@ -83,6 +87,8 @@ struct Figures {
     per_recipient: Vec<f64>,
     /// With `PARLEY_BENCH_RULES=1`: recipients/s without rules, with, without, with, without.
     rules: Option<[f64; 5]>,
+    /// With `PARLEY_BENCH_LEDGER=L`: the same without and with L ledger entries.
+    ledger: Option<[f64; 5]>,
 }
 
 /// The database's committed transactions, rows read (returned by scans) and rows written, so
@@ -180,7 +186,17 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         bail!("the sink got {sent} messages for {n} recipients, {twice} sent twice");
     }
     let rules = if parley_bench::env("PARLEY_BENCH_RULES", "0") == "1" {
-        Some(with_and_without_rules(&bench, &client, &template, &contacts, seen).await?)
+        set_zones(&bench).await?;
+        Some(in_turn(&bench, &client, &template, &contacts, seen, Toggle::Rules).await?)
+    } else {
+        None
+    };
+    let entries: usize = parley_bench::env("PARLEY_BENCH_LEDGER", "0")
+        .parse()
+        .context("PARLEY_BENCH_LEDGER is a number")?;
+    let ledger = if entries > 0 {
+        let toggle = Toggle::Ledger(entries);
+        Some(in_turn(&bench, &client, &template, &contacts, seen, toggle).await?)
     } else {
         None
     };
@@ -200,6 +216,7 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
         cpu,
         per_recipient,
         rules,
+        ledger,
     })
 }
 
@@ -258,14 +275,48 @@ async fn set_rules(bench: &Bench, client: &reqwest::Client, on: bool) -> anyhow:
     Ok(())
 }
 
-/// Without rules and with them, in turn (issue 29's benchmark).
-async fn with_and_without_rules(
-    bench: &Bench,
-    client: &reqwest::Client,
-    template: &str,
-    contacts: &[Uuid],
-    seen: &Seen,
-) -> anyhow::Result<[f64; 5]> {
+/// What [`in_turn`] switches on and off.
+#[derive(Clone, Copy)]
+enum Toggle {
+    /// The organization's sending rules ([`set_rules`]).
+    Rules,
+    /// This many entries in the suppression ledger, of addresses no contact has.
+    Ledger(usize),
+}
+
+impl Toggle {
+    async fn set(self, bench: &Bench, client: &reqwest::Client, on: bool) -> anyhow::Result<()> {
+        match self {
+            Toggle::Rules => set_rules(bench, client, on).await,
+            Toggle::Ledger(entries) => {
+                sqlx::query("DELETE FROM suppressions WHERE organization_id = $1")
+                    .bind(bench.org)
+                    .execute(&bench.pool)
+                    .await?;
+                if on {
+                    sqlx::query(
+                        "INSERT INTO suppressions (id, organization_id, email, reason, source,
+                             created_at)
+                         SELECT uuid_v7(), $1, 'ledger' || g || '@example.org', 'unsubscribed',
+                             'api', now()
+                         FROM generate_series(1, $2) g",
+                    )
+                    .bind(bench.org)
+                    .bind(entries as i64)
+                    .execute(&bench.pool)
+                    .await?;
+                }
+                sqlx::query("VACUUM ANALYZE suppressions")
+                    .execute(&bench.pool)
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Gives the contacts four time zones, for the sending rules' turns.
+async fn set_zones(bench: &Bench) -> anyhow::Result<()> {
     sqlx::query(
         "UPDATE contacts SET timezone = (ARRAY['UTC', 'Europe/Berlin', 'America/New_York',
             'Asia/Tokyo'])[1 + abs(hashtext(id::text)) % 4]",
@@ -275,9 +326,22 @@ async fn with_and_without_rules(
     sqlx::query("VACUUM ANALYZE contacts")
         .execute(&bench.pool)
         .await?;
+    Ok(())
+}
+
+/// Sends of all `contacts` without `toggle` and with it, in turn: without, with, without,
+/// with, without (the rules: issue 29's benchmark; the ledger: issue 45's).
+async fn in_turn(
+    bench: &Bench,
+    client: &reqwest::Client,
+    template: &str,
+    contacts: &[Uuid],
+    seen: &Seen,
+    toggle: Toggle,
+) -> anyhow::Result<[f64; 5]> {
     let mut rates = [0.0; 5];
     for (i, on) in [false, true, false, true, false].into_iter().enumerate() {
-        set_rules(bench, client, on).await?;
+        toggle.set(bench, client, on).await?;
         rates[i] = timed(bench, client, template, contacts, seen).await?;
     }
     Ok(rates)
@@ -422,12 +486,16 @@ async fn main() -> anyhow::Result<()> {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut cpu = Vec::new();
     let mut rules = Vec::new();
+    let mut ledger = Vec::new();
     for n in sizes {
         for w in &workers {
             let f = run(n, *w, &sink_url, &seen).await?;
             cpu.push((f.n, f.workers, f.cpu.clone(), f.per_recipient.clone()));
             if let Some(r) = f.rules {
                 rules.push((f.n, f.workers, r));
+            }
+            if let Some(r) = f.ledger {
+                ledger.push((f.n, f.workers, r));
             }
             println!(
                 "| {} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.1} |",
@@ -461,22 +529,35 @@ async fn main() -> anyhow::Result<()> {
             per[2]
         );
     }
-    if !rules.is_empty() {
-        println!();
-        println!(
-            "| N | workers | recipients/s in turn: without, with (cap on + quiet hours configured), without, with, without | mean with / mean without |"
-        );
-        println!("|---:|---:|---|---:|");
-        for (n, workers, r) in rules {
-            let without = (r[0] + r[2] + r[4]) / 3.0;
-            let with = (r[1] + r[3]) / 2.0;
-            let each: Vec<String> = r.iter().map(|x| format!("{x:.0}")).collect();
-            println!(
-                "| {n} | {workers} | {} | {:.0}% |",
-                each.join(", "),
-                with * 100.0 / without
-            );
-        }
-    }
+    print_in_turn(
+        &rules,
+        "without, with (cap on + quiet hours configured), without, with, without",
+    );
+    let entries = parley_bench::env("PARLEY_BENCH_LEDGER", "0");
+    print_in_turn(
+        &ledger,
+        &format!("without, with {entries} ledger entries, without, with, without"),
+    );
     Ok(())
+}
+
+/// The table of sends in turn ([`in_turn`]): each rate, and the mean with against the mean
+/// without.
+fn print_in_turn(rows: &[(usize, usize, [f64; 5])], turns: &str) {
+    if rows.is_empty() {
+        return;
+    }
+    println!();
+    println!("| N | workers | recipients/s in turn: {turns} | mean with / mean without |");
+    println!("|---:|---:|---|---:|");
+    for (n, workers, r) in rows {
+        let without = (r[0] + r[2] + r[4]) / 3.0;
+        let with = (r[1] + r[3]) / 2.0;
+        let each: Vec<String> = r.iter().map(|x| format!("{x:.0}")).collect();
+        println!(
+            "| {n} | {workers} | {} | {:.0}% |",
+            each.join(", "),
+            with * 100.0 / without
+        );
+    }
 }

@@ -23,6 +23,7 @@ const CONSTRAINT_FIELDS: &[(&str, &str)] = &[
     ("teams_created_by_fkey", "createdBy"),
     ("team_members_user_fkey", "userIds"),
     ("faqs_category_fkey", "categoryId"),
+    ("suppressions_contact_fkey", "contactId"),
 ];
 
 /// Foreign keys that refuse to delete a record still in use: a 409, not a 422.

@@ -23,6 +23,7 @@ pub mod refs;
 pub mod segments;
 pub mod sending;
 pub mod sla;
+pub mod suppressions;
 pub mod tags;
 pub mod teams;
 pub mod templates;

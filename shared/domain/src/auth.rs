@@ -27,6 +27,7 @@ pub const RESOURCES: &[&str] = &[
     "files",
     "sla-policies",
     "organization",
+    "suppressions",
 ];
 
 pub const WEBHOOKS_MANAGE: &str = "webhooks:manage";

@@ -25,6 +25,7 @@ pub mod send_rules;
 pub mod sending;
 pub mod signature;
 pub mod sla;
+pub mod suppressions;
 pub mod tags;
 pub mod teams;
 pub mod template_variables;

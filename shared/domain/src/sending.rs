@@ -29,7 +29,8 @@ use crate::send_rules::{
     Decision, FrequencyCap, FrequencyCaps, HoldReason, LocalSend, PastTimePolicy, QuietHours,
     SendIn, SendPlan,
 };
-use crate::templates::{max_message_chars, render};
+use crate::suppressions::SuppressionReason;
+use crate::templates::{TemplateCategory, max_message_chars, render};
 use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 
@@ -61,6 +62,9 @@ pub struct SendContext {
     pub ab_test: bool,
     /// An operator paused the organization's sending: its recipients are held.
     pub paused: bool,
+    /// What its messages are, for the suppression ledger: `marketing` when its template or
+    /// any variant's is, else its template's category.
+    pub category: TemplateCategory,
 }
 
 impl SendContext {
@@ -87,6 +91,11 @@ impl SendContext {
                 .filter(|_| !high)
                 .and_then(|q| q.window("quietHours").ok().flatten()),
         }
+    }
+
+    /// The ledger's reasons its messages obey, first reported first.
+    pub fn suppression_reasons(&self) -> Vec<SuppressionReason> {
+        SuppressionReason::obeyed_by(self.category)
     }
 
     /// The cap on the broadcast's channel, unless it is `high`.
@@ -129,6 +138,9 @@ pub struct Claimed {
     pub send_generation: i32,
     /// The variant to send, in an A/B broadcast.
     pub variant_no: Option<i16>,
+    /// The first entry of the suppression ledger its message obeys, on the broadcast's
+    /// channel, by the contact, its email or its phone.
+    pub suppressed: Option<SuppressionReason>,
 }
 
 impl Claimed {
@@ -144,7 +156,7 @@ impl Claimed {
     }
 
     /// The contact and its address on `channel`; or why the message is not sent: the contact
-    /// is gone, do-not-contact or opted out (skipped), or has no address (failed).
+    /// is gone, suppressed, do-not-contact or opted out (skipped), or has no address (failed).
     fn reach(&self, channel: Channel) -> Result<(ContactId, String), RecipientOutcome> {
         let Some(contact) = self.contact_id else {
             return Err(RecipientOutcome::skipped(
@@ -152,6 +164,12 @@ impl Claimed {
                 "the contact was deleted",
             ));
         };
+        if let Some(reason) = self.suppressed {
+            return Err(RecipientOutcome::Skipped {
+                code: reason.error_code(),
+                message: format!("the suppression list holds the contact ({reason})"),
+            });
+        }
         if self.do_not_contact == Some(true) {
             return Err(RecipientOutcome::skipped(
                 "do_not_contact",
@@ -517,6 +535,7 @@ mod tests {
             default_zone: None,
             ab_test: false,
             paused: false,
+            category: TemplateCategory::Marketing,
         }
     }
 
@@ -537,6 +556,7 @@ mod tests {
             timezone: None,
             send_generation: 0,
             variant_no: None,
+            suppressed: None,
         }
     }
 
@@ -581,6 +601,16 @@ mod tests {
             ..contact()
         };
         assert_eq!(settled_code(&decide(&b, dnc)), Some("do_not_contact"));
+        let suppressed = Claimed {
+            suppressed: Some(SuppressionReason::Complaint),
+            do_not_contact: Some(true),
+            ..contact()
+        };
+        assert_eq!(
+            settled_code(&decide(&b, suppressed)),
+            Some("suppressed_complaint"),
+            "the ledger first"
+        );
         let opted_out = Claimed {
             messaging_a_opted_out: Some(true),
             phone: Some("+15550100".to_owned()),

@@ -138,6 +138,8 @@ id_type! {
     TagId;
     /// A company's id.
     CompanyId;
+    /// A suppression entry's id.
+    SuppressionId;
     /// An FAQ collection's id.
     FaqCollectionId;
     /// An FAQ category's id (a category of one collection).

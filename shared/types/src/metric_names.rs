@@ -89,8 +89,9 @@ pub const VARIANT_PICKS: &str = "parley_broadcast_variant_picks_total";
 /// Requests or work held back because an organization reached one of its own limits, by
 /// limit (in the API `segment_counts`, `requests` (429s past an organization's turns and
 /// queue), `requests_waited` (requests that waited their turn), `body_readers`, `body_bytes`
-/// and `long_bodies` (429s past its share of bodies arriving) and `files_sent` (429s past its
-/// import files sent at once); in the worker
+/// and `long_bodies` (429s past its share of bodies arriving), `files_sent` (429s past its
+/// import files sent at once) and `exports` (429s past its suppression exports at once); in
+/// the worker
 /// `send_jobs` and `webhook_jobs`, each
 /// time the lanes pass an organization over, and `channel_rate`, each message its rate holds
 /// back): one series per limit, and per organization too only when the operator asks

@@ -29,6 +29,7 @@ pub mod retention;
 pub mod segments;
 pub mod sending;
 pub mod sla;
+pub mod suppressions;
 pub mod tags;
 pub mod teams;
 pub mod templates;

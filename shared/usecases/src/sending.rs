@@ -140,14 +140,23 @@ pub async fn send_context(ctx: Ctx<'_>, id: BroadcastId) -> Result<Option<SendCo
     db::sending::send_context(ctx.pool, id).await
 }
 
-/// The recipients among `ids` still pending, with what their messages need.
+/// The recipients among `ids` still pending, with what their messages need and the first
+/// entry of the suppression ledger they obey (the send decides on it in
+/// `parley_domain::sending`).
 pub async fn pending_for_send(
     ctx: Ctx<'_>,
-    org: OrgId,
-    id: BroadcastId,
+    broadcast: &SendContext,
     ids: &[RecipientId],
 ) -> Result<Vec<Claimed>> {
-    db::sending::pending_for_send(ctx.pool, org, id, ids).await
+    db::sending::pending_for_send(
+        ctx.pool,
+        broadcast.organization_id,
+        broadcast.id,
+        ids,
+        broadcast.channel,
+        &broadcast.suppression_reasons(),
+    )
+    .await
 }
 
 /// An A/B broadcast's variants' content (B to D).

@@ -28,6 +28,7 @@ mod scopes;
 mod segments;
 mod send_rules;
 mod sla;
+mod suppressions;
 mod tenancy;
 mod tickets;
 mod validation;

@@ -1,11 +1,14 @@
 //! A send job's statements: the broadcast and its claimed recipients as sending sees them,
 //! their outcomes written, and the broadcast paused after a run of provider failures.
 
+use parley_domain::Channel;
 use parley_domain::broadcasts::{
     BroadcastStatus, RecipientStatus, SendPriority, TemplateVariables,
 };
 use parley_domain::send_rules::{FrequencyCaps, PastTimePolicy, QuietHours, SendIn};
 use parley_domain::sending::{Claimed, RecipientOutcome, SendContext, VariantContent};
+use parley_domain::suppressions::SuppressionReason;
+use parley_domain::templates::TemplateCategory;
 use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 use sqlx::PgExecutor;
@@ -27,8 +30,14 @@ pub async fn send_context(
                 o.frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
                 o.working_hours->>'timezone' AS default_zone,
                 b.ab_test IS NOT NULL AS "ab_test!",
-                o.sending_paused_at IS NOT NULL AS "paused!"
+                o.sending_paused_at IS NOT NULL AS "paused!",
+                CASE WHEN EXISTS (SELECT 1 FROM broadcast_variants v
+                                  JOIN templates vt ON vt.id = v.template_id
+                                  WHERE v.broadcast_id = b.id AND vt.category = 'marketing')
+                     THEN 'marketing'
+                     ELSE coalesce(t.category, 'marketing') END AS "category!: TemplateCategory"
          FROM broadcasts b JOIN organizations o ON o.id = b.organization_id
+         LEFT JOIN templates t ON t.id = b.template_id
          WHERE b.id = $1"#,
         id as _,
     )
@@ -65,14 +74,18 @@ pub async fn status(
 }
 
 /// The recipients among `ids` that are still pending, with what their message needs of the
-/// contact. Read only: holding them is the worker's claim (in Redis), and the outcome is
-/// written only while a recipient is still pending.
+/// contact and the first of `reasons` the suppression ledger holds against it on `channel`.
+/// Read only: holding them is the worker's claim (in Redis), and the outcome is written only
+/// while a recipient is still pending.
 pub async fn pending_for_send(
     db: impl PgExecutor<'_>,
     org: OrgId,
     broadcast: BroadcastId,
     ids: &[RecipientId],
+    channel: Channel,
+    reasons: &[SuppressionReason],
 ) -> Result<Vec<Claimed>, sqlx::Error> {
+    let reasons: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
     // Only the primary key leads to the rows: with the broadcast or the status in the WHERE
     // clause the planner may scan a broadcast-wide index instead, which costs as much as the
     // broadcast is big. The few rows are checked here.
@@ -85,7 +98,13 @@ pub async fn pending_for_send(
                 k.external_id AS "external_id?", co.name AS "company_name?",
                 k.do_not_contact AS "do_not_contact?",
                 k.messaging_a_opted_out AS "messaging_a_opted_out?", k.timezone AS "timezone?",
-                r.send_generation, r.variant_no
+                r.send_generation, r.variant_no,
+                (SELECT s.reason FROM suppressions s
+                 WHERE s.organization_id = $1 AND (s.channel IS NULL OR s.channel = $3)
+                   AND s.reason = ANY($4)
+                   AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone)
+                 ORDER BY array_position($4, s.reason) LIMIT 1)
+                   AS "suppressed?: SuppressionReason"
          FROM unnest($2::uuid[]) AS u(id)
          JOIN broadcast_recipients r ON r.id = u.id
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
@@ -93,6 +112,8 @@ pub async fn pending_for_send(
          ORDER BY r.id"#,
         org as _,
         ids as _,
+        channel.as_str(),
+        &reasons as &[&str],
     )
     .fetch_all(db)
     .await?;
@@ -115,6 +136,7 @@ pub async fn pending_for_send(
             timezone: r.timezone,
             send_generation: r.send_generation,
             variant_no: r.variant_no,
+            suppressed: r.suppressed,
         })
         .collect())
 }
@@ -139,6 +161,7 @@ struct ClaimRow {
     timezone: Option<String>,
     send_generation: i32,
     variant_no: Option<i16>,
+    suppressed: Option<SuppressionReason>,
 }
 
 /// Records outcomes in one statement (the counters follow by trigger); a recipient no longer

@@ -1,0 +1,180 @@
+//! The suppression ledger (docs/api.md, Suppressions).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
+use crate::error::AppResult;
+use crate::org_permits::Permit;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+use parley_domain::suppressions::{
+    AddSuppressions, CSV_HEADER, Suppression, SuppressionFilter, SuppressionsAdded,
+};
+use parley_types::error::AppError;
+use parley_types::ids::OrgId;
+use parley_types::ids::SuppressionId;
+use parley_types::list::PageParams;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::extract::{Json, Paging, Path, Query, Tenant};
+use crate::state::AppState;
+use parley_usecases::suppressions;
+
+/// Entries the export reads per statement.
+const EXPORT_BATCH: i64 = 1000;
+/// How long one export may stream.
+const EXPORT_FOR: Duration = Duration::from_secs(600);
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(add, list))
+        .routes(routes!(export))
+        .routes(routes!(remove))
+}
+
+/// Add entries to the suppression ledger: 1 to 1,000, each naming exactly one of `email`,
+/// `phone` and `contactId`. An entry already in the ledger (the same address or contact and
+/// channel) is left as it is and counted in `existing`.
+#[utoipa::path(post, path = "/api/v1/suppressions", tag = "suppressions",
+    request_body = AddSuppressions,
+    responses((status = 201, description = "The entries written", body = Envelope<SuppressionsAdded>)))]
+async fn add(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Json(req): Json<AddSuppressions>,
+) -> AppResult<Reply<SuppressionsAdded>> {
+    let added = suppressions::add(state.use_cases(), &tenant.caller(), req).await?;
+    Ok(Reply::created(added))
+}
+
+/// List the suppression ledger's entries.
+#[utoipa::path(get, path = "/api/v1/suppressions", tag = "suppressions",
+    params(PageParams, SuppressionFilter),
+    responses((status = 200, description = "A page of entries", body = ListEnvelope<Suppression>)))]
+async fn list(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Paging(page): Paging,
+    Query(filter): Query<SuppressionFilter>,
+) -> AppResult<Reply<Vec<Suppression>>> {
+    Ok(Reply::page(
+        suppressions::list(state.use_cases(), tenant.org_id, &filter, &page).await?,
+    ))
+}
+
+/// Export the ledger's entries (with the list's filters) as CSV, oldest first:
+/// `id,email,phone,contact_id,channel,reason,source,created_at`. Streamed, a thousand
+/// entries a statement; one export of an organization at a time (429 `rate_limited`
+/// otherwise), for at most ten minutes.
+#[utoipa::path(get, path = "/api/v1/suppressions/export", tag = "suppressions",
+    params(SuppressionFilter),
+    responses((status = 200, description = "The entries as CSV", content_type = "text/csv", body = String)))]
+async fn export(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(filter): Query<SuppressionFilter>,
+) -> AppResult<Response> {
+    let org = tenant.org_id;
+    let deadline = Instant::now() + EXPORT_FOR;
+    let slot = Arc::new(ExportSlot::take(&state, org, deadline)?);
+    // The first batch is read before answering, so that its error is an error answer.
+    let first =
+        suppressions::export_batch(state.use_cases(), org, &filter, None, EXPORT_BATCH).await?;
+    let head = futures::stream::once(std::future::ready(Ok::<_, std::io::Error>(
+        Bytes::from_static(CSV_HEADER.as_bytes()),
+    )));
+    let rest = futures::stream::unfold(Some(first), move |batch| {
+        let (state, filter, slot) = (state.clone(), filter.clone(), slot.clone());
+        async move {
+            let (rows, after) = batch?;
+            let mut text = String::with_capacity(rows.len() * 120);
+            rows.iter().for_each(|r| text.push_str(&r.csv_line()));
+            let Some(after) = after else {
+                slot.give_back();
+                return Some((Ok(Bytes::from(text)), None));
+            };
+            if Instant::now() >= deadline {
+                return Some((
+                    Err(std::io::Error::other("past the export's deadline")),
+                    None,
+                ));
+            }
+            match suppressions::export_batch(
+                state.use_cases(),
+                org,
+                &filter,
+                Some(after),
+                EXPORT_BATCH,
+            )
+            .await
+            {
+                Ok(next) => Some((Ok(Bytes::from(text)), Some(next))),
+                // The answer ends without the end of its chunked body: the client's read
+                // fails rather than seeing a short file.
+                Err(e) => {
+                    tracing::warn!(error = %e, "a suppressions export stopped");
+                    Some((Err(std::io::Error::other(e.to_string())), None))
+                }
+            }
+        }
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+        Body::from_stream(futures::StreamExt::chain(head, rest)),
+    )
+        .into_response())
+}
+
+/// An organization's export under way: its permit, held while the body streams (after the
+/// handler returned, outside the request's slot and timeout) and given back at its end, when
+/// the client goes, or at the deadline, whichever comes first.
+struct ExportSlot {
+    permit: Arc<Mutex<Option<Permit>>>,
+    deadline: AbortHandle,
+}
+
+impl ExportSlot {
+    fn take(state: &AppState, org: OrgId, deadline: Instant) -> Result<Self, AppError> {
+        let permit = Arc::new(Mutex::new(Some(state.exports.take(org.uuid())?)));
+        let held = permit.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep_until(deadline).await;
+            held.lock().take();
+        });
+        Ok(ExportSlot {
+            permit,
+            deadline: timer.abort_handle(),
+        })
+    }
+
+    fn give_back(&self) {
+        self.permit.lock().take();
+    }
+}
+
+impl Drop for ExportSlot {
+    fn drop(&mut self) {
+        self.give_back();
+        self.deadline.abort();
+    }
+}
+
+/// Remove an entry: its address or contact is sent to again, unless another entry holds it.
+#[utoipa::path(delete, path = "/api/v1/suppressions/{id}", tag = "suppressions",
+    params(("id" = Uuid, Path, description = "Suppression entry id")),
+    responses((status = 200, description = "The entry is gone", body = Envelope<Deleted>)))]
+async fn remove(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<SuppressionId>,
+) -> AppResult<Reply<Deleted>> {
+    suppressions::remove(state.use_cases(), &tenant.caller(), id).await?;
+    Ok(Reply::deleted(id.uuid()))
+}

@@ -1,0 +1,337 @@
+//! The suppression ledger: who is not sent to, on which channel, and why (docs/api.md,
+//! Suppressions). Which entries a message obeys depends on its template's category
+//! ([`SuppressionReason::applies_to`]); the send decides it in one place
+//! (`crate::sending::Claimed`).
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::Channel;
+use crate::templates::TemplateCategory;
+use parley_types::error::{AppError, FieldError};
+use parley_types::fields::{Email, Phone};
+use parley_types::ids::{ContactId, OrgId};
+use parley_types::time::Timestamp;
+
+parley_types::text_enum!(
+    /// Why an address or a contact is not sent to. A send reports the first that applies,
+    /// in this order.
+    SuppressionReason {
+        HardBounce = "hard_bounce",
+        Complaint = "complaint",
+        SoftBounceLimit = "soft_bounce_limit",
+        Unsubscribed = "unsubscribed",
+        Manual = "manual",
+    }
+);
+
+parley_types::text_enum!(
+    /// Where an entry came from.
+    SuppressionSource { Api = "api", Receipt = "receipt", Unsubscribe = "unsubscribe", Import = "import" }
+);
+
+impl SuppressionReason {
+    /// Whether a message of `category` obeys an entry of this reason. Marketing messages
+    /// obey every entry; transactional ones (`utility`, `authentication`) only the
+    /// address's bounces and complaints, so an unsubscribed person still gets a receipt or a
+    /// login code, and an address that bounces or complains gets nothing.
+    pub fn applies_to(self, category: TemplateCategory) -> bool {
+        match category {
+            TemplateCategory::Marketing => true,
+            TemplateCategory::Utility | TemplateCategory::Authentication => matches!(
+                self,
+                SuppressionReason::HardBounce
+                    | SuppressionReason::Complaint
+                    | SuppressionReason::SoftBounceLimit
+            ),
+        }
+    }
+
+    /// The reasons a message of `category` obeys.
+    pub fn obeyed_by(category: TemplateCategory) -> Vec<SuppressionReason> {
+        Self::ALL
+            .iter()
+            .copied()
+            .filter(|r| r.applies_to(category))
+            .collect()
+    }
+
+    /// The recipient's `errorCode` when an entry of this reason skips it.
+    pub fn error_code(self) -> String {
+        format!("suppressed_{}", self.as_str())
+    }
+}
+
+/// An entry of the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Suppression {
+    pub id: Uuid,
+    pub organization_id: Uuid,
+    /// The address, lowercase, when the entry names one (lowercased when written).
+    pub email: Option<String>,
+    /// The number, in E.164, when the entry names one.
+    pub phone: Option<String>,
+    /// The contact, when the entry names one.
+    pub contact_id: Option<Uuid>,
+    /// The channel it suppresses on; `null`: every channel.
+    pub channel: Option<Channel>,
+    pub reason: SuppressionReason,
+    pub source: SuppressionSource,
+    pub created_at: Timestamp,
+}
+parley_types::keyed!(Suppression);
+
+/// The most entries one request adds.
+pub const MAX_PER_REQUEST: usize = 1000;
+
+/// One entry to add: exactly one of `email`, `phone` and `contactId`.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(remote = "Self", rename_all = "camelCase")]
+pub struct NewSuppression {
+    pub email: Option<Email>,
+    pub phone: Option<Phone>,
+    /// A contact of the organization.
+    pub contact_id: Option<ContactId>,
+    /// Left out: every channel.
+    pub channel: Option<Channel>,
+    /// `manual` when left out.
+    pub reason: Option<SuppressionReason>,
+}
+
+/// `POST /api/v1/suppressions`.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(remote = "Self", rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", schema(example = json!({"entries": [
+    {"email": "ada@example.com", "reason": "unsubscribed"},
+    {"phone": "+4915112345678", "channel": "messaging_a", "reason": "complaint"}
+]})))]
+pub struct AddSuppressions {
+    /// 1 to 1,000 entries; one already in the ledger (the same address or contact and
+    /// channel) is left as it is.
+    #[serde(deserialize_with = "parley_types::fields::at_most::<_, _, 1000>")]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1000))]
+    pub entries: Vec<NewSuppression>,
+}
+
+parley_types::objects_only!(NewSuppression, AddSuppressions);
+
+/// What an entry names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    Email(String),
+    Phone(String),
+    Contact(ContactId),
+}
+
+impl AddSuppressions {
+    /// The entries to write, each checked, from `source` at `now`; 422 with each bad entry's
+    /// index otherwise.
+    pub fn into_entries(
+        self,
+        org: OrgId,
+        source: SuppressionSource,
+        now: Timestamp,
+    ) -> Result<Vec<Suppression>, AppError> {
+        if self.entries.is_empty() {
+            return Err(AppError::validation(
+                "entries",
+                "too_few",
+                "give at least one entry",
+            ));
+        }
+        let mut errors = Vec::new();
+        let mut out = Vec::with_capacity(self.entries.len());
+        for (i, e) in self.entries.into_iter().enumerate() {
+            let subject = match (e.email, e.phone, e.contact_id) {
+                // Lowercased where it is written, by Postgres' `lower` (as the send compares).
+                (Some(email), None, None) => Subject::Email(email.as_str().to_owned()),
+                (None, Some(phone), None) => Subject::Phone(phone.as_str().to_owned()),
+                (None, None, Some(contact)) => Subject::Contact(contact),
+                _ => {
+                    errors.push(FieldError::new(
+                        format!("entries[{i}]"),
+                        "invalid_value",
+                        "give exactly one of email, phone and contactId",
+                    ));
+                    continue;
+                }
+            };
+            out.push(Suppression::new(
+                org,
+                subject,
+                e.channel,
+                e.reason.unwrap_or(SuppressionReason::Manual),
+                source,
+                now,
+            ));
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(AppError::Validation(errors))
+        }
+    }
+}
+
+impl Suppression {
+    pub fn new(
+        org: OrgId,
+        subject: Subject,
+        channel: Option<Channel>,
+        reason: SuppressionReason,
+        source: SuppressionSource,
+        now: Timestamp,
+    ) -> Suppression {
+        let (email, phone, contact_id) = match subject {
+            Subject::Email(e) => (Some(e), None, None),
+            Subject::Phone(p) => (None, Some(p), None),
+            Subject::Contact(c) => (None, None, Some(c.uuid())),
+        };
+        Suppression {
+            id: parley_types::ids::new_id(),
+            organization_id: org.uuid(),
+            email,
+            phone,
+            contact_id,
+            channel,
+            reason,
+            source,
+            created_at: now,
+        }
+    }
+}
+
+/// What `POST /api/v1/suppressions` did.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SuppressionsAdded {
+    /// The entries written.
+    pub added: Vec<Suppression>,
+    /// Entries left as they were: already in the ledger.
+    pub existing: u32,
+}
+
+/// The filters of `GET /api/v1/suppressions` and its export.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct SuppressionFilter {
+    pub reason: Option<SuppressionReason>,
+    /// Entries for this channel (entries for every channel are not included).
+    pub channel: Option<Channel>,
+    /// Entries of this address (any case).
+    pub email: Option<Email>,
+    pub phone: Option<Phone>,
+    pub contact_id: Option<ContactId>,
+}
+
+/// The header of the CSV export.
+pub const CSV_HEADER: &str = "id,email,phone,contact_id,channel,reason,source,created_at\n";
+
+impl Suppression {
+    /// The entry as a line of the CSV export (RFC 4180). Ids, numbers (E.164), channels,
+    /// reasons and times hold nothing to quote; an address may hold `,` or `"` (quoted, the
+    /// quotes doubled), or start like a formula (`=`, `+`, `-`, `@`: a `'` goes first, so a
+    /// spreadsheet shows it as text and runs nothing).
+    pub fn csv_line(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{}\n",
+            self.id,
+            self.email.as_deref().map(csv_text).unwrap_or_default(),
+            self.phone.as_deref().unwrap_or(""),
+            self.contact_id.map(|c| c.to_string()).unwrap_or_default(),
+            self.channel.map(|c| c.as_str()).unwrap_or(""),
+            self.reason.as_str(),
+            self.source.as_str(),
+            self.created_at,
+        )
+    }
+}
+
+/// Free text as one CSV field: kept from being read as a formula, quoted when it must be.
+fn csv_text(text: &str) -> String {
+    let guarded = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_owned()
+    };
+    if guarded.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", guarded.replace('"', "\"\""))
+    } else {
+        guarded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transactional_messages_obey_only_bounces_and_complaints() {
+        for &reason in SuppressionReason::ALL {
+            assert!(reason.applies_to(TemplateCategory::Marketing), "{reason:?}");
+        }
+        for category in [TemplateCategory::Utility, TemplateCategory::Authentication] {
+            assert_eq!(
+                SuppressionReason::obeyed_by(category),
+                vec![
+                    SuppressionReason::HardBounce,
+                    SuppressionReason::Complaint,
+                    SuppressionReason::SoftBounceLimit
+                ]
+            );
+        }
+        assert_eq!(
+            SuppressionReason::HardBounce.error_code(),
+            "suppressed_hard_bounce"
+        );
+    }
+
+    #[test]
+    fn an_entry_names_exactly_one_subject() {
+        let req: AddSuppressions = serde_json::from_value(serde_json::json!({"entries": [
+            {"email": "Ada@Example.com"},
+            {"email": "b@example.com", "phone": "+4915112345678"},
+            {"channel": "email"},
+            {"contactId": "0194f2a0-7c1e-7000-8000-000000000002", "reason": "complaint"}
+        ]}))
+        .unwrap();
+        let err = req
+            .into_entries(OrgId::generate(), SuppressionSource::Api, Timestamp::now())
+            .unwrap_err();
+        let AppError::Validation(fields) = err else {
+            panic!("{err:?}")
+        };
+        let named: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(named, ["entries[1]", "entries[2]"]);
+
+        let ok: AddSuppressions = serde_json::from_value(serde_json::json!({"entries": [
+            {"email": "Ada@Example.com"}
+        ]}))
+        .unwrap();
+        let entries = ok
+            .into_entries(OrgId::generate(), SuppressionSource::Api, Timestamp::now())
+            .unwrap();
+        assert_eq!(entries[0].email.as_deref(), Some("Ada@Example.com"));
+        assert_eq!(entries[0].reason, SuppressionReason::Manual);
+        assert_eq!(entries[0].channel, None);
+    }
+
+    #[test]
+    fn an_address_in_the_export_is_quoted_and_never_a_formula() {
+        assert_eq!(csv_text("ada@example.com"), "ada@example.com");
+        assert_eq!(csv_text("a,b@example.com"), "\"a,b@example.com\"");
+        assert_eq!(csv_text("\"a\"@example.com"), "\"\"\"a\"\"@example.com\"");
+        assert_eq!(
+            csv_text("=HYPERLINK(\"x\")@example.com"),
+            "\"'=HYPERLINK(\"\"x\"\")@example.com\""
+        );
+        assert_eq!(csv_text("-1@example.com"), "'-1@example.com");
+    }
+}

@@ -1,0 +1,78 @@
+//! The suppression ledger: entries added in bulk, listed, exported and removed. What a send
+//! obeys of it is decided in `parley_domain::sending` (docs/api.md, Suppressions).
+
+use parley_db as db;
+use parley_domain::suppressions::{
+    AddSuppressions, Suppression, SuppressionFilter, SuppressionSource, SuppressionsAdded,
+};
+use parley_types::error::{AppError, FieldError};
+use parley_types::ids::{ContactId, OrgId, SuppressionId};
+use parley_types::list::{Cursor, Keyed, Page, PageRequest};
+
+use crate::{Caller, Ctx, Result, changed};
+
+/// Adds entries from the API; an entry naming a contact that is not the organization's is
+/// 422 (with its index), and nothing is written.
+#[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, entries = req.entries.len()))]
+pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<SuppressionsAdded> {
+    let entries = req.into_entries(caller.org_id, SuppressionSource::Api, ctx.clock.now())?;
+    let named: Vec<ContactId> = entries
+        .iter()
+        .filter_map(|e| e.contact_id.map(ContactId::from))
+        .collect();
+    if !named.is_empty() {
+        let known = db::suppressions::known_contacts(ctx.pool, caller.org_id, &named).await?;
+        let unknown: Vec<FieldError> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e.contact_id
+                    .is_some_and(|c| !known.contains(&ContactId::from(c)))
+            })
+            .map(|(i, _)| {
+                FieldError::new(
+                    format!("entries[{i}].contactId"),
+                    "not_found",
+                    "no contact of the organization has this id",
+                )
+            })
+            .collect();
+        if !unknown.is_empty() {
+            return Err(AppError::Validation(unknown).into());
+        }
+    }
+    let added = db::suppressions::add(ctx.pool, &entries).await?;
+    let existing = (entries.len() - added.len()) as u32;
+    Ok(SuppressionsAdded { added, existing })
+}
+
+/// Removes an entry: its address or contact is sent to again (unless another entry holds it).
+pub async fn remove(ctx: Ctx<'_>, caller: &Caller, id: SuppressionId) -> Result<()> {
+    changed(db::suppressions::remove(ctx.pool, caller.org_id, id).await?)
+}
+
+/// A page of the organization's entries.
+pub async fn list(
+    ctx: Ctx<'_>,
+    org: OrgId,
+    f: &SuppressionFilter,
+    page: &PageRequest,
+) -> Result<Page<Suppression>> {
+    Ok(db::suppressions::list(ctx.pool, org, f, page).await?)
+}
+
+/// The export's next batch: up to `n` entries after `after`, oldest first, and where the one
+/// after it starts (`None` at the end).
+pub async fn export_batch(
+    ctx: Ctx<'_>,
+    org: OrgId,
+    f: &SuppressionFilter,
+    after: Option<Cursor>,
+    n: i64,
+) -> Result<(Vec<Suppression>, Option<Cursor>)> {
+    let rows = db::suppressions::batch_after(ctx.pool, org, f, after, n).await?;
+    let next = (rows.len() as i64 == n)
+        .then(|| rows.last().map(Keyed::cursor))
+        .flatten();
+    Ok((rows, next))
+}
