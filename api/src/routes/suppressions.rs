@@ -40,8 +40,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Add entries to the suppression ledger: 1 to 1,000, each naming exactly one of `email`,
-/// `phone` and `contactId`. An entry already in the ledger (the same address or contact and
-/// channel) is left as it is and counted in `existing`.
+/// `phone` and `contactId`. An entry already in the ledger (the same address or contact,
+/// channel and reason) is left as it is and counted in `existing`.
 #[utoipa::path(post, path = "/api/v1/suppressions", tag = "suppressions",
     request_body = AddSuppressions,
     responses((status = 201, description = "The entries written", body = Envelope<SuppressionsAdded>)))]

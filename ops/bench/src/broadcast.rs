@@ -104,6 +104,9 @@ async fn db_activity(pool: &sqlx::PgPool) -> anyhow::Result<[i64; 3]> {
 }
 
 async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::Result<Figures> {
+    let entries: usize = parley_bench::env("PARLEY_BENCH_LEDGER", "0")
+        .parse()
+        .context("PARLEY_BENCH_LEDGER is a number")?;
     let bench = Bench::new(&format!("parley_bench_{n}")).await?;
     let (pool, key) = (&bench.pool, &bench.key);
     let contacts = bench.seed_contacts(n).await?;
@@ -191,9 +194,6 @@ async fn run(n: usize, workers: usize, sink_url: &str, seen: &Seen) -> anyhow::R
     } else {
         None
     };
-    let entries: usize = parley_bench::env("PARLEY_BENCH_LEDGER", "0")
-        .parse()
-        .context("PARLEY_BENCH_LEDGER is a number")?;
     let ledger = if entries > 0 {
         let toggle = Toggle::Ledger(entries);
         Some(in_turn(&bench, &client, &template, &contacts, seen, toggle).await?)

@@ -18,8 +18,9 @@ use super::ListQuery;
 /// is. Returns the entries written.
 pub async fn add(
     db: impl PgExecutor<'_>,
-    entries: &[Suppression],
+    entries: impl IntoIterator<Item = Suppression>,
 ) -> Result<Vec<Suppression>, sqlx::Error> {
+    let entries: Vec<Suppression> = entries.into_iter().collect();
     let ids: Vec<Uuid> = entries.iter().map(|e| e.id).collect();
     let orgs: Vec<Uuid> = entries.iter().map(|e| e.organization_id).collect();
     let emails: Vec<Option<&str>> = entries.iter().map(|e| e.email.as_deref()).collect();

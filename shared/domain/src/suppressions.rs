@@ -110,8 +110,8 @@ pub struct NewSuppression {
     {"phone": "+4915112345678", "channel": "messaging_a", "reason": "complaint"}
 ]})))]
 pub struct AddSuppressions {
-    /// 1 to 1,000 entries; one already in the ledger (the same address or contact and
-    /// channel) is left as it is.
+    /// 1 to 1,000 entries; one already in the ledger (the same address or contact, channel
+    /// and reason) is left as it is.
     #[serde(deserialize_with = "parley_types::fields::at_most::<_, _, 1000>")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1000))]
     pub entries: Vec<NewSuppression>,
@@ -178,6 +178,23 @@ impl AddSuppressions {
 }
 
 impl Suppression {
+    /// What the ledger's unique key compares: the organization, the address (lowercase, as
+    /// Postgres writes it) or contact, the channel and the reason.
+    pub fn entry_key(&self) -> (Uuid, String, &'static str, &'static str) {
+        let subject = match (&self.email, &self.phone, self.contact_id) {
+            (Some(e), _, _) => e.to_lowercase(),
+            (_, Some(p), _) => p.clone(),
+            (_, _, Some(c)) => c.to_string(),
+            _ => String::new(),
+        };
+        (
+            self.organization_id,
+            subject,
+            self.channel.map_or("", |c| c.as_str()),
+            self.reason.as_str(),
+        )
+    }
+
     pub fn new(
         org: OrgId,
         subject: Subject,
@@ -232,7 +249,7 @@ pub struct SuppressionFilter {
 }
 
 /// The header of the CSV export.
-pub const CSV_HEADER: &str = "id,email,phone,contact_id,channel,reason,source,created_at\n";
+pub const CSV_HEADER: &str = "id,email,phone,contact_id,channel,reason,source,created_at\r\n";
 
 impl Suppression {
     /// The entry as a line of the CSV export (RFC 4180). Ids, numbers (E.164), channels,
@@ -241,7 +258,7 @@ impl Suppression {
     /// spreadsheet shows it as text and runs nothing).
     pub fn csv_line(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{}\r\n",
             self.id,
             self.email.as_deref().map(csv_text).unwrap_or_default(),
             self.phone.as_deref().unwrap_or(""),

@@ -1,6 +1,8 @@
 //! The suppression ledger: entries added in bulk, listed, exported and removed. What a send
 //! obeys of it is decided in `parley_domain::sending` (docs/api.md, Suppressions).
 
+use std::collections::HashMap;
+
 use parley_db as db;
 use parley_domain::suppressions::{
     AddSuppressions, Suppression, SuppressionFilter, SuppressionSource, SuppressionsAdded,
@@ -8,6 +10,7 @@ use parley_domain::suppressions::{
 use parley_types::error::{AppError, FieldError};
 use parley_types::ids::{ContactId, OrgId, SuppressionId};
 use parley_types::list::{Cursor, Keyed, Page, PageRequest};
+use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed};
 
@@ -41,7 +44,13 @@ pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<
             return Err(AppError::Validation(unknown).into());
         }
     }
-    let added = db::suppressions::add(ctx.pool, &entries).await?;
+    // Written in one order whatever the request's, so that two requests naming the same
+    // entries wait on each other instead of deadlocking; answered in the request's order.
+    let mut in_order: Vec<&Suppression> = entries.iter().collect();
+    in_order.sort_by(|a, b| a.entry_key().cmp(&b.entry_key()));
+    let written = db::suppressions::add(ctx.pool, in_order.into_iter().cloned()).await?;
+    let mut by_id: HashMap<Uuid, Suppression> = written.into_iter().map(|s| (s.id, s)).collect();
+    let added: Vec<Suppression> = entries.iter().filter_map(|e| by_id.remove(&e.id)).collect();
     let existing = (entries.len() - added.len()) as u32;
     Ok(SuppressionsAdded { added, existing })
 }

@@ -73,6 +73,16 @@ async fn a_send_skips_whom_the_ledger_holds_and_transactional_mail_obeys_only_bo
         .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
         .await;
     let free = contact(&app, "free@example.com").await;
+    // Another organization's ledger holds the same address: not this organization's.
+    let (_, other) = app.new_org("Other").await;
+    app.send(
+        reqwest::Method::POST,
+        "/api/v1/suppressions",
+        Some(&other),
+        Some(&json!({"entries": [{"email": "free@example.com"}]})),
+    )
+    .await
+    .expect(201);
     let unsubscribed = contact(&app, "Unsub@Example.com").await;
     let complained = contact(&app, "complained@example.com").await;
     let elsewhere = contact(&app, "elsewhere@example.com").await;
@@ -310,4 +320,9 @@ async fn the_export_streams_every_entry_across_its_batches_quoted() {
     assert!(lines[1].contains(",b0-0@example.com,"), "oldest first");
     assert!(text.contains(",\"a,b@example.com\","));
     assert!(text.contains(",'=cmd@example.com,"));
+    assert!(text.ends_with("\r\n"), "RFC 4180 line ends");
+    // The first export gave its place back when its body ended: a second one runs.
+    let again = export(&app).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.text().await.unwrap().lines().count(), 1 + 3002);
 }
