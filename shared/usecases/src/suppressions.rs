@@ -1,7 +1,7 @@
 //! The suppression ledger: entries added in bulk, listed, exported and removed. What a send
 //! obeys of it is decided in `parley_domain::sending` (docs/api.md, Suppressions).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use parley_db as db;
 use parley_domain::suppressions::{
@@ -24,7 +24,11 @@ pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<
         .filter_map(|e| e.contact_id.map(ContactId::from))
         .collect();
     if !named.is_empty() {
-        let known = db::suppressions::known_contacts(ctx.pool, caller.org_id, &named).await?;
+        let known: HashSet<ContactId> =
+            db::suppressions::known_contacts(ctx.pool, caller.org_id, &named)
+                .await?
+                .into_iter()
+                .collect();
         let unknown: Vec<FieldError> = entries
             .iter()
             .enumerate()
