@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use crate::error::AppResult;
-use crate::org_permits::Permit;
+use crate::org_permits::{OrgPermits, Permit};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
@@ -83,7 +83,7 @@ async fn export(
 ) -> AppResult<Response> {
     let org = tenant.org_id;
     let deadline = Instant::now() + EXPORT_FOR;
-    let slot = Arc::new(ExportSlot::take(&state, org, deadline)?);
+    let slot = Arc::new(ExportSlot::take(&state.exports, org, deadline)?);
     // The first batch is read before answering, so that its error is an error answer.
     let first =
         suppressions::export_batch(state.use_cases(), org, &filter, None, EXPORT_BATCH).await?;
@@ -141,8 +141,8 @@ struct ExportSlot {
 }
 
 impl ExportSlot {
-    fn take(state: &AppState, org: OrgId, deadline: Instant) -> Result<Self, AppError> {
-        let permit = Arc::new(Mutex::new(Some(state.exports.take(org.uuid())?)));
+    fn take(exports: &OrgPermits, org: OrgId, deadline: Instant) -> Result<Self, AppError> {
+        let permit = Arc::new(Mutex::new(Some(exports.take(org.uuid())?)));
         let held = permit.clone();
         let timer = tokio::spawn(async move {
             tokio::time::sleep_until(deadline).await;
@@ -177,4 +177,64 @@ async fn remove(
 ) -> AppResult<Reply<Deleted>> {
     suppressions::remove(state.use_cases(), &tenant.caller(), id).await?;
     Ok(Reply::deleted(id.uuid()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exports() -> OrgPermits {
+        OrgPermits::new("exports", "suppression exports", 1, false)
+    }
+
+    /// Waits for `done`, for 5 s at most (the real clock: the workspace's tests run without
+    /// tokio's paused one).
+    async fn until(done: impl Fn() -> bool) -> bool {
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            if Instant::now() > give_up {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    #[tokio::test]
+    async fn an_export_holds_its_organizations_place_until_it_ends_or_is_dropped() {
+        let (exports, org) = (exports(), OrgId::generate());
+        let later = Instant::now() + Duration::from_secs(600);
+        let slot = ExportSlot::take(&exports, org, later).unwrap();
+        assert!(
+            ExportSlot::take(&exports, org, later).is_err(),
+            "one at a time"
+        );
+        let other = ExportSlot::take(&exports, OrgId::generate(), later);
+        assert!(other.is_ok(), "another organization's is its own");
+        slot.give_back();
+        slot.give_back();
+        let again = ExportSlot::take(&exports, org, later).unwrap();
+        drop(slot);
+        assert!(
+            ExportSlot::take(&exports, org, later).is_err(),
+            "still held by `again`"
+        );
+        drop(again);
+        assert!(
+            ExportSlot::take(&exports, org, later).is_ok(),
+            "dropped: given back"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_deadline_gives_the_place_back_while_the_export_still_lives() {
+        let (exports, org) = (exports(), OrgId::generate());
+        let soon = Instant::now() + Duration::from_millis(500);
+        let _slot = ExportSlot::take(&exports, org, soon).unwrap();
+        assert!(ExportSlot::take(&exports, org, soon).is_err());
+        assert!(
+            until(|| ExportSlot::take(&exports, org, Instant::now()).is_ok()).await,
+            "the place is not given back at the deadline"
+        );
+    }
 }
