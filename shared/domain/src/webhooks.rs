@@ -31,6 +31,7 @@ parley_types::text_enum!(
         SlaWarning = "sla.warning",
         SlaBreached = "sla.breached",
         WebhookDisabled = "webhook.disabled",
+        ContactSuppressed = "contact.suppressed",
         WebhookTest = "webhook.test",
     }
 );
@@ -74,6 +75,10 @@ impl EventName {
         (
             EventName::WebhookDisabled,
             "another webhook of the organization was disabled after failing for too long",
+        ),
+        (
+            EventName::ContactSuppressed,
+            "an entry is added to the organization's suppression ledger",
         ),
     ];
 
@@ -554,8 +559,9 @@ mod tests {
         );
         assert_eq!(
             EventName::SUBSCRIBABLE.len(),
-            16,
-            "the specification's 12, the two SLA events, webhook.disabled and broadcast.variant_picked"
+            17,
+            "the specification's 12, the two SLA events, webhook.disabled, \
+             broadcast.variant_picked and contact.suppressed"
         );
     }
 

@@ -7,6 +7,7 @@ use parley_db as db;
 use parley_domain::suppressions::{
     AddSuppressions, Suppression, SuppressionFilter, SuppressionSource, SuppressionsAdded,
 };
+use parley_domain::webhooks::EventName;
 use parley_types::error::{AppError, FieldError};
 use parley_types::ids::{ContactId, OrgId, SuppressionId};
 use parley_types::list::{Cursor, Keyed, Page, PageRequest};
@@ -14,8 +15,9 @@ use uuid::Uuid;
 
 use crate::{Caller, Ctx, Result, changed};
 
-/// Adds entries from the API; an entry naming a contact that is not the organization's is
-/// 422 (with its index), and nothing is written.
+/// Adds entries from the API, each written with its `contact.suppressed` event; an entry
+/// naming a contact that is not the organization's is 422 (with its index), and nothing is
+/// written.
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, entries = req.entries.len()))]
 pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<SuppressionsAdded> {
     let entries = req.into_entries(caller.org_id, SuppressionSource::Api, ctx.clock.now())?;
@@ -52,7 +54,20 @@ pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<
     // entries wait on each other instead of deadlocking; answered in the request's order.
     let mut in_order: Vec<&Suppression> = entries.iter().collect();
     in_order.sort_by(|a, b| a.entry_key().cmp(&b.entry_key()));
-    let written = db::suppressions::add(ctx.pool, in_order.into_iter().cloned()).await?;
+    let mut tx = ctx.pool.begin().await?;
+    let written = db::suppressions::add(&mut *tx, in_order.into_iter().cloned()).await?;
+    let events: Vec<(Uuid, EventName, serde_json::Value)> = written
+        .iter()
+        .map(|s| {
+            Ok((
+                s.organization_id,
+                EventName::ContactSuppressed,
+                serde_json::to_value(s)?,
+            ))
+        })
+        .collect::<std::result::Result<_, serde_json::Error>>()?;
+    db::outbox::emit_many(&mut tx, &events).await?;
+    tx.commit().await?;
     let mut by_id: HashMap<Uuid, Suppression> = written.into_iter().map(|s| (s.id, s)).collect();
     let added: Vec<Suppression> = entries.iter().filter_map(|e| by_id.remove(&e.id)).collect();
     let existing = (entries.len() - added.len()) as u32;

@@ -197,6 +197,16 @@ async fn the_ledger_is_listed_filtered_exported_and_removed_within_its_organizat
     )
     .await
     .expect(201);
+    // Each entry written is an event, with the entry as its data.
+    let events: Vec<Value> = app
+        .events()
+        .await
+        .into_iter()
+        .filter(|(name, _)| name == "contact.suppressed")
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(events.len(), 3);
+    assert!(events.iter().any(|d| d["phone"] == "+4915112345678"));
 
     let page = app.get("/api/v1/suppressions?pageSize=2").await;
     page.expect(200);
@@ -254,6 +264,11 @@ async fn the_ledger_is_listed_filtered_exported_and_removed_within_its_organizat
     app.post("/api/v1/suppressions", json!({"entries": too_many}))
         .await
         .expect_error(422, "validation_error");
+    assert_eq!(
+        app.count_events("contact.suppressed").await,
+        3,
+        "refused requests emit nothing"
+    );
     assert_eq!(
         app.get("/api/v1/suppressions").await.body["meta"]["total"],
         3

@@ -407,9 +407,9 @@ async fn subscriptions_are_checked() {
         .collect();
     assert_eq!(
         names.len(),
-        16,
+        17,
         "the specification's 12 events and sla.warning, sla.breached, webhook.disabled, \
-         broadcast.variant_picked"
+         broadcast.variant_picked, contact.suppressed"
     );
     for name in [
         "conversation.started",
