@@ -341,3 +341,42 @@ async fn the_export_streams_every_entry_across_its_batches_quoted() {
     assert_eq!(again.status(), 200);
     assert_eq!(again.text().await.unwrap().lines().count(), 1 + 3002);
 }
+
+#[tokio::test]
+async fn an_ab_broadcast_with_a_marketing_variant_obeys_every_entry() {
+    let app = TestApp::builder().start().await;
+    let _worker = app.spawn_worker(&[]).await;
+    let free = contact(&app, "free@example.com").await;
+    let unsubscribed = contact(&app, "unsub@example.com").await;
+    app.post(
+        "/api/v1/suppressions",
+        json!({"entries": [{"email": "unsub@example.com", "reason": "unsubscribed"}]}),
+    )
+    .await
+    .expect(201);
+    // Its own template is transactional, a variant's is marketing: the broadcast is marketing.
+    let utility = email_template(&app, "utility").await;
+    let marketing = email_template(&app, "marketing").await;
+    let id = app
+        .post(
+            "/api/v1/broadcasts",
+            json!({"broadcastName": "AB", "templateId": utility,
+                   "contactIds": [free, unsubscribed], "sendNow": true,
+                   "abTest": {"variants": [{"templateId": marketing}], "testPercent": 100,
+                              "winnerMetric": "read", "waitMinutes": 60}}),
+        )
+        .await
+        .expect(201)
+        .id();
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+        b["data"]["totalRecipients"] == 2 && b["data"]["pendingCount"] == 0
+    })
+    .await;
+    assert_eq!(
+        outcomes(&app, &id).await,
+        expected(&[
+            (free, "sent", None),
+            (unsubscribed, "skipped", Some("suppressed_unsubscribed")),
+        ])
+    );
+}
