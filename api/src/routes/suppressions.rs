@@ -83,7 +83,7 @@ async fn export(
 ) -> AppResult<Response> {
     let org = tenant.org_id;
     let deadline = Instant::now() + EXPORT_FOR;
-    let slot = Arc::new(ExportSlot::take(&state.exports, org, deadline)?);
+    let permit = Arc::new(ExportPermit::take(&state.exports, org, deadline)?);
     // The first batch is read before answering, so that its error is an error answer.
     let first =
         suppressions::export_batch(state.use_cases(), org, &filter, None, EXPORT_BATCH).await?;
@@ -91,13 +91,13 @@ async fn export(
         Bytes::from_static(CSV_HEADER.as_bytes()),
     )));
     let rest = futures::stream::unfold(Some(first), move |batch| {
-        let (state, filter, slot) = (state.clone(), filter.clone(), slot.clone());
+        let (state, filter, permit) = (state.clone(), filter.clone(), permit.clone());
         async move {
             let (rows, after) = batch?;
             let mut text = String::with_capacity(rows.len() * 120);
             rows.iter().for_each(|r| text.push_str(&r.csv_line()));
             let Some(after) = after else {
-                slot.give_back();
+                permit.give_back();
                 return Some((Ok(Bytes::from(text)), None));
             };
             if Instant::now() >= deadline {
@@ -133,14 +133,14 @@ async fn export(
 }
 
 /// An organization's export under way: its permit, held while the body streams (after the
-/// handler returned, outside the request's slot and timeout) and given back at its end, when
+/// handler returned, outside the request's in-flight slot, turn and timeout) and given back at its end, when
 /// the client goes, or at the deadline, whichever comes first.
-struct ExportSlot {
+struct ExportPermit {
     permit: Arc<Mutex<Option<Permit>>>,
     deadline: AbortHandle,
 }
 
-impl ExportSlot {
+impl ExportPermit {
     fn take(exports: &OrgPermits, org: OrgId, deadline: Instant) -> Result<Self, AppError> {
         let permit = Arc::new(Mutex::new(Some(exports.take(org.uuid())?)));
         let held = permit.clone();
@@ -148,7 +148,7 @@ impl ExportSlot {
             tokio::time::sleep_until(deadline).await;
             held.lock().take();
         });
-        Ok(ExportSlot {
+        Ok(ExportPermit {
             permit,
             deadline: timer.abort_handle(),
         })
@@ -159,7 +159,7 @@ impl ExportSlot {
     }
 }
 
-impl Drop for ExportSlot {
+impl Drop for ExportPermit {
     fn drop(&mut self) {
         self.give_back();
         self.deadline.abort();
@@ -204,24 +204,24 @@ mod tests {
     async fn an_export_holds_its_organizations_place_until_it_ends_or_is_dropped() {
         let (exports, org) = (exports(), OrgId::generate());
         let later = Instant::now() + Duration::from_secs(600);
-        let slot = ExportSlot::take(&exports, org, later).unwrap();
+        let export = ExportPermit::take(&exports, org, later).unwrap();
         assert!(
-            ExportSlot::take(&exports, org, later).is_err(),
+            ExportPermit::take(&exports, org, later).is_err(),
             "one at a time"
         );
-        let other = ExportSlot::take(&exports, OrgId::generate(), later);
+        let other = ExportPermit::take(&exports, OrgId::generate(), later);
         assert!(other.is_ok(), "another organization's is its own");
-        slot.give_back();
-        slot.give_back();
-        let again = ExportSlot::take(&exports, org, later).unwrap();
-        drop(slot);
+        export.give_back();
+        export.give_back();
+        let again = ExportPermit::take(&exports, org, later).unwrap();
+        drop(export);
         assert!(
-            ExportSlot::take(&exports, org, later).is_err(),
+            ExportPermit::take(&exports, org, later).is_err(),
             "still held by `again`"
         );
         drop(again);
         assert!(
-            ExportSlot::take(&exports, org, later).is_ok(),
+            ExportPermit::take(&exports, org, later).is_ok(),
             "dropped: given back"
         );
     }
@@ -230,10 +230,10 @@ mod tests {
     async fn the_deadline_gives_the_place_back_while_the_export_still_lives() {
         let (exports, org) = (exports(), OrgId::generate());
         let soon = Instant::now() + Duration::from_millis(500);
-        let _slot = ExportSlot::take(&exports, org, soon).unwrap();
-        assert!(ExportSlot::take(&exports, org, soon).is_err());
+        let _export = ExportPermit::take(&exports, org, soon).unwrap();
+        assert!(ExportPermit::take(&exports, org, soon).is_err());
         assert!(
-            until(|| ExportSlot::take(&exports, org, Instant::now()).is_ok()).await,
+            until(|| ExportPermit::take(&exports, org, Instant::now()).is_ok()).await,
             "the place is not given back at the deadline"
         );
     }

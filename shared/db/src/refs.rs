@@ -133,20 +133,60 @@ pub async fn check_ids(
     if missing.is_empty() {
         return Ok(());
     }
-    let mut unknown = ids
-        .iter()
-        .enumerate()
-        .filter(|(_, id)| missing.contains(id));
+    refuse(
+        table,
+        field,
+        ids.iter()
+            .enumerate()
+            .filter(|(_, id)| missing.contains(id))
+            .map(|(i, id)| (format!("{field}[{i}]"), *id)),
+    )
+}
+
+/// Refuses the ids that objects of a list name (`entries[3].contactId`) and that are not
+/// records of `table` in the organization: `ids` holds each object's index and id. As
+/// [`check_ids`], linear, with at most [`MAX_DETAILS`](parley_types::error::MAX_DETAILS)
+/// details.
+pub async fn check_ids_of(
+    conn: &mut PgConnection,
+    table: RefTable,
+    org: OrgId,
+    list: &str,
+    field: &str,
+    ids: &[(usize, Uuid)],
+) -> AppResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();
+    let missing: HashSet<Uuid> = missing(conn, table, org, &named)
+        .await
+        .map_err(app_error)?
+        .into_iter()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    refuse(
+        table,
+        list,
+        ids.iter()
+            .filter(|(_, id)| missing.contains(id))
+            .map(|(i, id)| (format!("{list}[{i}].{field}"), *id)),
+    )
+}
+
+/// The 422 for `unknown` ids (each with its field's path): a detail each for the first
+/// [`MAX_DETAILS`](parley_types::error::MAX_DETAILS), then one on `field` that counts the rest.
+fn refuse(
+    table: RefTable,
+    field: &str,
+    mut unknown: impl Iterator<Item = (String, Uuid)>,
+) -> AppResult<()> {
     let mut errors: Vec<FieldError> = unknown
         .by_ref()
         .take(MAX_DETAILS)
-        .map(|(i, id)| {
-            FieldError::new(
-                format!("{field}[{i}]"),
-                "not_found",
-                table.missing_message(*id),
-            )
-        })
+        .map(|(path, id)| FieldError::new(path, "not_found", table.missing_message(id)))
         .collect();
     let rest = unknown.count();
     if rest > 0 {

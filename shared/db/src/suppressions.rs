@@ -5,7 +5,7 @@ use parley_domain::Channel;
 use parley_domain::suppressions::{
     Suppression, SuppressionFilter, SuppressionReason, SuppressionSource,
 };
-use parley_types::ids::{ContactId, OrgId, SuppressionId};
+use parley_types::ids::{OrgId, SuppressionId};
 use parley_types::list::{Cursor, Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
@@ -56,22 +56,6 @@ pub async fn add(
         &reasons as &[&str],
         &sources as &[&str],
         &times as _,
-    )
-    .fetch_all(db)
-    .await
-}
-
-/// The ones of `contacts` that are the organization's.
-pub async fn known_contacts(
-    db: impl PgExecutor<'_>,
-    org: OrgId,
-    contacts: &[ContactId],
-) -> Result<Vec<ContactId>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT id AS "id: ContactId" FROM contacts
-         WHERE organization_id = $1 AND id = ANY($2)"#,
-        org as _,
-        contacts as _,
     )
     .fetch_all(db)
     .await

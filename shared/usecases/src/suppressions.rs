@@ -1,15 +1,14 @@
 //! The suppression ledger: entries added in bulk, listed, exported and removed. What a send
 //! obeys of it is decided in `parley_domain::sending` (docs/api.md, Suppressions).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use parley_db as db;
 use parley_domain::suppressions::{
     AddSuppressions, Suppression, SuppressionFilter, SuppressionSource, SuppressionsAdded,
 };
 use parley_domain::webhooks::EventName;
-use parley_types::error::{AppError, FieldError};
-use parley_types::ids::{ContactId, OrgId, SuppressionId};
+use parley_types::ids::{OrgId, SuppressionId};
 use parley_types::list::{Cursor, Keyed, Page, PageRequest};
 use uuid::Uuid;
 
@@ -21,40 +20,25 @@ use crate::{Caller, Ctx, Result, changed};
 #[tracing::instrument(skip_all, fields(organization_id = %caller.org_id, entries = req.entries.len()))]
 pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<SuppressionsAdded> {
     let entries = req.into_entries(caller.org_id, SuppressionSource::Api, ctx.clock.now())?;
-    let named: Vec<ContactId> = entries
+    let mut tx = ctx.pool.begin().await?;
+    let named: Vec<(usize, Uuid)> = entries
         .iter()
-        .filter_map(|e| e.contact_id.map(ContactId::from))
+        .enumerate()
+        .filter_map(|(i, e)| e.contact_id.map(|c| (i, c)))
         .collect();
-    if !named.is_empty() {
-        let known: HashSet<ContactId> =
-            db::suppressions::known_contacts(ctx.pool, caller.org_id, &named)
-                .await?
-                .into_iter()
-                .collect();
-        let unknown: Vec<FieldError> = entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| {
-                e.contact_id
-                    .is_some_and(|c| !known.contains(&ContactId::from(c)))
-            })
-            .map(|(i, _)| {
-                FieldError::new(
-                    format!("entries[{i}].contactId"),
-                    "not_found",
-                    "no contact of the organization has this id",
-                )
-            })
-            .collect();
-        if !unknown.is_empty() {
-            return Err(AppError::Validation(unknown).into());
-        }
-    }
+    db::refs::check_ids_of(
+        &mut tx,
+        db::refs::RefTable::Contacts,
+        caller.org_id,
+        "entries",
+        "contactId",
+        &named,
+    )
+    .await?;
     // Written in one order whatever the request's, so that two requests naming the same
     // entries wait on each other instead of deadlocking; answered in the request's order.
     let mut in_order: Vec<&Suppression> = entries.iter().collect();
     in_order.sort_by(|a, b| a.entry_key().cmp(&b.entry_key()));
-    let mut tx = ctx.pool.begin().await?;
     let written = db::suppressions::add(&mut *tx, in_order.into_iter().cloned()).await?;
     let events: Vec<(Uuid, EventName, serde_json::Value)> = written
         .iter()
