@@ -300,6 +300,7 @@ mod tests {
             working_hours: sqlx::types::Json(serde_json::json!({})),
             quiet_hours: None,
             frequency_caps: sqlx::types::Json(Default::default()),
+            soft_bounce_limit: sqlx::types::Json(Default::default()),
             created_at: now,
             updated_at: now,
         }

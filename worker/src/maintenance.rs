@@ -1,6 +1,6 @@
 //! Upkeep every worker runs once a minute (every 240 ticks), on a loop of its own so that a
 //! long pass never delays the ticker: retention of webhook events and of broadcast
-//! recipients, expired `Idempotency-Key`s, and the queues' leftovers in Redis. Every delete is
+//! recipients, expired `Idempotency-Key`s, old soft bounces, and the queues' leftovers in Redis. Every delete is
 //! a short statement over a bounded batch; any number of workers may run it at once.
 
 use std::future::Future;
@@ -79,7 +79,7 @@ where
 const EVENTS_BATCH: i64 = 500;
 /// Broadcast recipients deleted per statement, all of one broadcast.
 const RECIPIENTS_BATCH: i64 = 5_000;
-/// Expired idempotency keys deleted per statement.
+/// Expired idempotency keys (and old soft bounces) deleted per statement.
 const KEYS_BATCH: i64 = 1_000;
 
 async fn upkeep(ctx: &WorkerState, pass: &mut Pass) {
@@ -137,6 +137,18 @@ async fn upkeep(ctx: &WorkerState, pass: &mut Pass) {
         },
     );
     pass.step("sweep_idempotency_keys", keys).await;
+    let bounces = sweep(
+        "soft_bounce",
+        Bounds {
+            statements: 100,
+            rows: u64::MAX,
+        },
+        || async {
+            let n = retention::sweep_soft_bounces(ctx.use_cases(), KEYS_BATCH).await?;
+            Ok((n, n == KEYS_BATCH as u64))
+        },
+    );
+    pass.step("sweep_soft_bounces", bounces).await;
     vacuum_queues(ctx, pass).await;
 }
 

@@ -367,7 +367,10 @@ async fn send(
             if saw_failure.swap(false, Ordering::Relaxed) {
                 reset_failures(ctx, b).await;
             }
-            RecipientOutcome::Sent { message_id }
+            RecipientOutcome::Sent {
+                message_id,
+                to: message.to.to_owned(),
+            }
         }
         SendResult::Rejected { code, message } | SendResult::GaveUp { code, message } => {
             saw_failure.store(true, Ordering::Relaxed);

@@ -218,7 +218,8 @@ async fn reconcile(
         metrics::counter!(RECONCILED, "kind" => "recipient").increment(stale.len() as u64);
         enqueue_recipients(ctx, stale).await?;
     }
-    for (channel, status) in parley_usecases::receipts::apply_early(ctx.use_cases(), BATCH).await? {
+    let early = parley_usecases::receipts::apply_early(ctx.use_cases(), BATCH).await?;
+    for (channel, status) in early.changed {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }

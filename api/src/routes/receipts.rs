@@ -11,6 +11,7 @@ use axum::http::request::Parts;
 use parley_domain::Channel;
 use parley_domain::broadcasts::{ReceiptIn, ReceiptsApplied};
 use parley_domain::signature;
+use parley_types::error::{FieldError, MAX_DETAILS};
 use parley_types::metric_names::RECIPIENTS;
 use parley_types::time::Timestamp;
 use parley_usecases::receipts::Receipt;
@@ -100,7 +101,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Apply delivery receipts. Each recipient only moves forward (`read` before `delivered`
-/// ends `read`); counters follow. Signed with `X-Parley-Signature: sha256=<hex HMAC-SHA256
+/// ends `read`); counters follow. `bounced` (with `bounceType`) fails the message and
+/// `complained` marks it; both feed the suppression ledger. Signed with `X-Parley-Signature: sha256=<hex HMAC-SHA256
 /// of the raw body under the channel's secret>`.
 #[utoipa::path(post, path = "/api/v1/channels/{channel}/receipts", tag = "channels",
     params(("channel" = Channel, Path, description = "The channel whose provider sends the receipts")),
@@ -120,24 +122,34 @@ async fn receive(
     let channel = signed.channel;
     let receipts: Vec<ReceiptIn> = parse_json(&body)?;
     parley_types::fields::check_len("body", receipts.len(), MAX_RECEIPTS)?;
+    let errors: Vec<FieldError> = receipts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.check(i).err())
+        .take(MAX_DETAILS)
+        .collect();
+    if !errors.is_empty() {
+        return Err(AppError::Validation(errors).into());
+    }
     let now = Timestamp::now();
     let receipts: Vec<Receipt> = receipts
         .into_iter()
         .map(|r| Receipt {
             message_id: r.message_id.into(),
-            status: r.status.into(),
+            status: r.status,
+            bounce_type: r.bounce_type,
             at: r.at.unwrap_or(now),
             error_code: r.error_code.map(Into::into),
         })
         .collect();
     let outcome = parley_usecases::receipts::apply(state.use_cases(), channel, &receipts).await?;
-    for status in &outcome.changed {
+    for (channel, status) in &outcome.changed {
         metrics::counter!(RECIPIENTS, "channel" => channel.as_str(), "status" => status.as_str())
             .increment(1);
     }
     Ok(Reply::ok(ReceiptsApplied {
         received: receipts.len(),
-        applied: outcome.changed.len(),
+        applied: outcome.applied,
         deferred: outcome.deferred,
     }))
 }

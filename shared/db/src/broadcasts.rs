@@ -228,6 +228,8 @@ pub async fn get_many(
             coalesce(k.skipped, 0) AS "skipped_count!",
             coalesce(k.pending, 0) AS "pending_count!",
             coalesce(k.held, 0) AS "held_count!",
+            coalesce(k.bounced, 0) AS "bounced_count!",
+            coalesce(k.complained, 0) AS "complained_count!",
             b.message_length AS "message_length!", b.has_emojis AS "has_emojis!",
             b.has_images AS "has_images!", b.has_links AS "has_links!", b.queued_at, b.started_at,
             b.paused_at, b.completed_at, b.cancelled_at, b.recipients_purged_at,
@@ -313,8 +315,8 @@ pub async fn set_status(
     .map(|_| ())
 }
 
-/// Puts the broadcast's failed recipients (those with one of `codes`, if given) back to
-/// `pending`, as never attempted (no message id: a late receipt of the old message finds
+/// Puts the broadcast's failed recipients (those with one of `codes`, if given; not those
+/// that bounced or complained) back to `pending`, as never attempted (no message id: a late receipt of the old message finds
 /// nothing) but as their next send (`send_generation`, which the provider's key carries),
 /// enqueued now (so the reconciler takes them should the dispatch job be lost), and
 /// the broadcast back to `sending`; the counters follow
@@ -330,11 +332,12 @@ pub async fn retry_failed(
         Retried,
         r#"WITH retried AS (
             UPDATE broadcast_recipients SET status = 'pending', error_code = NULL,
-                error_message = NULL, failed_at = NULL, external_message_id = NULL,
+                error_message = NULL, failed_at = NULL, external_message_id = NULL, sent_to = NULL,
                 sent_at = NULL, delivered_at = NULL, read_at = NULL, replied_at = NULL,
                 requeues = 0, enqueued_at = clock_timestamp(),
                 send_generation = send_generation + 1, discarded_at = NULL
              WHERE broadcast_id = $1 AND status = 'failed'
+               AND bounced_at IS NULL AND complained_at IS NULL
                AND ($2::text[] IS NULL OR error_code = ANY ($2))
                AND ($3::uuid[] IS NULL OR id = ANY ($3))
                AND coalesce(error_code, '') <> ALL ($4)
@@ -463,7 +466,8 @@ pub async fn messages_of_contact(
         "SELECT r.id, r.broadcast_id, b.broadcast_name, b.channel, r.status,
             r.external_message_id, r.error_code, r.error_message, r.hold_until, r.sent_at,
             r.delivered_at,
-            r.read_at, r.replied_at, r.failed_at, r.created_at, r.updated_at, v.name AS variant
+            r.read_at, r.replied_at, r.failed_at, r.bounce_type, r.bounced_at, r.complained_at,
+            r.created_at, r.updated_at, v.name AS variant
          FROM broadcast_recipients r
          JOIN broadcasts b ON b.organization_id = r.organization_id AND b.id = r.broadcast_id
          LEFT JOIN broadcast_variants v
@@ -551,6 +555,8 @@ struct BroadcastRow {
     skipped_count: i32,
     pending_count: i32,
     held_count: i32,
+    bounced_count: i32,
+    complained_count: i32,
     message_length: i32,
     has_emojis: bool,
     has_images: bool,
@@ -642,6 +648,8 @@ fn from_row(r: BroadcastRow) -> Broadcast {
         skipped_count: r.skipped_count,
         pending_count: r.pending_count,
         held_count: r.held_count,
+        bounced_count: r.bounced_count,
+        complained_count: r.complained_count,
         message_length: r.message_length,
         has_emojis: r.has_emojis,
         has_images: r.has_images,

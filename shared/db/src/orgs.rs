@@ -3,6 +3,7 @@ use sqlx::{PgConnection, PgExecutor};
 
 use parley_domain::orgs::Organization;
 use parley_domain::send_rules::{FrequencyCaps, QuietHours};
+use parley_domain::suppressions::SoftBounceLimit;
 use sqlx::types::Json;
 
 /// Creates an organization; its slug is derived from the name, with the id's tail when the
@@ -17,7 +18,8 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<Organization,
             r#"INSERT INTO organizations (id, name, slug) VALUES ($1, $2, $3)
              ON CONFLICT (slug) DO NOTHING RETURNING id, name, slug, working_hours, created_at, updated_at,
                 quiet_hours AS "quiet_hours: Json<QuietHours>",
-                frequency_caps AS "frequency_caps: Json<FrequencyCaps>""#,
+                frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
+                soft_bounce_limit AS "soft_bounce_limit: Json<SoftBounceLimit>""#,
             id,
             name,
             &slug,
@@ -36,7 +38,8 @@ pub async fn get(db: impl PgExecutor<'_>, id: OrgId) -> Result<Option<Organizati
         Organization,
         r#"SELECT id, name, slug, working_hours, created_at, updated_at,
                 quiet_hours AS "quiet_hours: Json<QuietHours>",
-                frequency_caps AS "frequency_caps: Json<FrequencyCaps>"
+                frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
+                soft_bounce_limit AS "soft_bounce_limit: Json<SoftBounceLimit>"
          FROM organizations WHERE id = $1"#,
         id.uuid(),
     )
@@ -53,7 +56,7 @@ pub const CHANGED_PREFIX: &str = "organization:";
 pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE organizations SET name = $2, working_hours = $3, updated_at = $4,
-            quiet_hours = $5, frequency_caps = $6
+            quiet_hours = $5, frequency_caps = $6, soft_bounce_limit = $7
          WHERE id = $1",
         o.id,
         &o.name,
@@ -61,6 +64,7 @@ pub async fn update(db: impl PgExecutor<'_>, o: &Organization) -> Result<(), sql
         o.updated_at,
         &o.quiet_hours as _,
         &o.frequency_caps as _,
+        &o.soft_bounce_limit as _,
     )
     .execute(db)
     .await
@@ -72,7 +76,8 @@ pub async fn lock(db: impl PgExecutor<'_>, id: OrgId) -> Result<Option<Organizat
         Organization,
         r#"SELECT id, name, slug, working_hours, created_at, updated_at,
                 quiet_hours AS "quiet_hours: Json<QuietHours>",
-                frequency_caps AS "frequency_caps: Json<FrequencyCaps>"
+                frequency_caps AS "frequency_caps: Json<FrequencyCaps>",
+                soft_bounce_limit AS "soft_bounce_limit: Json<SoftBounceLimit>"
          FROM organizations WHERE id = $1 FOR UPDATE"#,
         id.uuid(),
     )

@@ -1,14 +1,16 @@
 //! The suppression ledger's statements. What a send reads of it is in
 //! `sending::send_job::pending_for_send`.
 
+use std::collections::{HashMap, HashSet};
+
 use parley_domain::Channel;
 use parley_domain::suppressions::{
-    Suppression, SuppressionFilter, SuppressionReason, SuppressionSource,
+    MAX_SOFT_BOUNCE_DAYS, Suppression, SuppressionFilter, SuppressionReason, SuppressionSource,
 };
-use parley_types::ids::{OrgId, SuppressionId};
+use parley_types::ids::{ContactId, OrgId, RecipientId, SuppressionId};
 use parley_types::list::{Cursor, Page, PageRequest};
 use parley_types::time::Timestamp;
-use sqlx::{PgExecutor, PgPool, Postgres, QueryBuilder};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::ListQuery;
@@ -134,4 +136,130 @@ pub async fn batch_after(
     }
     qb.push(" ORDER BY s.created_at, s.id LIMIT ").push_bind(n);
     qb.build_query_as().fetch_all(pool).await
+}
+
+/// The email and phone of the contacts named by organization and id; a deleted contact is
+/// left out.
+pub async fn addresses(
+    conn: &mut PgConnection,
+    contacts: &[(OrgId, ContactId)],
+) -> Result<HashMap<ContactId, (Option<String>, Option<String>)>, sqlx::Error> {
+    let orgs: Vec<OrgId> = contacts.iter().map(|(o, _)| *o).collect();
+    let ids: Vec<ContactId> = contacts.iter().map(|(_, c)| *c).collect();
+    let rows = sqlx::query!(
+        "SELECT c.id, c.email, c.phone
+         FROM unnest($1::uuid[], $2::uuid[]) AS u(org, id)
+         JOIN contacts c ON c.organization_id = u.org AND c.id = u.id",
+        &orgs as _,
+        &ids as _,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (ContactId::from(r.id), (r.email, r.phone)))
+        .collect())
+}
+
+/// The advisory locks soft bounces are counted under: unrelated addresses may share one (and
+/// wait on each other for the rest of a receipts transaction), in exchange for a bound on the
+/// locks a call holds.
+pub const SOFT_BOUNCE_LOCKS: i32 = 64;
+
+/// One message's soft bounce, by what an entry for it would name ([`Subject::key`]).
+///
+/// [`Subject::key`]: parley_domain::suppressions::Subject::key
+#[derive(Debug, Clone)]
+pub struct SoftBounce {
+    pub organization_id: OrgId,
+    pub recipient_id: RecipientId,
+    pub channel: Channel,
+    pub subject: String,
+    pub at: Timestamp,
+}
+
+/// Records soft bounces (one per message; a time in the future counts as now) and returns
+/// the (organization, channel, subject) that reached their organization's `softBounceLimit`
+/// with them. The subjects' buckets (one of [`SOFT_BOUNCE_LOCKS`] by the subject's hash) are
+/// locked for the transaction first, in one order, so two calls bouncing the same address
+/// count each other's bounces; a call takes at most that many advisory locks (Postgres' lock
+/// table is shared and small), whatever its number of addresses.
+pub async fn record_soft_bounces(
+    conn: &mut PgConnection,
+    bounces: &[SoftBounce],
+) -> Result<HashSet<(OrgId, Channel, String)>, sqlx::Error> {
+    if bounces.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let orgs: Vec<OrgId> = bounces.iter().map(|b| b.organization_id).collect();
+    let recipients: Vec<RecipientId> = bounces.iter().map(|b| b.recipient_id).collect();
+    let channels: Vec<&str> = bounces.iter().map(|b| b.channel.as_str()).collect();
+    let subjects: Vec<&str> = bounces.iter().map(|b| b.subject.as_str()).collect();
+    let times: Vec<Timestamp> = bounces.iter().map(|b| b.at).collect();
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtext('parley.soft_bounces'), k.bucket)
+         FROM (SELECT DISTINCT
+                   abs(hashtext(u.org::text || ' ' || u.channel || ' ' || u.subject) % $4) AS bucket
+               FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(org, channel, subject)) k
+         ORDER BY k.bucket",
+        &orgs as _,
+        &channels as _,
+        &subjects as _,
+        SOFT_BOUNCE_LOCKS,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO soft_bounces (recipient_id, organization_id, channel, subject, occurred_at)
+         SELECT u.recipient, u.org, u.channel, u.subject, least(u.at, statement_timestamp())
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[])
+              AS u(recipient, org, channel, subject, at)
+         ON CONFLICT (recipient_id) DO NOTHING",
+        &recipients as _,
+        &orgs as _,
+        &channels as _,
+        &subjects as _,
+        &times as _,
+    )
+    .execute(&mut *conn)
+    .await?;
+    // Each subject counted once, up to the limit only, by the index of the subject's bounces.
+    let reached = sqlx::query!(
+        r#"SELECT u.org AS "org!", u.channel AS "channel!: Channel", u.subject AS "subject!"
+         FROM (SELECT DISTINCT * FROM unnest($1::uuid[], $2::text[], $3::text[])
+               AS d(org, channel, subject)) u
+         JOIN organizations o ON o.id = u.org
+         WHERE (SELECT count(*) FROM (
+                    SELECT 1 FROM soft_bounces s
+                    WHERE s.organization_id = u.org AND s.channel = u.channel
+                      AND s.subject = u.subject
+                      AND s.occurred_at > statement_timestamp()
+                          - make_interval(days => (o.soft_bounce_limit->>'days')::int)
+                    LIMIT (o.soft_bounce_limit->>'count')::int) n)
+               >= (o.soft_bounce_limit->>'count')::int"#,
+        &orgs as _,
+        &channels as _,
+        &subjects as _,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(reached
+        .into_iter()
+        .map(|r| (OrgId::from(r.org), r.channel, r.subject))
+        .collect())
+}
+
+/// Deletes up to `limit` soft bounces older than the longest window an organization may set.
+pub async fn sweep_soft_bounces(db: impl PgExecutor<'_>, limit: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM soft_bounces WHERE recipient_id = ANY (ARRAY(
+            SELECT recipient_id FROM soft_bounces
+            WHERE occurred_at < statement_timestamp() - make_interval(days => $1)
+            LIMIT $2))",
+        i32::from(MAX_SOFT_BOUNCE_DAYS),
+        limit,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -9,6 +9,7 @@ use crate::Channel;
 use crate::ab_tests::{AbSettings, AbTest, AbTestRequest, Variant, VariantRow};
 use crate::contacts::Contact;
 use crate::send_rules::{PastTimePolicy, QuietHours, SendIn, wall_time_span};
+use crate::suppressions::BounceType;
 pub use crate::template_variables::{TemplateVariables, TypedValue};
 use crate::templates::{
     MAX_PLACEHOLDERS, Placeholder, Segment, Template, check_rendered_length, max_message_chars,
@@ -230,6 +231,10 @@ pub struct Broadcast {
     pub pending_count: i32,
     /// Recipients waiting for their local send time or the end of their quiet hours.
     pub held_count: i32,
+    /// Recipients whose message bounced (a `bounced` receipt; each is `failed`).
+    pub bounced_count: i32,
+    /// Recipients who reported the message as spam (a `complained` receipt).
+    pub complained_count: i32,
     /// Characters of the template body.
     pub message_length: i32,
     pub has_emojis: bool,
@@ -237,7 +242,8 @@ pub struct Broadcast {
     pub has_links: bool,
     /// `readCount / sentCount` (0 when nothing was sent).
     pub open_rate: f64,
-    /// `failedCount / (sentCount + failedCount)` (0 when nothing was attempted).
+    /// `bouncedCount / (sentCount + bouncedCount)`: of the messages the provider took, the
+    /// share that bounced (0 when none was taken).
     pub bounce_rate: f64,
     /// Whether this is an A/B broadcast (`abTest`).
     #[serde(rename = "isABTest")]
@@ -307,7 +313,7 @@ impl Broadcast {
     /// Fills the figures derived from the counters.
     pub fn fill_rates(&mut self) {
         self.open_rate = ratio(self.read_count, self.sent_count);
-        self.bounce_rate = ratio(self.failed_count, self.sent_count + self.failed_count);
+        self.bounce_rate = ratio(self.bounced_count, self.sent_count + self.bounced_count);
     }
 }
 
@@ -748,6 +754,8 @@ impl CreateBroadcast {
             skipped_count: 0,
             pending_count: 0,
             held_count: 0,
+            bounced_count: 0,
+            complained_count: 0,
             message_length: traits.length,
             has_emojis: traits.has_emojis,
             has_images: traits.has_images,
@@ -982,6 +990,11 @@ pub struct BroadcastRecipient {
     pub read_at: Option<Timestamp>,
     pub replied_at: Option<Timestamp>,
     pub failed_at: Option<Timestamp>,
+    /// A `bounced` receipt's kind, once one came.
+    pub bounce_type: Option<BounceType>,
+    pub bounced_at: Option<Timestamp>,
+    /// When the recipient reported the message as spam (a `complained` receipt).
+    pub complained_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -1012,6 +1025,9 @@ pub struct ContactMessage {
     pub read_at: Option<Timestamp>,
     pub replied_at: Option<Timestamp>,
     pub failed_at: Option<Timestamp>,
+    pub bounce_type: Option<BounceType>,
+    pub bounced_at: Option<Timestamp>,
+    pub complained_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -1036,18 +1052,53 @@ pub struct RecipientFilter {
 }
 
 parley_types::text_enum!(
-    /// What a delivery receipt reports.
-    ReceiptStatus { Delivered = "delivered", Read = "read", Replied = "replied", Failed = "failed" }
+    /// What a delivery receipt reports: a step of the message's way (`delivered`, `read`,
+    /// `replied`, `failed`), or what the ledger follows (`bounced` with its `bounceType`,
+    /// `complained`: docs/api.md, Suppressions).
+    ReceiptStatus {
+        Delivered = "delivered",
+        Read = "read",
+        Replied = "replied",
+        Failed = "failed",
+        Bounced = "bounced",
+        Complained = "complained",
+    }
 );
 
-impl From<ReceiptStatus> for RecipientStatus {
-    fn from(s: ReceiptStatus) -> Self {
-        match s {
-            ReceiptStatus::Delivered => RecipientStatus::Delivered,
-            ReceiptStatus::Read => RecipientStatus::Read,
-            ReceiptStatus::Replied => RecipientStatus::Replied,
-            ReceiptStatus::Failed => RecipientStatus::Failed,
+impl ReceiptStatus {
+    /// The recipient status it moves a recipient to, for the steps of a message's way.
+    pub fn step(self) -> Option<RecipientStatus> {
+        match self {
+            ReceiptStatus::Delivered => Some(RecipientStatus::Delivered),
+            ReceiptStatus::Read => Some(RecipientStatus::Read),
+            ReceiptStatus::Replied => Some(RecipientStatus::Replied),
+            ReceiptStatus::Failed => Some(RecipientStatus::Failed),
+            ReceiptStatus::Bounced | ReceiptStatus::Complained => None,
         }
+    }
+
+    /// The order one recipient's receipts of a call are applied in, whatever their order of
+    /// arrival: the steps up the funnel, then `failed`, then a bounce (which may end a
+    /// delivered message), then a complaint.
+    pub fn order(self) -> u8 {
+        match self {
+            ReceiptStatus::Delivered => 1,
+            ReceiptStatus::Read => 2,
+            ReceiptStatus::Replied => 3,
+            ReceiptStatus::Failed => 4,
+            ReceiptStatus::Bounced => 5,
+            ReceiptStatus::Complained => 6,
+        }
+    }
+}
+
+impl RecipientStatus {
+    /// Whether a bounce applies to a recipient in this status: one sent (its provider took
+    /// it, and `delivered` may have been only a relay's acceptance) or failed; a message read
+    /// or replied to did not bounce.
+    pub fn may_bounce(self) -> bool {
+        use RecipientStatus::*;
+        matches!(self, Pending | Sent | Delivered | Failed)
     }
 }
 
@@ -1059,9 +1110,30 @@ pub struct ReceiptIn {
     /// The `messageId` the provider answered the send with.
     pub message_id: ShortText,
     pub status: ReceiptStatus,
+    /// A `bounced` receipt's kind; required with `bounced`, refused with any other status.
+    pub bounce_type: Option<BounceType>,
     /// When it happened; now when absent.
     pub at: Option<Timestamp>,
     pub error_code: Option<ShortText>,
+}
+
+impl ReceiptIn {
+    /// 422 unless `bounceType` comes exactly with `bounced`; `index` is its place in the call.
+    pub fn check(&self, index: usize) -> Result<(), FieldError> {
+        match (self.status, self.bounce_type) {
+            (ReceiptStatus::Bounced, None) => Err(FieldError::new(
+                format!("body[{index}].bounceType"),
+                "required",
+                "a bounced receipt needs its bounceType (hard or soft)",
+            )),
+            (ReceiptStatus::Bounced, Some(_)) | (_, None) => Ok(()),
+            (_, Some(_)) => Err(FieldError::new(
+                format!("body[{index}].bounceType"),
+                "invalid_value",
+                "bounceType goes only with the status bounced",
+            )),
+        }
+    }
 }
 
 /// `data` of a receipts call.
@@ -1070,7 +1142,8 @@ pub struct ReceiptIn {
 pub struct ReceiptsApplied {
     /// Receipts in the request.
     pub received: usize,
-    /// Receipts that moved a recipient forward.
+    /// Receipts that changed a recipient: moved it forward, or marked its bounce or
+    /// complaint (the first of each per message).
     pub applied: usize,
     /// Receipts for messages not recorded yet (a receipt can beat the worker's write of the
     /// message id): kept, and applied within a second once the id is recorded; kept for ten
@@ -1086,6 +1159,48 @@ mod tests {
 
     fn at(offset_secs: i64) -> Timestamp {
         Timestamp(chrono::Utc::now() + chrono::Duration::seconds(offset_secs))
+    }
+
+    #[test]
+    fn a_bounce_ends_a_message_not_read_and_its_kind_goes_with_bounced_only() {
+        use RecipientStatus as R;
+        for (status, bounces) in [
+            (R::Pending, true),
+            (R::Sent, true),
+            (R::Delivered, true),
+            (R::Failed, true),
+            (R::Read, false),
+            (R::Replied, false),
+            (R::Skipped, false),
+            (R::Held, false),
+        ] {
+            assert_eq!(status.may_bounce(), bounces, "{status}");
+        }
+        let receipt = |status, bounce_type| ReceiptIn {
+            message_id: serde_json::from_value(serde_json::json!("m")).unwrap(),
+            status,
+            bounce_type,
+            at: None,
+            error_code: None,
+        };
+        assert!(
+            receipt(ReceiptStatus::Bounced, Some(BounceType::Soft))
+                .check(0)
+                .is_ok()
+        );
+        assert!(receipt(ReceiptStatus::Complained, None).check(0).is_ok());
+        let missing = receipt(ReceiptStatus::Bounced, None).check(3).unwrap_err();
+        assert_eq!(missing.field, "body[3].bounceType");
+        assert!(
+            receipt(ReceiptStatus::Read, Some(BounceType::Hard))
+                .check(0)
+                .is_err()
+        );
+        let steps: Vec<u8> = ReceiptStatus::ALL.iter().map(|s| s.order()).collect();
+        assert!(
+            steps.windows(2).all(|w| w[0] < w[1]),
+            "applied in a fixed order"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::send_rules::{FrequencyCaps, QuietHours};
+use crate::suppressions::SoftBounceLimit;
 use parley_types::fields::nullable;
 use parley_types::time::Timestamp;
 
@@ -26,6 +27,10 @@ pub struct Organization {
     /// At most this many bulk messages per contact per rolling day and week, per channel.
     #[cfg_attr(feature = "openapi", schema(value_type = FrequencyCaps))]
     pub frequency_caps: Json<FrequencyCaps>,
+    /// An address that soft-bounces `count` times within `days` days is suppressed on that
+    /// channel (`soft_bounce_limit`).
+    #[cfg_attr(feature = "openapi", schema(value_type = SoftBounceLimit))]
+    pub soft_bounce_limit: Json<SoftBounceLimit>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -51,6 +56,10 @@ pub struct UpdateOrganization {
     #[serde(default, deserialize_with = "parley_types::fields::non_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub frequency_caps: Option<FrequencyCaps>,
+    /// Replaces the soft-bounce rule (default `{"count": 3, "days": 7}`).
+    #[serde(default, deserialize_with = "parley_types::fields::non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub soft_bounce_limit: Option<SoftBounceLimit>,
 }
 
 impl UpdateOrganization {
@@ -71,6 +80,10 @@ impl UpdateOrganization {
         if let Some(caps) = self.frequency_caps {
             caps.check("frequencyCaps")?;
             o.frequency_caps = Json(caps);
+        }
+        if let Some(limit) = self.soft_bounce_limit {
+            limit.check("softBounceLimit")?;
+            o.soft_bounce_limit = Json(limit);
         }
         o.updated_at = Timestamp::now();
         Ok(())

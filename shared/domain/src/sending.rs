@@ -388,6 +388,8 @@ impl Prepared {
 pub enum RecipientOutcome {
     Sent {
         message_id: Option<String>,
+        /// The address it went to.
+        to: String,
     },
     Failed {
         code: String,

@@ -10,7 +10,7 @@ use crate::Channel;
 use crate::templates::TemplateCategory;
 use parley_types::error::{AppError, FieldError};
 use parley_types::fields::{Email, Phone};
-use parley_types::ids::{ContactId, OrgId};
+use parley_types::ids::{ContactId, OrgId, RecipientId};
 use parley_types::time::Timestamp;
 
 parley_types::text_enum!(
@@ -28,6 +28,12 @@ parley_types::text_enum!(
 parley_types::text_enum!(
     /// Where an entry came from.
     SuppressionSource { Api = "api", Receipt = "receipt", Unsubscribe = "unsubscribe", Import = "import" }
+);
+
+parley_types::text_enum!(
+    /// A bounce's kind: `hard` (the address does not exist or refuses mail for good) or
+    /// `soft` (a full mailbox, greylisting, a server down: it may work later).
+    BounceType { Hard = "hard", Soft = "soft" }
 );
 
 impl SuppressionReason {
@@ -285,9 +291,175 @@ fn csv_text(text: &str) -> String {
     }
 }
 
+/// What a receipt reported of a message that the ledger follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reported {
+    Bounce(BounceType),
+    Complaint,
+}
+
+/// A bounce or a complaint a receipt reported of one message, the first for that message:
+/// `parley_usecases::suppressions::from_receipts` turns these into entries.
+#[derive(Debug, Clone)]
+pub struct ReceiptReport {
+    pub organization_id: OrgId,
+    pub recipient_id: RecipientId,
+    pub contact_id: ContactId,
+    pub channel: Channel,
+    /// The address the message went to; unknown for messages sent before it was recorded.
+    pub sent_to: Option<String>,
+    pub reported: Reported,
+    pub at: Timestamp,
+}
+
+impl ReceiptReport {
+    /// What its entry names: on channels the ledger holds addresses of (`email`, and
+    /// `messaging_a`'s numbers), the address the message went to, else the contact's address
+    /// now (a message sent before the address was recorded); else, and on the social channels,
+    /// the contact. `None` when it would name a contact that was deleted since (`current`
+    /// is the contact's email and phone, if it still exists).
+    pub fn subject(&self, current: Option<(Option<&str>, Option<&str>)>) -> Option<Subject> {
+        let (email, phone) = current.unwrap_or_default();
+        let address = self.sent_to.as_deref();
+        match self.channel {
+            Channel::Email => {
+                if let Some(e) = address.or(email) {
+                    return Some(Subject::Email(e.to_lowercase()));
+                }
+            }
+            Channel::MessagingA => {
+                if let Some(p) = address.or(phone) {
+                    return Some(Subject::Phone(p.to_owned()));
+                }
+            }
+            Channel::SocialA | Channel::SocialB => {}
+        }
+        current.map(|_| Subject::Contact(self.contact_id))
+    }
+}
+
+impl Subject {
+    /// The text an entry of it is keyed by (as [`Suppression::entry_key`] compares it); soft
+    /// bounces are counted by it.
+    pub fn key(&self) -> String {
+        match self {
+            Subject::Email(e) => e.to_lowercase(),
+            Subject::Phone(p) => p.clone(),
+            Subject::Contact(c) => c.to_string(),
+        }
+    }
+}
+
+/// The longest window `softBounceLimit.days` may give.
+pub const MAX_SOFT_BOUNCE_DAYS: u16 = 365;
+
+/// An organization's rule for soft bounces: an address that soft-bounces `count` times within
+/// `days` days is suppressed (`soft_bounce_limit`) on that channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SoftBounceLimit {
+    /// 1 to 100.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
+    pub count: u16,
+    /// 1 to 365.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 365))]
+    pub days: u16,
+}
+
+impl Default for SoftBounceLimit {
+    fn default() -> Self {
+        SoftBounceLimit { count: 3, days: 7 }
+    }
+}
+
+impl SoftBounceLimit {
+    /// 422 under `field` unless both are in range.
+    pub fn check(&self, field: &str) -> Result<(), AppError> {
+        let mut errors = Vec::new();
+        if !(1..=100).contains(&self.count) {
+            errors.push(FieldError::new(
+                format!("{field}.count"),
+                "out_of_range",
+                "count is 1 to 100",
+            ));
+        }
+        if !(1..=MAX_SOFT_BOUNCE_DAYS).contains(&self.days) {
+            errors.push(FieldError::new(
+                format!("{field}.days"),
+                "out_of_range",
+                format!("days is 1 to {MAX_SOFT_BOUNCE_DAYS}"),
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(AppError::Validation(errors))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receipt_entry_names_the_address_the_message_went_to_else_the_contact() {
+        let c = ContactId::from(Uuid::nil());
+        let report = |channel, sent_to: Option<&str>| ReceiptReport {
+            organization_id: OrgId::from(Uuid::nil()),
+            recipient_id: RecipientId::from(Uuid::nil()),
+            contact_id: c,
+            channel,
+            sent_to: sent_to.map(str::to_owned),
+            reported: Reported::Complaint,
+            at: Timestamp::now(),
+        };
+        let now = Some((Some("Now@Example.com"), Some("+4915100000000")));
+        assert_eq!(
+            report(Channel::Email, Some("Then@Example.com")).subject(now),
+            Some(Subject::Email("then@example.com".into())),
+            "the address it went to, though the contact's changed since"
+        );
+        assert_eq!(
+            report(Channel::Email, Some("then@example.com")).subject(None),
+            Some(Subject::Email("then@example.com".into())),
+            "though the contact was deleted since"
+        );
+        assert_eq!(
+            report(Channel::Email, None).subject(now),
+            Some(Subject::Email("now@example.com".into()))
+        );
+        assert_eq!(
+            report(Channel::MessagingA, Some("+4915112345678")).subject(now),
+            Some(Subject::Phone("+4915112345678".into()))
+        );
+        assert_eq!(
+            report(Channel::SocialA, Some("ext-1")).subject(now),
+            Some(Subject::Contact(c))
+        );
+        assert_eq!(
+            report(Channel::Email, None).subject(Some((None, None))),
+            Some(Subject::Contact(c))
+        );
+        assert_eq!(report(Channel::SocialA, Some("ext-1")).subject(None), None);
+    }
+
+    #[test]
+    fn soft_bounce_limits_are_bounded() {
+        assert!(SoftBounceLimit::default().check("l").is_ok());
+        for (count, days) in [(0, 7), (101, 7), (3, 0), (3, MAX_SOFT_BOUNCE_DAYS + 1)] {
+            assert!(SoftBounceLimit { count, days }.check("l").is_err());
+        }
+        assert!(
+            SoftBounceLimit {
+                count: 100,
+                days: MAX_SOFT_BOUNCE_DAYS
+            }
+            .check("l")
+            .is_ok()
+        );
+    }
 
     #[test]
     fn transactional_messages_obey_only_bounces_and_complaints() {

@@ -1,10 +1,11 @@
 //! Providers' delivery receipts: a batch applied in one transaction, and the receipts that
-//! came before their message was recorded applied later, in one transaction per pass.
+//! came before their message was recorded applied later, in one transaction per pass. The
+//! bounces and complaints they mark go to the suppression ledger in the same transaction
+//! ([`crate::suppressions::from_receipts`]).
 
 use parley_db as db;
 use parley_db::receipts::ReceiptsOutcome;
 use parley_domain::Channel;
-use parley_domain::broadcasts::RecipientStatus;
 
 use crate::{Ctx, Result};
 pub use parley_db::receipts::Receipt;
@@ -19,15 +20,17 @@ pub async fn apply(
 ) -> Result<ReceiptsOutcome> {
     let mut tx = ctx.pool.begin().await?;
     let outcome = db::receipts::apply(&mut tx, channel, receipts).await?;
+    crate::suppressions::from_receipts(&mut tx, &outcome.reports, ctx.clock.now()).await?;
     tx.commit().await?;
     Ok(outcome)
 }
 
 /// Applies at most `limit` kept receipts whose message is now recorded (the ticker's pass).
 #[tracing::instrument(skip_all)]
-pub async fn apply_early(ctx: Ctx<'_>, limit: i64) -> Result<Vec<(Channel, RecipientStatus)>> {
+pub async fn apply_early(ctx: Ctx<'_>, limit: i64) -> Result<ReceiptsOutcome> {
     let mut tx = ctx.pool.begin().await?;
-    let applied = db::receipts::apply_early(&mut tx, limit).await?;
+    let outcome = db::receipts::apply_early(&mut tx, limit).await?;
+    crate::suppressions::from_receipts(&mut tx, &outcome.reports, ctx.clock.now()).await?;
     tx.commit().await?;
-    Ok(applied)
+    Ok(outcome)
 }

@@ -1,5 +1,6 @@
 //! The worker's retention sweeps that delete a batch a statement: events with their deliveries
-//! and attempts, and expired idempotency keys (an ended broadcast's recipients are
+//! and attempts, expired idempotency keys, and soft bounces older than any window counts
+//! (an ended broadcast's recipients are
 //! [`crate::sending::purge_recipients`]), each through to `parley_db`.
 
 use std::time::Duration;
@@ -25,4 +26,9 @@ pub async fn sweep_idempotency_keys(
     limit: i64,
 ) -> std::result::Result<u64, sqlx::Error> {
     db::idempotency::sweep(ctx.pool, kept_for, limit).await
+}
+
+/// Deletes up to `limit` soft bounces older than the longest `softBounceLimit.days`.
+pub async fn sweep_soft_bounces(ctx: Ctx<'_>, limit: i64) -> std::result::Result<u64, sqlx::Error> {
+    db::suppressions::sweep_soft_bounces(ctx.pool, limit).await
 }

@@ -422,10 +422,12 @@ async fn a_receipt_that_beats_the_outcome_write_is_applied_once_the_outcome_land
     assert_eq!(rs[0]["externalMessageId"], message.as_str());
     assert_eq!(rs[0]["status"], "delivered");
     assert_eq!(rs[0]["deliveredAt"], "2026-11-20T09:00:00.000Z");
-    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM early_receipts")
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
+    let kept: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM early_receipts WHERE external_message_id = $1")
+            .bind(&message)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
     assert_eq!(kept, 0, "an applied receipt is not kept");
 }
 

@@ -165,6 +165,7 @@ impl Dispatching {
 fn sent(n: usize) -> RecipientOutcome {
     RecipientOutcome::Sent {
         message_id: Some(format!("m-{n}")),
+        to: format!("r{n}@example.com"),
     }
 }
 

@@ -68,7 +68,7 @@ fn expected(rows: &[(Uuid, &str, Option<&str>)]) -> Vec<(String, Value, Value)> 
 async fn a_send_skips_whom_the_ledger_holds_and_transactional_mail_obeys_only_bounces_and_complaints()
  {
     let provider = FakeProvider::start().await;
-    let app = TestApp::builder().start().await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app
         .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
         .await;
@@ -344,7 +344,7 @@ async fn the_export_streams_every_entry_across_its_batches_quoted() {
 
 #[tokio::test]
 async fn an_ab_broadcast_with_a_marketing_variant_obeys_every_entry() {
-    let app = TestApp::builder().start().await;
+    let app = TestApp::builder().own_database().start().await;
     let _worker = app.spawn_worker(&[]).await;
     let free = contact(&app, "free@example.com").await;
     let unsubscribed = contact(&app, "unsub@example.com").await;
@@ -379,4 +379,407 @@ async fn an_ab_broadcast_with_a_marketing_variant_obeys_every_entry() {
             (unsubscribed, "skipped", Some("suppressed_unsubscribed")),
         ])
     );
+}
+
+const RECEIPT_SECRET: &str = "receipt-secret";
+
+/// Posts `receipts` to the email channel, signed; returns the status and the answer.
+async fn email_receipts(app: &TestApp, receipts: Value) -> (u16, Value) {
+    let body = receipts.to_string();
+    let signature = parley_domain::signature::sign(RECEIPT_SECRET, body.as_bytes());
+    let r = parley_tests::post_receipts(&app.client, &app.base, "email", body, signature).await;
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// Each contact's recipient record in `broadcast`, by contact id.
+async fn by_contact(app: &TestApp, broadcast: &str) -> std::collections::HashMap<Uuid, Value> {
+    recipients(app, broadcast)
+        .await
+        .into_iter()
+        .map(|r| (r["contactId"].as_str().unwrap().parse().unwrap(), r))
+        .collect()
+}
+
+/// An app on a database of its own that takes signed email receipts, and a worker sending
+/// email through a fake provider.
+async fn receipts_rig() -> (FakeProvider, TestApp, parley_tests::TestWorker) {
+    let provider = FakeProvider::start().await;
+    let app = TestApp::builder()
+        .own_database()
+        .env(&[("PARLEY_CHANNEL_EMAIL_SECRET", RECEIPT_SECRET)])
+        .start()
+        .await;
+    let worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
+        .await;
+    (provider, app, worker)
+}
+
+#[tokio::test]
+async fn bounces_and_complaints_from_receipts_suppress_and_the_next_sends_skip_them() {
+    let (_provider, app, _worker) = receipts_rig().await;
+    let org = app
+        .patch(
+            "/api/v1/organization",
+            json!({"softBounceLimit": {"count": 2, "days": 7}}),
+        )
+        .await;
+    org.expect(200);
+    assert_eq!(
+        org.data()["softBounceLimit"],
+        json!({"count": 2, "days": 7})
+    );
+    let hard = contact(&app, "Hard@example.com").await;
+    // Its address changes between the send and the bounce: the entry names the old one.
+    let moved = contact(&app, "old@example.com").await;
+    let spam = contact(&app, "spam@example.com").await;
+    let soft = contact(&app, "soft@example.com").await;
+    let once = contact(&app, "once@example.com").await;
+    let fine = contact(&app, "fine@example.com").await;
+    let all = [hard, spam, soft, once, fine, moved];
+    // Transactional mail: it obeys bounces and complaints.
+    let utility = email_template(&app, "utility").await;
+
+    let first = send_now(&app, &utility, &all).await;
+    app.ended_broadcast(&first, 30).await;
+    let rs = by_contact(&app, &first).await;
+    let message = |c: &Uuid| rs[c]["externalMessageId"].as_str().unwrap().to_owned();
+    let receipts = json!([
+        {"messageId": message(&hard), "status": "bounced", "bounceType": "hard",
+         "at": "2026-11-20T09:00:00.000Z"},
+        {"messageId": message(&spam), "status": "delivered"},
+        {"messageId": message(&spam), "status": "complained", "at": "2026-11-20T10:00:00.000Z"},
+        {"messageId": message(&soft), "status": "delivered"},
+        {"messageId": message(&soft), "status": "bounced", "bounceType": "soft",
+         "errorCode": "mailbox_full"},
+        {"messageId": message(&once), "status": "bounced", "bounceType": "soft"},
+        {"messageId": message(&fine), "status": "delivered"},
+        {"messageId": message(&moved), "status": "bounced", "bounceType": "hard"},
+    ]);
+    app.patch(
+        &format!("/api/v1/contacts/{moved}"),
+        json!({"email": "new@example.com"}),
+    )
+    .await
+    .expect(200);
+    let (status, answer) = email_receipts(&app, receipts.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["data"],
+        json!({"received": 8, "applied": 8, "deferred": 0})
+    );
+    // The same receipts again change nothing.
+    let (_, again) = email_receipts(&app, receipts).await;
+    assert_eq!(
+        again["data"],
+        json!({"received": 8, "applied": 0, "deferred": 0})
+    );
+
+    let b = app.get(&format!("/api/v1/broadcasts/{first}")).await;
+    let b = b.data();
+    assert_eq!(b["bouncedCount"], 4);
+    assert_eq!(b["complainedCount"], 1);
+    assert_eq!(b["failedCount"], 4);
+    assert_eq!(b["deliveredCount"], 2);
+    // Bounced over what the provider took: 4 of 2 sent and 4 bounced.
+    assert_eq!(b["bounceRate"], 4.0 / 6.0);
+    let rs = by_contact(&app, &first).await;
+    assert_eq!(rs[&hard]["status"], "failed");
+    assert_eq!(rs[&hard]["errorCode"], "bounced_hard");
+    assert_eq!(rs[&hard]["bounceType"], "hard");
+    assert_eq!(rs[&hard]["bouncedAt"], "2026-11-20T09:00:00.000Z");
+    assert_eq!(
+        rs[&soft]["status"], "failed",
+        "a bounce ends a delivered message"
+    );
+    assert_eq!(rs[&soft]["errorCode"], "mailbox_full");
+    assert_eq!(rs[&soft]["bounceType"], "soft");
+    assert_eq!(rs[&spam]["status"], "delivered");
+    assert_eq!(rs[&spam]["complainedAt"], "2026-11-20T10:00:00.000Z");
+    for field in ["bounceType", "bouncedAt", "complainedAt"] {
+        assert_eq!(rs[&fine].get(field), Some(&Value::Null), "{field}");
+    }
+    // Bounced messages are not retried: the failed recipients all bounced.
+    app.post(
+        &format!("/api/v1/broadcasts/{first}/retry-failed"),
+        json!({}),
+    )
+    .await
+    .expect(409);
+
+    // The hard bounce and the complaint are entries for the address on the channel; one soft
+    // bounce each is under the limit.
+    let entries = app.get("/api/v1/suppressions?channel=email").await;
+    let mut got: Vec<(String, String, String)> = entries
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["channel"], "email");
+            (
+                e["email"].as_str().unwrap().to_owned(),
+                e["reason"].as_str().unwrap().to_owned(),
+                e["source"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (
+                "hard@example.com".into(),
+                "hard_bounce".into(),
+                "receipt".into()
+            ),
+            (
+                "old@example.com".into(),
+                "hard_bounce".into(),
+                "receipt".into()
+            ),
+            (
+                "spam@example.com".into(),
+                "complaint".into(),
+                "receipt".into()
+            ),
+        ]
+    );
+    assert_eq!(app.count_events("contact.suppressed").await, 3);
+
+    // The next send skips them; the second soft bounce reaches the limit.
+    let second = send_now(&app, &utility, &all).await;
+    app.ended_broadcast(&second, 30).await;
+    assert_eq!(
+        outcomes(&app, &second).await,
+        expected(&[
+            (hard, "skipped", Some("suppressed_hard_bounce")),
+            (spam, "skipped", Some("suppressed_complaint")),
+            (soft, "sent", None),
+            (once, "sent", None),
+            (fine, "sent", None),
+            (moved, "sent", None),
+        ])
+    );
+    let rs = by_contact(&app, &second).await;
+    let (_, answer) = email_receipts(
+        &app,
+        json!([{"messageId": rs[&soft]["externalMessageId"], "status": "bounced",
+                "bounceType": "soft"}]),
+    )
+    .await;
+    assert_eq!(answer["data"]["applied"], 1);
+    let third = send_now(&app, &utility, &all).await;
+    app.ended_broadcast(&third, 30).await;
+    assert_eq!(
+        outcomes(&app, &third).await,
+        expected(&[
+            (hard, "skipped", Some("suppressed_hard_bounce")),
+            (spam, "skipped", Some("suppressed_complaint")),
+            (soft, "skipped", Some("suppressed_soft_bounce_limit")),
+            (once, "sent", None),
+            (fine, "sent", None),
+            (moved, "sent", None),
+        ])
+    );
+
+    // The address stays suppressed when its contact is deleted and imported again.
+    app.delete(&format!("/api/v1/contacts/{hard}"))
+        .await
+        .expect(200);
+    let again = contact(&app, "hard@EXAMPLE.com").await;
+    let fourth = send_now(&app, &utility, &[again]).await;
+    app.ended_broadcast(&fourth, 30).await;
+    assert_eq!(
+        outcomes(&app, &fourth).await,
+        expected(&[(again, "skipped", Some("suppressed_hard_bounce"))])
+    );
+}
+
+#[tokio::test]
+async fn a_bounce_that_beats_its_message_id_is_kept_with_its_kind() {
+    let provider = FakeProvider::start().await;
+    let app = TestApp::builder()
+        .own_database()
+        .env(&[("PARLEY_CHANNEL_EMAIL_SECRET", RECEIPT_SECRET)])
+        .start()
+        .await;
+    let message = format!("early-{}", Uuid::now_v7().simple());
+    provider.always(parley_tests::provider::Reply::Raw {
+        status: 200,
+        body: json!({"messageId": message}),
+    });
+    let (status, answer) = email_receipts(
+        &app,
+        json!([{"messageId": message, "status": "bounced", "bounceType": "hard"}]),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["data"]["deferred"], 1);
+    let _worker = app
+        .spawn_worker(&[("PARLEY_CHANNEL_EMAIL_URL", &provider.url)])
+        .await;
+    let c = contact(&app, "early@example.com").await;
+    let t = email_template(&app, "marketing").await;
+    let id = send_now(&app, &t, &[c]).await;
+    app.wait_for(&format!("/api/v1/broadcasts/{id}"), 30, |b| {
+        b["data"]["bouncedCount"] == 1
+    })
+    .await;
+    let rs = by_contact(&app, &id).await;
+    assert_eq!(rs[&c]["status"], "failed");
+    assert_eq!(rs[&c]["bounceType"], "hard");
+    let entries = app.get("/api/v1/suppressions?reason=hard_bounce").await;
+    assert_eq!(entries.data()[0]["email"], "early@example.com");
+    assert_eq!(entries.data()[0]["source"], "receipt");
+}
+
+#[tokio::test]
+async fn malformed_bounces_and_soft_bounce_limits_are_refused_and_change_nothing() {
+    let app = TestApp::builder()
+        .env(&[("PARLEY_CHANNEL_EMAIL_SECRET", RECEIPT_SECRET)])
+        .start()
+        .await;
+    let m1 = format!("m1-{}", Uuid::now_v7().simple());
+    let m2 = format!("m2-{}", Uuid::now_v7().simple());
+    for (receipts, field) in [
+        (
+            json!([{"messageId": m1, "status": "bounced"}]),
+            "body[0].bounceType",
+        ),
+        (
+            json!([{"messageId": m1, "status": "delivered"},
+                   {"messageId": m2, "status": "delivered", "bounceType": "soft"}]),
+            "body[1].bounceType",
+        ),
+    ] {
+        let (status, answer) = email_receipts(&app, receipts).await;
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(answer["error"]["details"][0]["field"], field, "{answer}");
+    }
+    let (status, _) = email_receipts(
+        &app,
+        json!([{"messageId": m1, "status": "bounced", "bounceType": "medium"}]),
+    )
+    .await;
+    assert_eq!(status, 422);
+    let kept: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM early_receipts WHERE external_message_id IN ($1, $2)",
+    )
+    .bind(&m1)
+    .bind(&m2)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, 0);
+
+    for (limit, field) in [
+        (json!({"count": 0, "days": 7}), "softBounceLimit.count"),
+        (json!({"count": 3, "days": 366}), "softBounceLimit.days"),
+    ] {
+        let r = app
+            .patch("/api/v1/organization", json!({"softBounceLimit": limit}))
+            .await;
+        r.expect(422);
+        assert_eq!(r.body["error"]["details"][0]["field"], field);
+    }
+    for bad in [
+        json!(null),
+        json!({"count": 3}),
+        json!({"count": 3, "days": 7, "x": 1}),
+    ] {
+        app.patch("/api/v1/organization", json!({"softBounceLimit": bad}))
+            .await
+            .expect(422);
+    }
+    let org = app.get("/api/v1/organization").await;
+    assert_eq!(
+        org.data()["softBounceLimit"],
+        json!({"count": 3, "days": 7})
+    );
+}
+
+#[tokio::test]
+async fn a_message_id_two_organizations_share_suppresses_in_neither() {
+    let (provider, app, _worker) = receipts_rig().await;
+    // A provider that reuses message ids.
+    let message = format!("reused-{}", Uuid::now_v7().simple());
+    provider.always(parley_tests::provider::Reply::Raw {
+        status: 200,
+        body: json!({"messageId": message}),
+    });
+    let mine = contact(&app, "mine@example.com").await;
+    let t = email_template(&app, "marketing").await;
+    let first = send_now(&app, &t, &[mine]).await;
+    app.ended_broadcast(&first, 30).await;
+    let (_, other) = app.new_org("Other").await;
+    let as_other = |method, path: &str, body: Value| {
+        let other = other.clone();
+        let path = path.to_owned();
+        let app = &app;
+        async move {
+            app.send(method, &path, Some(&other), Some(&body))
+                .await
+                .expect(201)
+                .id()
+        }
+    };
+    let theirs = as_other(
+        reqwest::Method::POST,
+        "/api/v1/contacts",
+        json!({"source": "web", "email": "theirs@example.com"}),
+    )
+    .await;
+    let their_template = as_other(
+        reqwest::Method::POST,
+        "/api/v1/templates",
+        json!({"name": "T", "channel": "email", "body": "Hello", "subject": "Hello",
+               "status": "active", "category": "marketing"}),
+    )
+    .await;
+    let second = as_other(
+        reqwest::Method::POST,
+        "/api/v1/broadcasts",
+        json!({"broadcastName": "B", "templateId": their_template, "contactIds": [theirs],
+               "sendNow": true}),
+    )
+    .await;
+    app.run_until_idle(30).await;
+    let recorded: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM broadcast_recipients WHERE external_message_id = $1",
+    )
+    .bind(&message)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        recorded, 2,
+        "both organizations' messages went out under one id"
+    );
+
+    let (status, answer) = email_receipts(
+        &app,
+        json!([{"messageId": message, "status": "bounced", "bounceType": "hard"}]),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        answer["data"],
+        json!({"received": 1, "applied": 0, "deferred": 0})
+    );
+    for (key, broadcast) in [(&app.key, &first), (&other, &second)] {
+        let entries = app
+            .send(
+                reqwest::Method::GET,
+                "/api/v1/suppressions",
+                Some(key),
+                None,
+            )
+            .await;
+        assert_eq!(entries.data(), &json!([]));
+        let path = format!("/api/v1/broadcasts/{broadcast}");
+        let b = app.send(reqwest::Method::GET, &path, Some(key), None).await;
+        assert_eq!(b.data()["bouncedCount"], 0);
+        assert_eq!(b.data()["sentCount"], 1);
+    }
 }

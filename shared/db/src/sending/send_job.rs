@@ -186,10 +186,16 @@ pub async fn record<'a>(
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
+    let mut sent_to: Vec<Option<&str>> = Vec::with_capacity(n);
     for (id, outcome) in outcomes {
         let mut hold = None;
+        let mut to = None;
         let (status, message_id, code, message) = match outcome {
-            RecipientOutcome::Sent { message_id } => {
+            RecipientOutcome::Sent {
+                message_id,
+                to: address,
+            } => {
+                to = Some(address.as_str());
                 (RecipientStatus::Sent, message_id.clone(), None, None)
             }
             RecipientOutcome::Held { until } => {
@@ -216,6 +222,7 @@ pub async fn record<'a>(
         codes.push(code);
         messages.push(message);
         holds.push(hold);
+        sent_to.push(to);
     }
     sqlx::query!(
         "UPDATE broadcast_recipients r SET
@@ -225,10 +232,11 @@ pub async fn record<'a>(
             error_message = u.message,
             sent_at = CASE WHEN u.status = 'sent' THEN clock_timestamp() ELSE r.sent_at END,
             failed_at = CASE WHEN u.status = 'failed' THEN clock_timestamp() ELSE r.failed_at END,
-            hold_until = u.hold_until
+            hold_until = u.hold_until,
+            sent_to = coalesce(u.sent_to, r.sent_to)
          FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
-                     $7::timestamptz[])
-              AS u(id, status, message_id, code, message, hold_until)
+                     $7::timestamptz[], $8::text[])
+              AS u(id, status, message_id, code, message, hold_until, sent_to)
          WHERE r.id = u.id AND r.status = $6",
         &ids as _,
         &statuses as _,
@@ -241,6 +249,7 @@ pub async fn record<'a>(
         // sends.
         RecipientStatus::Pending.as_str(),
         &holds as &[Option<Timestamp>],
+        &sent_to as &[Option<&str>],
     )
     .execute(db)
     .await
