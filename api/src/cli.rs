@@ -1,4 +1,5 @@
-//! `parley-api [serve]`, `migrate`, `org create`, `org limits`, `key create`, `bucket create`, `openapi`,
+//! `parley-api [serve]`, `migrate`, `org create`, `org limits`, `key create`,
+//! `unsubscribe-keys rotate`, `bucket create`, `openapi`,
 //! `probe`, `admin ...` (`crate::admin_cli`).
 
 use clap::{Args, Parser, Subcommand};
@@ -32,6 +33,11 @@ pub enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// The keys unsubscribe links are signed with (docs/operations.md, "Unsubscribe keys").
+    UnsubscribeKeys {
+        #[command(subcommand)]
+        command: UnsubscribeKeysCommand,
+    },
     /// Object storage.
     Bucket {
         #[command(subcommand)]
@@ -54,6 +60,13 @@ pub enum Command {
         #[arg(default_value = "http://127.0.0.1:8080/readyz")]
         url: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UnsubscribeKeysCommand {
+    /// Add a key: it signs new links two minutes later, once every API process knows it; the
+    /// older keys keep verifying the links they signed. Prints {"keyId"}.
+    Rotate,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,7 +4,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use parley_api::Application;
-use parley_api::cli::{BucketCommand, Cli, Command, KeyCommand, OrgCommand};
+use parley_api::cli::{
+    BucketCommand, Cli, Command, KeyCommand, OrgCommand, UnsubscribeKeysCommand,
+};
 use parley_config::Config;
 use parley_domain::api_keys::NewApiKey;
 use parley_runtime::observability;
@@ -125,6 +127,14 @@ async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                     err => parley_api::cli::describe(err),
                 })?;
             println!("{}", json!({"organizationId": org, "apiKey": key.key}));
+            Ok(())
+        }
+        Command::UnsubscribeKeys {
+            command: UnsubscribeKeysCommand::Rotate,
+        } => {
+            let services = parley_api::cli::services(&config)?;
+            let id = parley_usecases::unsubscribe::rotate(services.ctx()).await?;
+            println!("{}", serde_json::json!({ "keyId": id }));
             Ok(())
         }
         Command::Bucket {

@@ -160,6 +160,10 @@ impl Application {
                 org_label,
             ),
             auth_failures,
+            unsubscribe_calls: crate::auth_failures::AuthFailures::new(
+                crate::routes::unsubscribe::PER_ADDRESS_PER_MINUTE,
+            ),
+            unsubscribe_keys: Default::default(),
             keys: crate::key_cache::KeyCache::default(),
             unlimited_usage,
         });
@@ -303,6 +307,8 @@ pub struct Routers {
 ///   ([`bodies::read`]), its organization's turn, an in-flight slot, the idempotency key;
 /// - receipts: their signature header, their body, an in-flight slot, their own slots and
 ///   timeout, the signature's check;
+/// - unsubscribe links: their address's calls, their token, their body (1 KiB), an in-flight
+///   slot, their own slots and timeout;
 /// - the operator API: its token, its body, an in-flight slot;
 /// - the rest (the document, `/docs`, the operator page): no body ([`bodies::none`]), an
 ///   in-flight slot.
@@ -337,6 +343,20 @@ pub fn router(state: AppState) -> Routers {
             state.clone(),
             crate::routes::receipts::signature_first,
         ));
+    // The token is the credential: checked before the body is read.
+    let unsubscribe = guard::guard(
+        crate::routes::unsubscribe::router(),
+        crate::routes::unsubscribe::LIMITS,
+    )
+    .route_layer(in_flight())
+    .route_layer(read_bodies())
+    .route_layer(from_fn_with_state(
+        state.clone(),
+        crate::routes::unsubscribe::token_first,
+    ))
+    .layer(axum::extract::DefaultBodyLimit::max(
+        crate::routes::unsubscribe::MAX_BODY_BYTES,
+    ));
     let admin = admin
         .route_layer(in_flight())
         .route_layer(read_bodies())
@@ -375,7 +395,11 @@ pub fn router(state: AppState) -> Routers {
     };
     let timeout = state.config.http.request_timeout;
     let max_body_bytes = state.config.max_body_bytes;
-    let mut public = Router::new().merge(api).merge(signed).merge(documents);
+    let mut public = Router::new()
+        .merge(api)
+        .merge(signed)
+        .merge(unsubscribe)
+        .merge(documents);
     let admin = if state.config.http.admin_addr.is_some() {
         Some(layered(
             admin.with_state(state.clone()),

@@ -55,6 +55,10 @@ pub struct Shared {
     pub ticket_turns: crate::org_permits::OrgTurns,
     /// Failed authentications per client address.
     pub auth_failures: crate::auth_failures::AuthFailures,
+    /// Calls of the public unsubscribe routes per client address (valid or not).
+    pub unsubscribe_calls: crate::auth_failures::AuthFailures,
+    /// The keys unsubscribe links are signed with.
+    pub unsubscribe_keys: parley_usecases::unsubscribe::UnsubscribeKeys,
     /// The API keys this process knows.
     pub keys: crate::key_cache::KeyCache,
     /// The requests of keys without a daily limit, counted here and written in batches.

@@ -125,6 +125,7 @@ impl Worker {
             clock,
             stopping: CancellationToken::new(),
             paused: Default::default(),
+            unsubscribe_keys: Default::default(),
         };
         let metrics = metrics_handle();
         crate::metrics::register(&ctx.settings().queues);

@@ -36,6 +36,22 @@ pub struct Message<'a> {
     pub variables: &'a serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<&'a str>,
+    /// A marketing message's unsubscribe link (docs/api.md, Unsubscribing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsubscribe_url: Option<&'a str>,
+    /// Headers the provider puts on the email: a marketing email's `List-Unsubscribe` and
+    /// `List-Unsubscribe-Post`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<EmailHeaders>,
+}
+
+/// A marketing email's unsubscribe headers, named as they go on the email.
+#[derive(Debug, Serialize)]
+pub struct EmailHeaders {
+    #[serde(rename = "List-Unsubscribe")]
+    pub list_unsubscribe: String,
+    #[serde(rename = "List-Unsubscribe-Post")]
+    pub list_unsubscribe_post: &'static str,
 }
 
 impl Message<'_> {
@@ -273,6 +289,8 @@ mod tests {
             template_id: id,
             variables: &vars,
             subject: None,
+            unsubscribe_url: None,
+            headers: None,
         };
         assert_eq!(message(0).idempotency_key(), id.to_string());
         assert_eq!(message(2).idempotency_key(), format!("{id}.r2"));

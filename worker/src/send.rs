@@ -16,11 +16,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use anyhow::Context as _;
 use futures::StreamExt;
 use parley_config::Config;
 use parley_domain::Channel;
 use parley_domain::broadcasts::BroadcastStatus;
 use parley_domain::sending::{Claimed, Decided, Messages, Ready, RecipientOutcome, SendContext};
+use parley_domain::templates::TemplateCategory;
+use parley_domain::unsubscribe::{
+    LIST_UNSUBSCRIBE_POST, UnsubscribeKey, UnsubscribeToken, list_unsubscribe,
+};
 use parley_jobs::{QueueName, SEND_BATCH, SendRecipients};
 use parley_types::ids::{BroadcastId, ContactId, RecipientId};
 use parley_usecases::sending;
@@ -29,7 +34,7 @@ use uuid::Uuid;
 use crate::claims::TakenClaims;
 use crate::db_retry::retry_transient;
 use crate::job::{Failure, Job, JobResult};
-use crate::provider::{Message, SendResult};
+use crate::provider::{EmailHeaders, Message, SendResult};
 use crate::state::WorkerState;
 use crate::status_watch::StatusWatch;
 use parley_types::metric_names::{RECIPIENTS, RECIPIENTS_CAPPED, RECIPIENTS_HELD};
@@ -121,6 +126,14 @@ async fn send_all(
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
+    let keys = retry_transient(|| ctx.unsubscribe_keys.all(ctx.use_cases())).await?;
+    let links = Links {
+        public_url: &ctx.config.public_url,
+        mailto: ctx.config.unsubscribe_mailto.as_deref(),
+        // `all` makes the first key: none would be a bug, and marketing without its link
+        // must not go out.
+        key: UnsubscribeKey::signing(&keys).context("no unsubscribe key to sign links with")?,
+    };
     let message = if broadcast.ab_test {
         let contents =
             retry_transient(|| sending::variant_contents(ctx.use_cases(), job.broadcast_id))
@@ -147,7 +160,18 @@ async fn send_all(
     // Known as soon as the last outcome is in, so that its chunk goes as the job's last.
     let mut unanswered = to_send.len();
     let mut sends = futures::stream::iter(to_send)
-        .map(|r| send_one(ctx, broadcast, &message, r, &watch, taken, &saw_failure))
+        .map(|r| {
+            send_one(
+                ctx,
+                broadcast,
+                &message,
+                &links,
+                r,
+                &watch,
+                taken,
+                &saw_failure,
+            )
+        })
         .buffer_unordered(IN_FLIGHT);
     // Group commit: while the sends go on, each chunk takes what arrived during the previous
     // one's write, and the worker's writer puts the chunks of all its jobs that came meanwhile
@@ -303,11 +327,34 @@ async fn decide(
     Ok(decided)
 }
 
+/// What recipients' unsubscribe links are made of: the deployment's public URL, its
+/// `mailto:`, and the key that signs now.
+struct Links<'a> {
+    public_url: &'a str,
+    mailto: Option<&'a str>,
+    key: &'a UnsubscribeKey,
+}
+
+impl Links<'_> {
+    /// `r`'s link in broadcast `b`.
+    fn url(&self, b: &SendContext, r: &Ready) -> String {
+        UnsubscribeToken {
+            organization_id: b.organization_id,
+            contact_id: r.contact,
+            broadcast_id: b.id,
+            channel: b.channel,
+        }
+        .url(self.public_url, self.key)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 #[tracing::instrument(level = "debug", skip_all, fields(recipient_id = %r.recipient.id))]
 async fn send_one(
     ctx: &WorkerState,
     b: &SendContext,
     messages: &Messages,
+    links: &Links<'_>,
     r: Ready,
     watch: &StatusWatch,
     taken: &TakenClaims<RecipientId>,
@@ -318,10 +365,17 @@ async fn send_one(
         return (id, RecipientOutcome::Unsent);
     }
     let prepared = messages.of(r.recipient.variant_no);
-    let content = match prepared.compose(b.channel, &r.recipient) {
+    let url = links.url(b, &r);
+    let content = match prepared.compose(b.channel, &r.recipient, &url) {
         Ok(content) => content,
         Err(outcome) => return (id, outcome),
     };
+    // Marketing messages carry their link; marketing email its headers too (RFC 2369, 8058).
+    let marketing = b.category == TemplateCategory::Marketing;
+    let headers = (marketing && b.channel == Channel::Email).then(|| EmailHeaders {
+        list_unsubscribe: list_unsubscribe(&url, links.mailto),
+        list_unsubscribe_post: LIST_UNSUBSCRIBE_POST,
+    });
     let message = Message {
         recipient_id: id.uuid(),
         send_generation: r.recipient.send_generation,
@@ -331,6 +385,8 @@ async fn send_one(
         template_id: prepared.template_id,
         variables: &prepared.variables,
         subject: prepared.subject.as_deref(),
+        unsubscribe_url: marketing.then_some(url.as_str()),
+        headers,
     };
     (id, send(ctx, b, &message, watch, saw_failure).await)
 }

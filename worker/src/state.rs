@@ -42,6 +42,8 @@ pub struct WorkerState {
     pub stopping: CancellationToken,
     /// The queues an operator paused (`crate::paused_queues`).
     pub paused: crate::paused_queues::PausedQueues,
+    /// The keys unsubscribe links are signed with.
+    pub unsubscribe_keys: parley_usecases::unsubscribe::UnsubscribeKeys,
 }
 
 impl WorkerState {

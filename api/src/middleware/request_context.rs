@@ -19,11 +19,16 @@ fn incoming_id(req: &Request) -> Option<String> {
 
 pub async fn request_context(req: Request, next: Next) -> Response {
     let id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    // An unsubscribe link's token acts for its recipient: never in a log line.
+    let path = match req.uri().path() {
+        p if p.starts_with(parley_domain::unsubscribe::PATH_PREFIX) => "/unsubscribe/{token}",
+        p => p,
+    };
     let span = tracing::info_span!(
         "request",
         request_id = %id,
         method = %req.method(),
-        path = %req.uri().path(),
+        path = %path,
         organization_id = tracing::field::Empty,
     );
     let ctx = RequestContext::new(id.clone());

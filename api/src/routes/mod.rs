@@ -19,6 +19,7 @@ pub mod tags;
 pub mod teams;
 pub mod templates;
 pub mod tickets;
+pub mod unsubscribe;
 pub mod users;
 pub mod webhooks;
 

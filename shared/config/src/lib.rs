@@ -77,6 +77,10 @@ pub struct Config {
     /// Object storage; `None` (no `S3_BUCKET`) turns the file routes into 503s.
     pub storage: Option<StorageSettings>,
     pub uploads: UploadSettings,
+    /// `PARLEY_PUBLIC_URL`, without a trailing `/`: the origin of unsubscribe links.
+    pub public_url: String,
+    /// `PARLEY_UNSUBSCRIBE_MAILTO`: a `mailto:` in `List-Unsubscribe` too.
+    pub unsubscribe_mailto: Option<String>,
     /// Renamed variables this configuration read under their former name, as (name, former
     /// name): the process logs a warning for each at start.
     pub former_names: Vec<(&'static str, &'static str)>,
@@ -367,6 +371,11 @@ impl From<Vars> for Config {
             redis_url: v.REDIS_URL.into(),
             redis_prefix: v.PARLEY_REDIS_PREFIX,
             api_addr: v.PARLEY_API_ADDR,
+            public_url: v
+                .PARLEY_PUBLIC_URL
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", v.PARLEY_API_ADDR)),
+            unsubscribe_mailto: v.PARLEY_UNSUBSCRIBE_MAILTO.clone(),
             worker_metrics_addr: v.PARLEY_WORKER_METRICS_ADDR,
             api_metrics_addr: v.PARLEY_API_METRICS_ADDR,
             auto_migrate: v.PARLEY_AUTO_MIGRATE,
@@ -512,6 +521,46 @@ mod tests {
         ("DATABASE_URL", "postgres://postgres@127.0.0.1/parley"),
         ("REDIS_URL", "redis://127.0.0.1:6379"),
     ];
+
+    #[test]
+    fn the_public_url_is_kept_as_parsed_and_the_mailto_is_one_address() {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = BASE.to_vec();
+            pairs.extend_from_slice(extra);
+            load(&pairs)
+        };
+        assert_eq!(with(&[]).unwrap().public_url, "http://127.0.0.1:8080");
+        let c = with(&[("PARLEY_PUBLIC_URL", "https://parley.example.com/\n")]).unwrap();
+        assert_eq!(c.public_url, "https://parley.example.com");
+        let c = with(&[("PARLEY_PUBLIC_URL", "https://example.com/parley/")]).unwrap();
+        assert_eq!(c.public_url, "https://example.com/parley");
+        let long = format!("https://{}.com", "a".repeat(200));
+        let long: &'static str = Box::leak(long.into_boxed_str());
+        for bad in [
+            "ftp://example.com",
+            "https://example.com/?a=1",
+            "https://x.com/#f",
+            long,
+        ] {
+            assert!(with(&[("PARLEY_PUBLIC_URL", bad)]).is_err(), "{bad}");
+        }
+        let c = with(&[("PARLEY_UNSUBSCRIBE_MAILTO", "unsub+list@example.com")]).unwrap();
+        assert_eq!(
+            c.unsubscribe_mailto.as_deref(),
+            Some("unsub+list@example.com")
+        );
+        for bad in [
+            "a@b@example.com",
+            "no-at.example.com",
+            "a@example.com>, <x",
+            "a@localhost",
+        ] {
+            assert!(
+                with(&[("PARLEY_UNSUBSCRIBE_MAILTO", bad)]).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn a_renamed_setting_is_read_under_its_former_name_and_noted() {

@@ -184,6 +184,14 @@ pub(crate) struct Vars {
     #[arg(long, value_parser = positive::<u32>())]
     pub PARLEY_CHANNEL_SOCIAL_B_RATE: Option<u32>,
 
+    /// Where people reach the API's public routes (unsubscribe links): `http://` and
+    /// `PARLEY_API_ADDR` unless set.
+    #[arg(long, value_parser = public_url)]
+    pub PARLEY_PUBLIC_URL: Option<String>,
+    /// An address for `List-Unsubscribe`'s `mailto:`, besides the link.
+    #[arg(long, value_parser = mailto)]
+    pub PARLEY_UNSUBSCRIBE_MAILTO: Option<String>,
+
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub PARLEY_WEBHOOK_ALLOW_PRIVATE: bool,
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(i32).range(1..))]
@@ -377,6 +385,44 @@ fn url_with(schemes: &'static [&'static str]) -> impl Fn(&str) -> Result<String,
         } else {
             Err(format!("expected a {} URL", schemes.join(" or ")))
         }
+    }
+}
+
+/// An `http` or `https` URL of at most `MAX_PUBLIC_URL_CHARS`, without query or fragment;
+/// kept without its trailing `/`.
+fn public_url(raw: &str) -> Result<String, String> {
+    use parley_domain::unsubscribe::MAX_PUBLIC_URL_CHARS;
+    let url = url_with(&["http", "https"])(raw)?;
+    let parsed = url::Url::parse(&url).map_err(|e| e.to_string())?;
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err("expected a URL without query or fragment".to_owned());
+    }
+    // As parsed: what the parser dropped (tabs, line breaks, spaces around it) stays out of
+    // every link and header.
+    let url = parsed.as_str().trim_end_matches('/').to_owned();
+    if url.chars().count() > MAX_PUBLIC_URL_CHARS {
+        return Err(format!(
+            "expected at most {MAX_PUBLIC_URL_CHARS} characters"
+        ));
+    }
+    Ok(url)
+}
+
+/// An email address, as a contact's `email` is checked.
+fn mailto(raw: &str) -> Result<String, String> {
+    let ok = raw.len() <= 254
+        && raw.matches('@').count() == 1
+        && raw.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && raw
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "@.-_+".contains(c))
+        });
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err("expected an email address (letters, digits, . - _ + and one @)".to_owned())
     }
 }
 

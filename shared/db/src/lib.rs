@@ -29,6 +29,7 @@ pub mod teams;
 pub mod templates;
 pub mod tickets;
 pub mod totals;
+pub mod unsubscribe;
 pub mod users;
 pub mod webhooks;
 

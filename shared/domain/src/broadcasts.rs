@@ -235,6 +235,8 @@ pub struct Broadcast {
     pub bounced_count: i32,
     /// Recipients who reported the message as spam (a `complained` receipt).
     pub complained_count: i32,
+    /// Unsubscribes its messages' links made (the first of each address on the channel).
+    pub unsubscribed_count: i32,
     /// Characters of the template body.
     pub message_length: i32,
     pub has_emojis: bool,
@@ -272,8 +274,9 @@ pub struct Broadcast {
     pub click_rate: Option<()>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub conversion_rate: Option<()>,
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
-    pub unsubscribe_rate: Option<()>,
+    /// `unsubscribedCount / deliveredCount`, or over `sentCount` while no delivery receipt
+    /// came (a channel without them); 0 when that is 0.
+    pub unsubscribe_rate: f64,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
     pub cost: Option<()>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<f64>))]
@@ -314,6 +317,12 @@ impl Broadcast {
     pub fn fill_rates(&mut self) {
         self.open_rate = ratio(self.read_count, self.sent_count);
         self.bounce_rate = ratio(self.bounced_count, self.sent_count + self.bounced_count);
+        let reached = if self.delivered_count > 0 {
+            self.delivered_count
+        } else {
+            self.sent_count
+        };
+        self.unsubscribe_rate = ratio(self.unsubscribed_count, reached);
     }
 }
 
@@ -756,6 +765,7 @@ impl CreateBroadcast {
             held_count: 0,
             bounced_count: 0,
             complained_count: 0,
+            unsubscribed_count: 0,
             message_length: traits.length,
             has_emojis: traits.has_emojis,
             has_images: traits.has_images,
@@ -782,7 +792,7 @@ impl CreateBroadcast {
             avg_response_time: None,
             click_rate: None,
             conversion_rate: None,
-            unsubscribe_rate: None,
+            unsubscribe_rate: 0.0,
             cost: None,
             revenue: None,
             roi: None,

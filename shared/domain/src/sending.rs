@@ -360,19 +360,29 @@ impl Prepared {
     /// The message rendered for this recipient, within the channel's length (checked when the
     /// broadcast and its template were written; this only guards the provider against a
     /// message that got past those checks).
-    pub fn compose(&self, channel: Channel, r: &Claimed) -> Result<String, RecipientOutcome> {
+    pub fn compose(
+        &self,
+        channel: Channel,
+        r: &Claimed,
+        unsubscribe_url: &str,
+    ) -> Result<String, RecipientOutcome> {
         let values: Vec<&str> = self.values.iter().map(String::as_str).collect();
-        let content = render(&self.body, &values, |field| match field {
-            "name" => r.name.as_deref(),
-            "email" => r.email.as_deref(),
-            "phone" => r.phone.as_deref(),
-            "country" => r.country.as_deref(),
-            "language" => r.language.as_deref(),
-            "position" => r.position.as_deref(),
-            "companyName" => r.company_name.as_deref(),
-            "externalId" => r.external_id.as_deref(),
-            _ => None,
-        });
+        let content = render(
+            &self.body,
+            &values,
+            |field| match field {
+                "name" => r.name.as_deref(),
+                "email" => r.email.as_deref(),
+                "phone" => r.phone.as_deref(),
+                "country" => r.country.as_deref(),
+                "language" => r.language.as_deref(),
+                "position" => r.position.as_deref(),
+                "companyName" => r.company_name.as_deref(),
+                "externalId" => r.external_id.as_deref(),
+                _ => None,
+            },
+            unsubscribe_url,
+        );
         if content.chars().count() > max_message_chars(channel) {
             return Err(RecipientOutcome::Failed {
                 code: "message_too_long".to_owned(),
@@ -740,7 +750,10 @@ mod tests {
         let b = broadcast(Channel::Email);
         let messages = Messages::new(&b, &[]);
         let prepared = messages.of(None);
-        assert_eq!(prepared.compose(b.channel, &contact()).unwrap(), "Hi Ada");
+        assert_eq!(
+            prepared.compose(b.channel, &contact(), "").unwrap(),
+            "Hi Ada"
+        );
         assert_eq!(prepared.subject.as_deref(), Some("Hello"));
         // The subject is an email's only.
         let sms = broadcast(Channel::MessagingA);
@@ -751,7 +764,7 @@ mod tests {
         };
         let outcome = Messages::new(&long, &[])
             .of(None)
-            .compose(long.channel, &contact())
+            .compose(long.channel, &contact(), "")
             .unwrap_err();
         assert!(
             matches!(outcome, RecipientOutcome::Failed { code, .. } if code == "message_too_long")

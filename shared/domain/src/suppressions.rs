@@ -320,25 +320,37 @@ impl ReceiptReport {
     /// is the contact's email and phone, if it still exists).
     pub fn subject(&self, current: Option<(Option<&str>, Option<&str>)>) -> Option<Subject> {
         let (email, phone) = current.unwrap_or_default();
-        let address = self.sent_to.as_deref();
-        match self.channel {
-            Channel::Email => {
-                if let Some(e) = address.or(email) {
-                    return Some(Subject::Email(e.to_lowercase()));
-                }
-            }
-            Channel::MessagingA => {
-                if let Some(p) = address.or(phone) {
-                    return Some(Subject::Phone(p.to_owned()));
-                }
-            }
-            Channel::SocialA | Channel::SocialB => {}
+        let sent = self.sent_to.as_deref();
+        let (email, phone) = match self.channel {
+            Channel::Email => (sent.or(email), phone),
+            Channel::MessagingA => (email, sent.or(phone)),
+            Channel::SocialA | Channel::SocialB => (email, phone),
+        };
+        match Subject::on_channel(self.channel, self.contact_id, email, phone) {
+            Subject::Contact(_) if current.is_none() => None,
+            subject => Some(subject),
         }
-        current.map(|_| Subject::Contact(self.contact_id))
     }
 }
 
 impl Subject {
+    /// What an entry for `contact` names on `channel`: the address the channel sends to where
+    /// the ledger holds that kind of address (`email`'s address, `messaging_a`'s number), else
+    /// the contact (the social channels, or a contact without that address).
+    pub fn on_channel(
+        channel: Channel,
+        contact: ContactId,
+        email: Option<&str>,
+        phone: Option<&str>,
+    ) -> Subject {
+        let address = match channel {
+            Channel::Email => email.map(|e| Subject::Email(e.to_lowercase())),
+            Channel::MessagingA => phone.map(|p| Subject::Phone(p.to_owned())),
+            Channel::SocialA | Channel::SocialB => None,
+        };
+        address.unwrap_or(Subject::Contact(contact))
+    }
+
     /// The text an entry of it is keyed by (as [`Suppression::entry_key`] compares it); soft
     /// bounces are counted by it.
     pub fn key(&self) -> String {

@@ -114,6 +114,7 @@ pub fn rendered_bound(segments: &[Segment<'_>], values: &[&str]) -> usize {
                 values.get(n - 1).map_or(0, |v| v.chars().count())
             }
             Segment::Placeholder(Placeholder::Contact(field)) => contact_field_max_chars(field),
+            Segment::Placeholder(Placeholder::UnsubscribeUrl) => crate::unsubscribe::MAX_URL_CHARS,
         })
         .sum()
 }
@@ -150,6 +151,8 @@ pub enum Placeholder {
     Positional(usize),
     /// `{{contact.name}}` and the other fields of [`CONTACT_PLACEHOLDERS`].
     Contact(String),
+    /// `{{unsubscribe_url}}`: the recipient's own unsubscribe link.
+    UnsubscribeUrl,
 }
 
 /// Splits a body into literal text and placeholders, or says what is wrong with it.
@@ -170,7 +173,9 @@ pub fn parse_body(body: &str) -> Result<Vec<Segment<'_>>, String> {
             .find("}}")
             .ok_or_else(|| "has a {{ without a closing }}".to_owned())?;
         let inner = after[..end].trim();
-        let placeholder = if let Some(field) = inner.strip_prefix("contact.") {
+        let placeholder = if inner == UNSUBSCRIBE_URL {
+            Placeholder::UnsubscribeUrl
+        } else if let Some(field) = inner.strip_prefix("contact.") {
             if !CONTACT_PLACEHOLDERS.contains(&field) {
                 return Err(format!(
                     "uses {{{{contact.{field}}}}}; contact fields are {}",
@@ -183,7 +188,7 @@ pub fn parse_body(body: &str) -> Result<Vec<Segment<'_>>, String> {
                 Ok(n) if (1..=MAX_PLACEHOLDERS).contains(&n) => Placeholder::Positional(n),
                 _ => {
                     return Err(format!(
-                        "uses {{{{{inner}}}}}; placeholders are {{{{1}}}}, {{{{2}}}}, ... or {{{{contact.<field>}}}}"
+                        "uses {{{{{inner}}}}}; placeholders are {{{{1}}}}, {{{{2}}}}, ..., {{{{contact.<field>}}}} or {{{{unsubscribe_url}}}}"
                     ));
                 }
             }
@@ -203,12 +208,17 @@ pub enum Segment<'a> {
     Placeholder(Placeholder),
 }
 
-/// Fills a body: `{{n}}` with `values[n-1]`, `{{contact.<field>}}` with `contact(field)`; a
-/// value that is missing becomes empty. A body that does not parse is sent as written.
+/// The placeholder of the recipient's unsubscribe link.
+pub const UNSUBSCRIBE_URL: &str = "unsubscribe_url";
+
+/// Fills a body: `{{n}}` with `values[n-1]`, `{{contact.<field>}}` with `contact(field)`,
+/// `{{unsubscribe_url}}` with `unsubscribe_url`; a value that is missing becomes empty. A body
+/// that does not parse is sent as written.
 pub fn render<'c>(
     body: &str,
     values: &[&str],
     contact: impl Fn(&str) -> Option<&'c str>,
+    unsubscribe_url: &str,
 ) -> String {
     let Ok(segments) = parse_body(body) else {
         return body.to_owned();
@@ -223,6 +233,7 @@ pub fn render<'c>(
             Segment::Placeholder(Placeholder::Contact(field)) => {
                 out.push_str(contact(&field).unwrap_or(""));
             }
+            Segment::Placeholder(Placeholder::UnsubscribeUrl) => out.push_str(unsubscribe_url),
         }
     }
     out
@@ -466,9 +477,19 @@ mod tests {
 
     #[test]
     fn rendering_fills_positional_and_contact_values() {
-        let body = "Hi {{contact.name}}, order {{1}} ships {{2}}.{{3}}";
-        let out = render(body, &["A-1", "today"], |f| (f == "name").then_some("Ada"));
-        assert_eq!(out, "Hi Ada, order A-1 ships today.");
+        let body = "Hi {{contact.name}}, order {{1}} ships {{2}}.{{3}} {{ unsubscribe_url }}";
+        let out = render(
+            body,
+            &["A-1", "today"],
+            |f| (f == "name").then_some("Ada"),
+            "https://u",
+        );
+        assert_eq!(out, "Hi Ada, order A-1 ships today. https://u");
+        let segments = parse_body("{{unsubscribe_url}}").unwrap();
+        assert_eq!(
+            rendered_bound(&segments, &[]),
+            crate::unsubscribe::MAX_URL_CHARS
+        );
     }
 
     #[test]

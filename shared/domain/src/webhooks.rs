@@ -32,6 +32,7 @@ parley_types::text_enum!(
         SlaBreached = "sla.breached",
         WebhookDisabled = "webhook.disabled",
         ContactSuppressed = "contact.suppressed",
+        ContactUnsubscribed = "contact.unsubscribed",
         WebhookTest = "webhook.test",
     }
 );
@@ -79,6 +80,10 @@ impl EventName {
         (
             EventName::ContactSuppressed,
             "an entry is added to the organization's suppression ledger",
+        ),
+        (
+            EventName::ContactUnsubscribed,
+            "a contact unsubscribes through a message's unsubscribe link",
         ),
     ];
 
@@ -559,9 +564,9 @@ mod tests {
         );
         assert_eq!(
             EventName::SUBSCRIBABLE.len(),
-            17,
+            18,
             "the specification's 12, the two SLA events, webhook.disabled, \
-             broadcast.variant_picked and contact.suppressed"
+             broadcast.variant_picked, contact.suppressed and contact.unsubscribed"
         );
     }
 

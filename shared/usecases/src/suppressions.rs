@@ -50,7 +50,10 @@ pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<
 /// Writes entries with their `contact.suppressed` events, in one order whatever the caller's
 /// (so that two transactions naming the same entries wait on each other instead of
 /// deadlocking); returns those written (an entry already in the ledger is left as it is).
-async fn write(conn: &mut PgConnection, entries: &[Suppression]) -> Result<Vec<Suppression>> {
+pub(crate) async fn write(
+    conn: &mut PgConnection,
+    entries: &[Suppression],
+) -> Result<Vec<Suppression>> {
     let mut in_order: Vec<&Suppression> = entries.iter().collect();
     in_order.sort_by(|a, b| a.entry_key().cmp(&b.entry_key()));
     let written = db::suppressions::add(&mut *conn, in_order.into_iter().cloned()).await?;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::broadcasts::{recipients, send_now};
 
-async fn contact(app: &TestApp, email: &str) -> Uuid {
+pub(crate) async fn contact(app: &TestApp, email: &str) -> Uuid {
     app.post("/api/v1/contacts", json!({"source": "web", "email": email}))
         .await
         .expect(201)
@@ -18,9 +18,14 @@ async fn contact(app: &TestApp, email: &str) -> Uuid {
 }
 
 async fn email_template(app: &TestApp, category: &str) -> String {
+    email_template_with(app, category, "Hello").await
+}
+
+/// An active email template of `category` whose body is `body`.
+pub(crate) async fn email_template_with(app: &TestApp, category: &str, body: &str) -> String {
     app.post(
         "/api/v1/templates",
-        json!({"name": "T", "channel": "email", "body": "Hello", "subject": "Hello",
+        json!({"name": "T", "channel": "email", "body": body, "subject": "Hello",
                "status": "active", "category": category}),
     )
     .await

@@ -407,9 +407,9 @@ async fn subscriptions_are_checked() {
         .collect();
     assert_eq!(
         names.len(),
-        17,
+        18,
         "the specification's 12 events and sla.warning, sla.breached, webhook.disabled, \
-         broadcast.variant_picked, contact.suppressed"
+         broadcast.variant_picked, contact.suppressed, contact.unsubscribed"
     );
     for name in [
         "conversation.started",
