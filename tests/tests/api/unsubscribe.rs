@@ -56,17 +56,24 @@ async fn unsubscribed_entries(app: &TestApp) -> Vec<Value> {
         .clone()
 }
 
-#[tokio::test]
-async fn one_click_unsubscribes_once_a_tampered_link_is_404_and_the_page_resubscribes() {
+/// An app on a database of its own, and a worker sending email through a fake provider with
+/// links to the app, and `extra` settings.
+async fn rig(extra: &[(&str, &str)]) -> (FakeProvider, TestApp, parley_tests::TestWorker) {
     let provider = FakeProvider::start().await;
     let app = TestApp::builder().own_database().start().await;
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
-            ("PARLEY_PUBLIC_URL", &app.base),
-            ("PARLEY_UNSUBSCRIBE_MAILTO", "unsubscribe@example.com"),
-        ])
-        .await;
+    let mut settings = vec![
+        ("PARLEY_CHANNEL_EMAIL_URL", provider.url.as_str()),
+        ("PARLEY_PUBLIC_URL", app.base.as_str()),
+    ];
+    settings.extend_from_slice(extra);
+    let worker = app.spawn_worker(&settings).await;
+    (provider, app, worker)
+}
+
+#[tokio::test]
+async fn one_click_unsubscribes_once_a_tampered_link_is_404_and_the_page_resubscribes() {
+    let (provider, app, _worker) =
+        rig(&[("PARLEY_UNSUBSCRIBE_MAILTO", "unsubscribe@example.com")]).await;
     let a = contact(&app, "A@example.com").await;
     let b = contact(&app, "b@example.com").await;
     let marketing = email_template(&app, "marketing", "News. Leave: {{unsubscribe_url}}").await;
@@ -233,14 +240,7 @@ async fn one_click_unsubscribes_once_a_tampered_link_is_404_and_the_page_resubsc
 
 #[tokio::test]
 async fn the_public_routes_are_bounded() {
-    let provider = FakeProvider::start().await;
-    let app = TestApp::builder().own_database().start().await;
-    let _worker = app
-        .spawn_worker(&[
-            ("PARLEY_CHANNEL_EMAIL_URL", &provider.url),
-            ("PARLEY_PUBLIC_URL", &app.base),
-        ])
-        .await;
+    let (provider, app, _worker) = rig(&[]).await;
     let a = contact(&app, "a@example.com").await;
     let marketing = email_template(&app, "marketing", "News").await;
     let id = send_now(&app, &marketing, &[a]).await;
