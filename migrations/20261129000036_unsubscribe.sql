@@ -1,6 +1,10 @@
 -- Unsubscribe links (issue 45, docs/api.md "Unsubscribing"): the keys that sign them, and
 -- each broadcast's count of the unsubscribes its links made (`unsubscribeRate`).
 
+-- The foreign key below and the counters' column lock `broadcasts` and `broadcast_counters`
+-- for an instant; waiting long for them would queue the send path behind this migration.
+SET LOCAL lock_timeout = '10s';
+
 -- A key signs once every API process knows it (two minutes after it is added); every key
 -- verifies the links it signed for as long as it is kept. The deployment's first is added on
 -- first use; `parley-api unsubscribe-keys rotate` adds the next.
@@ -22,7 +26,6 @@ CREATE TABLE broadcast_unsubscribes (
         REFERENCES broadcasts (organization_id, id) ON DELETE CASCADE
 );
 
-SET LOCAL lock_timeout = '10s';
 ALTER TABLE broadcast_counters ADD COLUMN unsubscribed integer NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE VIEW broadcast_totals AS

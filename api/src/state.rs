@@ -55,7 +55,8 @@ pub struct Shared {
     pub ticket_turns: crate::org_permits::OrgTurns,
     /// Failed authentications per client address.
     pub auth_failures: crate::auth_failures::AuthFailures,
-    /// Calls of the public unsubscribe routes per client address (valid or not).
+    /// Failed calls (a token no key signed) and resubscribes of the public unsubscribe routes
+    /// per client address.
     pub unsubscribe_calls: crate::auth_failures::AuthFailures,
     /// The keys unsubscribe links are signed with.
     pub unsubscribe_keys: parley_usecases::unsubscribe::UnsubscribeKeys,

@@ -201,9 +201,11 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
     // Sent twice: only recipients the provider was asked for before the kill and whose outcome
     // Postgres did not hold yet (sent, not yet written). How many those are depends on how fast
     // outcomes are written (ops/bench/faults measures it on release binaries: 0.06-0.12%); this
-    // debug build beside the whole suite saw 7, 16 and once 58 (CI), so the set gets an exact
-    // bound and the count a loose one: at most a second of sends at the rate of 100 a second,
-    // for outcomes are written well within a second of their send.
+    // debug build beside the whole suite saw 7, 16 and once 58 (CI) before unsubscribe links,
+    // and 42, 94, 109 and 112 with them under `ops/test`'s six test threads (17 and 43 with the
+    // links' signing left out: each send signs one in a debug build of the crypto crates). So
+    // the set gets an exact bound and the count a loose one: a second and a half of sends at
+    // the rate of 100 a second.
     let in_flight: HashSet<&String> = called_before_kill.difference(&recorded_at_kill).collect();
     let twice = sent_twice(&provider);
     assert!(
@@ -213,7 +215,7 @@ async fn a_worker_killed_mid_send_is_taken_over_and_resends_almost_nothing() {
         in_flight.len()
     );
     assert!(
-        twice.len() <= 100,
+        twice.len() <= 150,
         "{} of 1,000 recipients were sent twice",
         twice.len()
     );

@@ -29,9 +29,9 @@ use crate::middleware::guard::Limits;
 use crate::state::AppState;
 
 pub const PATH: &str = "/unsubscribe/{token}";
-/// A one-click body is 25 bytes; the page's form posts fewer.
+/// A one-click body is 26 bytes (more as a multipart field); the page's form posts fewer.
 pub const MAX_BODY_BYTES: usize = 1024;
-/// Calls of one client address a minute.
+/// Failed calls and resubscribes of one client address a minute.
 pub const PER_ADDRESS_PER_MINUTE: u32 = 60;
 pub const LIMITS: Limits = Limits {
     request_timeout: std::time::Duration::from_secs(10),
@@ -292,7 +292,12 @@ fn page_html(s: &Subscription, done: Option<&str>) -> String {
         main.push_str("<p>This address is no longer on the list: nothing is sent to it.</p>");
         return document("Your subscription", &main);
     }
-    let channel = s.channel.as_str();
+    // Words for people, not the API's channel names.
+    let channel = match s.channel {
+        parley_domain::Channel::Email => "email",
+        parley_domain::Channel::MessagingA => "text message",
+        parley_domain::Channel::SocialA | parley_domain::Channel::SocialB => "social message",
+    };
     let (now, action, label) = match (s.unsubscribed, s.held_otherwise) {
         (true, _) => (
             format!("You unsubscribed from {org}'s marketing messages by {channel}."),

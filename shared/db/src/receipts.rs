@@ -1,4 +1,5 @@
-//! Delivery receipts from channel providers: each moves a recipient forward only. A receipt
+//! Delivery receipts from channel providers: each moves a recipient forward only, except a
+//! bounce, which fails a delivered one; bounces and complaints also mark it. A receipt
 //! that arrives before its recipient's outcome is written (so before its message id is known)
 //! is kept in `early_receipts` and applied by the worker's ticker once the id is known.
 
@@ -395,9 +396,12 @@ impl ReceiptRows {
         reached: &[(RecipientStatus, Timestamp, Option<String>)],
         marks: &Marks,
     ) {
-        // The time of milestone `rank`: its own receipt's, else the first later receipt's.
+        // The time of milestone `rank`: its own receipt's, else the first later receipt's. The
+        // highest rank this call reached counts, so a `delivered` then a bounce in one call
+        // keeps its delivery time, as in two calls.
+        let highest = reached.iter().map(|(s, ..)| s.rank()).max().unwrap_or(0);
         let at = |rank: u8| {
-            if status.rank() < rank {
+            if status.rank().max(highest) < rank {
                 return None;
             }
             reached

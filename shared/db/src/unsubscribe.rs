@@ -67,7 +67,9 @@ pub async fn lookup(
                       AND s.source = 'unsubscribe' AND s.channel = $3
                       AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone))
                 AS "unsubscribed!",
-            coalesce(k.do_not_contact, false) OR EXISTS (SELECT 1 FROM suppressions s
+            coalesce(k.do_not_contact, false)
+            OR ($3 = 'messaging_a' AND coalesce(k.messaging_a_opted_out, false))
+            OR EXISTS (SELECT 1 FROM suppressions s
                     WHERE s.organization_id = o.id
                       AND NOT (s.reason = 'unsubscribed' AND s.source = 'unsubscribe'
                                AND s.channel IS NOT DISTINCT FROM $3)

@@ -235,7 +235,7 @@ pub struct Broadcast {
     pub bounced_count: i32,
     /// Recipients who reported the message as spam (a `complained` receipt).
     pub complained_count: i32,
-    /// Unsubscribes its messages' links made (the first of each address on the channel).
+    /// Contacts its messages' links unsubscribed (once each, when its link adds the entry).
     pub unsubscribed_count: i32,
     /// Characters of the template body.
     pub message_length: i32,

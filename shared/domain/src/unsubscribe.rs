@@ -166,8 +166,8 @@ pub struct Subscription {
     /// resubscribe there).
     pub unsubscribed: bool,
     /// Whether something else keeps marketing from it there: another entry of the ledger (a
-    /// bounce, a complaint, an entry of the API or an import, one for every channel), or
-    /// `doNotContact`.
+    /// bounce, a complaint, an entry of the API or an import, one for every channel),
+    /// `doNotContact`, or on `messaging_a` `messagingAOptedOut`.
     pub held_otherwise: bool,
     /// The contact was deleted: nothing is sent to it, and there is nothing to change.
     pub contact_deleted: bool,

@@ -87,13 +87,24 @@ async fn load(ctx: Ctx<'_>) -> std::result::Result<Vec<UnsubscribeKey>, sqlx::Er
 /// knows it (`KEY_WARM_UP_SECS`); the older ones keep verifying the links they signed.
 /// Returns its id.
 pub async fn rotate(ctx: Ctx<'_>) -> Result<u8> {
-    db::unsubscribe::add_key(ctx.pool, None, &new_secret())
-        .await?
-        .ok_or_else(|| {
-            Error(AppError::invalid_state(
-                "every key id (1 to 255) is taken: no further key can be added",
-            ))
-        })
+    // Two rotations at once may pick the same next id: the one that lost tries again.
+    for _ in 0..3 {
+        if let Some(id) = db::unsubscribe::add_key(ctx.pool, None, &new_secret()).await? {
+            return Ok(id);
+        }
+        if db::unsubscribe::keys(ctx.pool)
+            .await?
+            .iter()
+            .any(|k| k.id == u8::MAX)
+        {
+            return Err(Error(AppError::invalid_state(
+                "the last key id (255) is taken: no further key can be added",
+            )));
+        }
+    }
+    Err(Error(AppError::invalid_state(
+        "other rotations took every id tried: run it again",
+    )))
 }
 
 /// What a link names now; `None` when its organization is gone.

@@ -499,6 +499,10 @@ async fn bounces_and_complaints_from_receipts_suppress_and_the_next_sends_skip_t
     );
     assert_eq!(rs[&soft]["errorCode"], "mailbox_full");
     assert_eq!(rs[&soft]["bounceType"], "soft");
+    assert!(
+        rs[&soft]["deliveredAt"].is_string(),
+        "its delivery in the same call is kept"
+    );
     assert_eq!(rs[&spam]["status"], "delivered");
     assert_eq!(rs[&spam]["complainedAt"], "2026-11-20T10:00:00.000Z");
     for field in ["bounceType", "bouncedAt", "complainedAt"] {
