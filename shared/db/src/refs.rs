@@ -125,11 +125,7 @@ pub async fn check_ids(
     if ids.is_empty() {
         return Ok(());
     }
-    let missing: HashSet<Uuid> = missing(conn, table, org, ids)
-        .await
-        .map_err(app_error)?
-        .into_iter()
-        .collect();
+    let missing = missing_set(conn, table, org, ids).await?;
     if missing.is_empty() {
         return Ok(());
     }
@@ -141,6 +137,21 @@ pub async fn check_ids(
             .filter(|(_, id)| missing.contains(id))
             .map(|(i, id)| (format!("{field}[{i}]"), *id)),
     )
+}
+
+/// The ids of `ids` that are not records of `table` in the organization, as a set (each
+/// check then looks its ids up in it: linear).
+async fn missing_set(
+    conn: &mut PgConnection,
+    table: RefTable,
+    org: OrgId,
+    ids: &[Uuid],
+) -> AppResult<HashSet<Uuid>> {
+    Ok(missing(conn, table, org, ids)
+        .await
+        .map_err(app_error)?
+        .into_iter()
+        .collect())
 }
 
 /// Refuses the ids that objects of a list name (`entries[3].contactId`) and that are not
@@ -159,11 +170,7 @@ pub async fn check_ids_of(
         return Ok(());
     }
     let named: Vec<Uuid> = ids.iter().map(|(_, id)| *id).collect();
-    let missing: HashSet<Uuid> = missing(conn, table, org, &named)
-        .await
-        .map_err(app_error)?
-        .into_iter()
-        .collect();
+    let missing = missing_set(conn, table, org, &named).await?;
     if missing.is_empty() {
         return Ok(());
     }
