@@ -11,6 +11,10 @@ fn resource(route: &str) -> Option<&'static str> {
     if route == "/api/v1/contacts/{id}/messages" {
         return Some("broadcasts");
     }
+    // A contact's topic preferences are consent, as the suppression ledger is.
+    if route == "/api/v1/contacts/{id}/subscriptions" {
+        return Some("suppressions");
+    }
     let first = route.strip_prefix("/api/v1/")?.split('/').next()?;
     Some(match first {
         "faq-collections" => "faq",
@@ -28,7 +32,7 @@ fn resource(route: &str) -> Option<&'static str> {
         "files" => "files",
         "sla-policies" => "sla-policies",
         "organization" => "organization",
-        "suppressions" => "suppressions",
+        "suppressions" | "topics" => "suppressions",
         "webhooks" => return Some(auth::WEBHOOKS_MANAGE),
         "api-keys" => return Some(auth::API_KEYS_MANAGE),
         _ => return None,

@@ -31,6 +31,8 @@ pub struct Fixture {
     pub file: String,
     /// An entry of the suppression ledger.
     pub suppression: String,
+    /// A subscription topic.
+    pub topic: String,
 }
 
 impl Fixture {
@@ -131,6 +133,11 @@ impl Fixture {
             .await
             .expect(201)
             .id();
+        let topic = app
+            .post("/api/v1/topics", json!({"name": "Newsletter"}))
+            .await
+            .expect(201)
+            .id();
         let suppression = app
             .post(
                 "/api/v1/suppressions",
@@ -217,6 +224,7 @@ impl Fixture {
         Fixture {
             file,
             suppression,
+            topic,
             sla_policy,
             conversation,
             ticket,
@@ -267,6 +275,7 @@ impl Fixture {
             "tickets" => &self.ticket,
             "files" => &self.file,
             "suppressions" => &self.suppression,
+            "topics" => &self.topic,
             other => panic!("the fixture has no record for /{other}: add one"),
         }
     }

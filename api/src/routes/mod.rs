@@ -19,6 +19,7 @@ pub mod tags;
 pub mod teams;
 pub mod templates;
 pub mod tickets;
+pub mod topics;
 pub mod unsubscribe;
 pub mod users;
 pub mod webhooks;
@@ -53,6 +54,7 @@ pub fn api(max_broadcast_body_bytes: usize) -> OpenApiRouter<AppState> {
         .merge(sla::router())
         .merge(files::router())
         .merge(suppressions::router())
+        .merge(topics::router())
 }
 
 /// Routes that authenticate by signature instead of an API key. A receipt batch (10,000

@@ -1,8 +1,10 @@
 //! The public unsubscribe routes on the API's port (docs/api.md, Unsubscribing): `GET
 //! /unsubscribe/{token}` shows a small page (no script, a content security policy of its own)
 //! to unsubscribe or resubscribe; `POST` with `List-Unsubscribe=One-Click` (RFC 8058: no
-//! cookie, no redirect, no confirmation) unsubscribes at once, and the page's own form posts
-//! `action=unsubscribe` or `action=resubscribe`.
+//! cookie, no redirect, no confirmation) unsubscribes at once (from the broadcast's topic when
+//! it names one, else from every marketing message on the channel), and the page's own forms
+//! post `action=unsubscribe`, `action=resubscribe` or `action=topics` with a `topic` field per
+//! topic kept.
 //!
 //! The token is the credential: checked before the body is read ([`token_first`]), one MAC,
 //! the keys read from memory (Postgres once a minute at most). A client address may make
@@ -23,14 +25,16 @@ use axum::routing::get;
 use parley_domain::unsubscribe::UnsubscribeSource;
 use parley_domain::unsubscribe::{Subscription, UnsubscribeToken};
 use parley_types::error::AppError;
+use parley_types::ids::TopicId;
 
 use crate::error::{ApiError, AppResult};
 use crate::middleware::guard::Limits;
 use crate::state::AppState;
 
 pub const PATH: &str = "/unsubscribe/{token}";
-/// A one-click body is 26 bytes (more as a multipart field); the page's form posts fewer.
-pub const MAX_BODY_BYTES: usize = 1024;
+/// A one-click body is 26 bytes (more as a multipart field); the page's topics form posts
+/// 43 bytes a topic, at most `MAX_TOPICS` (100) of them.
+pub const MAX_BODY_BYTES: usize = 8 * 1024;
 /// Failed calls and resubscribes of one client address a minute.
 pub const PER_ADDRESS_PER_MINUTE: u32 = 60;
 pub const LIMITS: Limits = Limits {
@@ -160,7 +164,7 @@ async fn act(
     let t = signed.token;
     let (now, done) = match Choice::of(&body) {
         Some(Choice::OneClick) => (
-            parley_usecases::unsubscribe::unsubscribe(ctx, &t, UnsubscribeSource::OneClick).await?,
+            parley_usecases::unsubscribe::one_click(ctx, &t).await?,
             "You are unsubscribed.",
         ),
         Some(Choice::Unsubscribe) => (
@@ -170,26 +174,39 @@ async fn act(
         Some(Choice::Resubscribe) => {
             // Counted like a failure: a link cycled between resubscribe and unsubscribe would
             // otherwise write entries and events as fast as the API answers.
-            if let Some(ip) = signed.peer {
-                state
-                    .unsubscribe_calls
-                    .failed(ip, std::time::Instant::now());
-            }
+            counted(&state, &signed);
             (
                 parley_usecases::unsubscribe::resubscribe(ctx, &t).await?,
                 "You are subscribed again.",
+            )
+        }
+        Some(Choice::Topics(kept)) => {
+            // It may subscribe again: counted as a resubscribe is.
+            counted(&state, &signed);
+            (
+                parley_usecases::unsubscribe::set_topics(ctx, &t, &kept).await?,
+                "Your topics are saved.",
             )
         }
         None => {
             return Err(AppError::validation(
                 "body",
                 "invalid_value",
-                "post List-Unsubscribe=One-Click, action=unsubscribe or action=resubscribe",
+                "post List-Unsubscribe=One-Click, action=unsubscribe, action=resubscribe or action=topics",
             )
             .into());
         }
     };
     Ok(answer(now, Some(done)))
+}
+
+/// Counts a call that may subscribe again against the client's address.
+fn counted(state: &AppState, signed: &Signed) {
+    if let Some(ip) = signed.peer {
+        state
+            .unsubscribe_calls
+            .failed(ip, std::time::Instant::now());
+    }
 }
 
 /// What a `POST` asks for.
@@ -198,6 +215,8 @@ enum Choice {
     OneClick,
     Unsubscribe,
     Resubscribe,
+    /// The topics form: the topics kept (checked); the others are left.
+    Topics(Vec<TopicId>),
 }
 
 impl Choice {
@@ -217,6 +236,13 @@ impl Choice {
             .find_map(|(name, value)| match (name.as_str(), value.as_str()) {
                 ("action", "unsubscribe") => Some(Choice::Unsubscribe),
                 ("action", "resubscribe") => Some(Choice::Resubscribe),
+                ("action", "topics") => Some(Choice::Topics(
+                    fields
+                        .iter()
+                        .filter(|(name, _)| name == "topic")
+                        .filter_map(|(_, id)| id.parse().ok())
+                        .collect(),
+                )),
                 _ => None,
             })
     }
@@ -320,7 +346,34 @@ fn page_html(s: &Subscription, done: Option<&str>) -> String {
          <form method=\"post\"><input type=\"hidden\" name=\"action\" value=\"{action}\">\
          <button type=\"submit\">{label}</button></form>"
     ));
+    if !s.topics.is_empty() {
+        main.push_str(&topics_form(s));
+    }
     document("Your subscription", &main)
+}
+
+/// The topics form: a box per topic, checked while the contact gets it.
+fn topics_form(s: &Subscription) -> String {
+    let mut form = String::from(
+        "<h2>Topics</h2><form method=\"post\">\
+         <input type=\"hidden\" name=\"action\" value=\"topics\">",
+    );
+    for t in &s.topics {
+        let checked = if t.subscribed { " checked" } else { "" };
+        let this = if s.topic == Some(t.topic_id) {
+            " (this message)"
+        } else {
+            ""
+        };
+        form.push_str(&format!(
+            "<p><label><input type=\"checkbox\" name=\"topic\" value=\"{id}\"{checked}> \
+             {name}{this}</label></p>",
+            id = t.topic_id,
+            name = escape(&t.name),
+        ));
+    }
+    form.push_str("<button type=\"submit\">Save topics</button></form>");
+    form
 }
 
 #[cfg(test)]
@@ -338,6 +391,13 @@ mod tests {
         assert_eq!(Choice::of(multipart), Some(Choice::OneClick));
         assert_eq!(Choice::of(b"action=resubscribe"), Some(Choice::Resubscribe));
         assert_eq!(Choice::of(b"action=unsubscribe"), Some(Choice::Unsubscribe));
+        let (one, two) = (TopicId::generate(), TopicId::generate());
+        assert_eq!(
+            Choice::of(format!("action=topics&topic={one}&topic=nonsense&topic={two}").as_bytes()),
+            Some(Choice::Topics(vec![one, two])),
+            "the topics kept; what is not an id is dropped"
+        );
+        assert_eq!(Choice::of(b"action=topics"), Some(Choice::Topics(vec![])));
         for nothing in [
             &b""[..],
             b"action=delete",
@@ -356,6 +416,8 @@ mod tests {
             unsubscribed: false,
             held_otherwise: false,
             contact_deleted: false,
+            topic: None,
+            topics: Vec::new(),
         };
         let html = page_html(&s, None);
         assert!(!html.contains("<script>"), "{html}");
@@ -385,5 +447,43 @@ mod tests {
             None,
         );
         assert!(!gone.contains("<form"));
+    }
+
+    #[test]
+    fn the_topics_form_checks_the_topics_kept_and_escapes_their_names() {
+        use parley_domain::topics::{TopicPreference, TopicSource};
+        let (kept, left) = (TopicId::generate(), TopicId::generate());
+        let s = Subscription {
+            organization_name: "Acme".into(),
+            channel: Channel::Email,
+            unsubscribed: false,
+            held_otherwise: false,
+            contact_deleted: false,
+            topic: Some(left),
+            topics: vec![
+                TopicPreference {
+                    topic_id: kept,
+                    name: "<b>News</b>".into(),
+                    subscribed: true,
+                    source: None,
+                    unsubscribed_at: None,
+                },
+                TopicPreference {
+                    topic_id: left,
+                    name: "Offers".into(),
+                    subscribed: false,
+                    source: Some(TopicSource::Unsubscribe),
+                    unsubscribed_at: None,
+                },
+            ],
+        };
+        let html = page_html(&s, None);
+        assert!(
+            html.contains(&format!("value=\"{kept}\" checked>")),
+            "{html}"
+        );
+        assert!(html.contains(&format!("value=\"{left}\">")), "{html}");
+        assert!(html.contains("&lt;b&gt;News&lt;/b&gt;") && !html.contains("<b>News"));
+        assert!(html.contains("Offers (this message)"));
     }
 }

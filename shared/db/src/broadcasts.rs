@@ -1,7 +1,7 @@
 //! Broadcasts as the API reads and changes them. The worker's side (fan-out, claims,
 //! outcomes, reconciliation) is in `db::sending`.
 
-use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId, TemplateId};
+use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId, TemplateId, TopicId};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
@@ -28,9 +28,9 @@ pub async fn insert(
             sender_email_address_id, subject_override, template_variables, email_variables,
             contact_ids, message_length, has_emojis, has_images, has_links, queued_at,
             created_at, updated_at, segment_id, priority, send_in, local_time, past_time_policy,
-            quiet_hours)
+            quiet_hours, topic_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-            $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+            $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)",
         b.id,
         b.organization_id,
         &b.broadcast_name,
@@ -60,6 +60,7 @@ pub async fn insert(
         b.local_time,
         b.past_time_policy.as_str(),
         &b.quiet_hours as _,
+        b.topic_id as _,
     )
     .execute(db)
     .await
@@ -124,7 +125,8 @@ pub async fn update(
             contact_ids = CASE WHEN $20::uuid IS NOT NULL THEN '{}' ELSE coalesce($13, contact_ids) END,
             message_length = $14, has_emojis = $15,
             has_images = $16, has_links = $17, queued_at = $18, updated_at = $19, segment_id = $20,
-            send_in = $21, local_time = $22, past_time_policy = $23, quiet_hours = $24
+            send_in = $21, local_time = $22, past_time_policy = $23, quiet_hours = $24,
+            topic_id = $25
          WHERE organization_id = $1 AND id = $2",
         b.organization_id,
         b.id,
@@ -150,6 +152,7 @@ pub async fn update(
         b.local_time,
         b.past_time_policy.as_str(),
         &b.quiet_hours as _,
+        b.topic_id as _,
     )
     .execute(db)
     .await
@@ -218,7 +221,7 @@ pub async fn get_many(
             b.email_variables, b.error_message,
             CASE WHEN b.segment_id IS NULL THEN b.contact_count
                  ELSE coalesce(k.total, 0) END AS "audience_size!",
-            b.segment_id, s.name AS "audience_segment?",
+            b.segment_id, s.name AS "audience_segment?", b.topic_id AS "topic_id: TopicId",
             coalesce(k.total, 0) AS "total_recipients!",
             coalesce(k.sent, 0) AS "sent_count!",
             coalesce(k.delivered, 0) AS "delivered_count!",
@@ -547,6 +550,7 @@ struct BroadcastRow {
     audience_size: i32,
     segment_id: Option<Uuid>,
     audience_segment: Option<String>,
+    topic_id: Option<TopicId>,
     total_recipients: i32,
     sent_count: i32,
     delivered_count: i32,
@@ -641,6 +645,7 @@ fn from_row(r: BroadcastRow) -> Broadcast {
         error_message: r.error_message,
         audience_size: r.audience_size,
         segment_id: r.segment_id,
+        topic_id: r.topic_id,
         total_recipients: r.total_recipients,
         sent_count: r.sent_count,
         delivered_count: r.delivered_count,

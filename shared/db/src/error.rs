@@ -24,6 +24,8 @@ const CONSTRAINT_FIELDS: &[(&str, &str)] = &[
     ("team_members_user_fkey", "userIds"),
     ("faqs_category_fkey", "categoryId"),
     ("suppressions_contact_fkey", "contactId"),
+    ("topics_name_key", "name"),
+    ("broadcasts_topic_fkey", "topicId"),
 ];
 
 /// Foreign keys that refuse to delete a record still in use: a 409, not a 422.
@@ -40,6 +42,7 @@ const IN_USE: &[(&str, &str)] = &[
         "broadcasts_segment_fkey",
         "the segment is the audience of broadcasts",
     ),
+    ("broadcasts_topic_fkey", "the topic is named by broadcasts"),
 ];
 
 fn constraint_field(constraint: Option<&str>) -> Option<&'static str> {

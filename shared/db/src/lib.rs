@@ -28,6 +28,7 @@ pub mod tags;
 pub mod teams;
 pub mod templates;
 pub mod tickets;
+pub mod topics;
 pub mod totals;
 pub mod unsubscribe;
 pub mod users;

@@ -23,6 +23,7 @@ pub enum RefTable {
     Conversations,
     Files,
     Segments,
+    Topics,
 }
 
 impl RefTable {
@@ -72,6 +73,7 @@ async fn missing(
         RefTable::Categories => missing_from!("conversation_categories"),
         RefTable::Conversations => missing_from!("conversations"),
         RefTable::Segments => missing_from!("segments"),
+        RefTable::Topics => missing_from!("topics"),
         RefTable::Files => {
             missing_from!(
                 "files",

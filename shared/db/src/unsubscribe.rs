@@ -4,6 +4,7 @@
 use parley_domain::unsubscribe::{
     KEY_WARM_UP_SECS, SECRET_BYTES, Subscription, UnsubscribeKey, UnsubscribeToken,
 };
+use parley_types::ids::TopicId;
 use sqlx::{PgConnection, PgExecutor, PgPool};
 
 /// Every key; `warm` by the database's clock (every process's read of the keys is at most a
@@ -75,22 +76,29 @@ pub async fn lookup(
                                AND s.channel IS NOT DISTINCT FROM $3)
                       AND (s.channel IS NULL OR s.channel = $3)
                       AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone))
-                AS "held_otherwise!"
+                AS "held_otherwise!",
+            (SELECT b.topic_id FROM broadcasts b WHERE b.organization_id = o.id AND b.id = $4)
+                AS "topic: TopicId"
          FROM organizations o
          LEFT JOIN contacts k ON k.organization_id = o.id AND k.id = $2
          WHERE o.id = $1"#,
         t.organization_id as _,
         t.contact_id as _,
         t.channel.as_str(),
+        t.broadcast_id as _,
     )
     .fetch_optional(pool)
     .await?;
-    Ok(row.map(|r| Subscription {
+    let Some(r) = row else { return Ok(None) };
+    let topics = crate::topics::preferences(pool, t.organization_id, t.contact_id).await?;
+    Ok(Some(Subscription {
         organization_name: r.name,
         channel: t.channel,
         unsubscribed: r.unsubscribed,
         held_otherwise: r.held_otherwise,
         contact_deleted: r.contact_deleted,
+        topic: r.topic,
+        topics,
     }))
 }
 

@@ -17,6 +17,7 @@ use crate::templates::{
 };
 use parley_types::error::{AppError, FieldError};
 use parley_types::fields::{Name, ShortText, Text, non_null, nullable};
+use parley_types::ids::TopicId;
 use parley_types::time::{ScheduledTime, Timestamp};
 
 /// Most contacts one broadcast may address.
@@ -257,6 +258,10 @@ pub struct Broadcast {
     pub variants: Vec<Variant>,
     /// The name of the segment that is the audience (`segmentId`), if one is.
     pub audience_segment: Option<String>,
+    /// The subscription topic its messages belong to: a marketing broadcast skips the contacts
+    /// unsubscribed from it (`topic_unsubscribed`), and its links' one-click unsubscribes from
+    /// it.
+    pub topic_id: Option<TopicId>,
     /// Campaign figures the service does not measure are `null`.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub target_demographic: Option<()>,
@@ -618,6 +623,11 @@ pub struct CreateBroadcast {
     pub segment_id: Option<Uuid>,
     /// A template of the organization; the broadcast takes its channel.
     pub template_id: Uuid,
+    /// A subscription topic of the organization: the contacts unsubscribed from it are
+    /// skipped when its messages are marketing.
+    #[serde(default, deserialize_with = "non_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub topic_id: Option<TopicId>,
     pub description: Option<Text>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub email_variables: Option<serde_json::Map<String, serde_json::Value>>,
@@ -784,6 +794,7 @@ impl CreateBroadcast {
             }),
             variants: Vec::new(),
             audience_segment: None,
+            topic_id: self.topic_id,
             target_demographic: None,
             variant_name: None,
             winning_variant: ab.as_ref().map(|_| false),
@@ -838,6 +849,9 @@ pub struct UpdateBroadcast {
     pub segment_id: Option<Uuid>,
     #[serde(default, deserialize_with = "nullable")]
     pub description: Option<Option<Text>>,
+    /// The subscription topic its messages belong to; `null`: none.
+    #[serde(default, deserialize_with = "nullable")]
+    pub topic_id: Option<Option<TopicId>>,
     #[serde(default, deserialize_with = "nullable")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub email_variables: Option<Option<serde_json::Map<String, serde_json::Value>>>,
@@ -895,6 +909,9 @@ impl UpdateBroadcast {
         }
         if let Some(v) = self.description {
             b.description = v.map(Into::into);
+        }
+        if let Some(v) = self.topic_id {
+            b.topic_id = v;
         }
         if let Some(v) = self.email_variables {
             check_email_variables(v.as_ref())?;

@@ -31,6 +31,7 @@ pub mod teams;
 pub mod template_variables;
 pub mod templates;
 pub mod tickets;
+pub mod topics;
 pub mod unsubscribe;
 pub mod users;
 pub mod webhooks;

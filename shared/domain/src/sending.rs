@@ -31,7 +31,8 @@ use crate::send_rules::{
 };
 use crate::suppressions::SuppressionReason;
 use crate::templates::{TemplateCategory, max_message_chars, render};
-use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId};
+use crate::topics::TOPIC_UNSUBSCRIBED;
+use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId, TopicId};
 use parley_types::time::Timestamp;
 
 /// What sending needs to know about a broadcast.
@@ -65,6 +66,8 @@ pub struct SendContext {
     /// What its messages are, for the suppression ledger: `marketing` when its template or
     /// any variant's is, else its template's category.
     pub category: TemplateCategory,
+    /// The subscription topic its messages belong to.
+    pub topic_id: Option<TopicId>,
 }
 
 impl SendContext {
@@ -96,6 +99,13 @@ impl SendContext {
     /// The ledger's reasons its messages obey, first reported first.
     pub fn suppression_reasons(&self) -> Vec<SuppressionReason> {
         SuppressionReason::obeyed_by(self.category)
+    }
+
+    /// The topic its recipients' unsubscribes are read for: its own, when its messages are
+    /// marketing (transactional messages obey no topic).
+    pub fn obeyed_topic(&self) -> Option<TopicId> {
+        self.topic_id
+            .filter(|_| self.category == TemplateCategory::Marketing)
     }
 
     /// The cap on the broadcast's channel, unless it is `high`.
@@ -141,6 +151,9 @@ pub struct Claimed {
     /// The first entry of the suppression ledger its message obeys, on the broadcast's
     /// channel, by the contact, its email or its phone.
     pub suppressed: Option<SuppressionReason>,
+    /// The contact unsubscribed from the topic its message obeys
+    /// ([`SendContext::obeyed_topic`]).
+    pub topic_unsubscribed: bool,
 }
 
 impl Claimed {
@@ -156,7 +169,8 @@ impl Claimed {
     }
 
     /// The contact and its address on `channel`; or why the message is not sent: the contact
-    /// is gone, suppressed, do-not-contact or opted out (skipped), or has no address (failed).
+    /// is gone, suppressed, unsubscribed from the topic, do-not-contact or opted out
+    /// (skipped), or has no address (failed).
     fn reach(&self, channel: Channel) -> Result<(ContactId, String), RecipientOutcome> {
         let Some(contact) = self.contact_id else {
             return Err(RecipientOutcome::skipped(
@@ -169,6 +183,12 @@ impl Claimed {
                 code: reason.error_code(),
                 message: format!("the suppression list holds the contact ({reason})"),
             });
+        }
+        if self.topic_unsubscribed {
+            return Err(RecipientOutcome::skipped(
+                TOPIC_UNSUBSCRIBED,
+                "the contact unsubscribed from the broadcast's topic",
+            ));
         }
         if self.do_not_contact == Some(true) {
             return Err(RecipientOutcome::skipped(
@@ -548,6 +568,7 @@ mod tests {
             ab_test: false,
             paused: false,
             category: TemplateCategory::Marketing,
+            topic_id: None,
         }
     }
 
@@ -569,6 +590,7 @@ mod tests {
             send_generation: 0,
             variant_no: None,
             suppressed: None,
+            topic_unsubscribed: false,
         }
     }
 

@@ -16,7 +16,8 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use crate::Channel;
-use parley_types::ids::{BroadcastId, ContactId, OrgId};
+use crate::topics::TopicPreference;
+use parley_types::ids::{BroadcastId, ContactId, OrgId, TopicId};
 use parley_types::time::Timestamp;
 
 const VERSION: u8 = 1;
@@ -158,7 +159,7 @@ parley_types::text_enum!(
 );
 
 /// What a link's page shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
     pub organization_name: String,
     pub channel: Channel,
@@ -171,6 +172,11 @@ pub struct Subscription {
     pub held_otherwise: bool,
     /// The contact was deleted: nothing is sent to it, and there is nothing to change.
     pub contact_deleted: bool,
+    /// The topic of the link's broadcast, if it names one (and still exists): what a
+    /// one-click `POST` unsubscribes from.
+    pub topic: Option<TopicId>,
+    /// Every topic of the organization, with the contact's preference.
+    pub topics: Vec<TopicPreference>,
 }
 
 /// The `List-Unsubscribe` header of an email (RFC 2369): the link, then a `mailto:` when the

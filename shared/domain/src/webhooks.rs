@@ -83,7 +83,7 @@ impl EventName {
         ),
         (
             EventName::ContactUnsubscribed,
-            "a contact unsubscribes through a message's unsubscribe link",
+            "a contact unsubscribes through a message's unsubscribe link, from everything on the channel or from a topic",
         ),
     ];
 

@@ -146,6 +146,8 @@ id_type! {
     FaqCategoryId;
     /// An FAQ's id.
     FaqId;
+    /// A subscription topic's id.
+    TopicId;
 }
 
 #[cfg(test)]

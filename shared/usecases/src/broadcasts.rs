@@ -11,8 +11,8 @@ use parley_domain::broadcasts::{
 use parley_domain::templates::Template;
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
-use parley_types::ids::TemplateId;
 use parley_types::ids::{BroadcastId, OrgId};
+use parley_types::ids::{TemplateId, TopicId};
 use parley_types::list::{Page, PageRequest};
 use parley_types::time::Timestamp;
 use sqlx::PgConnection;
@@ -84,6 +84,14 @@ pub async fn create(ctx: Ctx<'_>, caller: &Caller, req: CreateBroadcast) -> Resu
         req.segment_id,
     )
     .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Topics,
+        org,
+        "topicId",
+        req.topic_id.map(TopicId::uuid),
+    )
+    .await?;
     let NewBroadcast {
         broadcast,
         audience,
@@ -140,6 +148,14 @@ pub async fn update(
         org,
         "segmentId",
         req.segment_id,
+    )
+    .await?;
+    refs::check_id(
+        &mut tx,
+        RefTable::Topics,
+        org,
+        "topicId",
+        req.topic_id.flatten().map(TopicId::uuid),
     )
     .await?;
     let template = template(&mut tx, org, TemplateId::from(broadcast.template_id)).await?;

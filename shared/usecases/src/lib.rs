@@ -34,6 +34,7 @@ pub mod tags;
 pub mod teams;
 pub mod templates;
 pub mod tickets;
+pub mod topics;
 pub mod unsubscribe;
 pub mod users;
 pub mod webhook_deliveries;

@@ -155,6 +155,7 @@ pub async fn pending_for_send(
         ids,
         broadcast.channel,
         &broadcast.suppression_reasons(),
+        broadcast.obeyed_topic(),
     )
     .await
 }

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use parley_db as db;
 use parley_domain::suppressions::{Subject, Suppression, SuppressionReason, SuppressionSource};
+use parley_domain::topics::TopicSource;
 use parley_domain::unsubscribe::{
     Subscription, UnsubscribeKey, UnsubscribeSource, UnsubscribeToken, new_secret,
 };
 use parley_domain::webhooks::EventName;
 use parley_types::error::AppError;
+use parley_types::ids::TopicId;
 
 use crate::{Ctx, Error, Result};
 
@@ -112,6 +114,19 @@ pub async fn subscription(ctx: Ctx<'_>, t: &UnsubscribeToken) -> Result<Option<S
     Ok(db::unsubscribe::lookup(ctx.pool, t).await?)
 }
 
+/// RFC 8058's one-click: from the link's broadcast's topic when it names one
+/// ([`set_topics`]), else from every marketing message on the link's channel
+/// ([`unsubscribe`]).
+pub async fn one_click(ctx: Ctx<'_>, t: &UnsubscribeToken) -> Result<Option<Subscription>> {
+    let Some(now) = subscription(ctx, t).await? else {
+        return Ok(None);
+    };
+    match now.topic {
+        Some(topic) => change_topics(ctx, t, &[], &[topic], UnsubscribeSource::OneClick).await,
+        None => unsubscribe(ctx, t, UnsubscribeSource::OneClick).await,
+    }
+}
+
 /// Unsubscribes the link's address (or contact) from the organization's marketing messages on
 /// its channel: an `unsubscribed` entry (source `unsubscribe`) with its `contact.suppressed`
 /// and `contact.unsubscribed` events, the contact counted in the link's broadcast's
@@ -136,26 +151,90 @@ pub async fn unsubscribe(
     );
     let written = crate::suppressions::write(&mut tx, std::slice::from_ref(&entry)).await?;
     if let Some(entry) = written.first() {
-        let data = serde_json::json!({
-            "contactId": t.contact_id,
-            "broadcastId": t.broadcast_id,
-            "channel": t.channel,
-            "source": how,
-            "entry": entry,
-        });
-        db::outbox::emit_many(
-            &mut tx,
-            &[(
-                t.organization_id.uuid(),
-                EventName::ContactUnsubscribed,
-                data,
-            )],
-        )
-        .await?;
-        db::unsubscribe::count(&mut tx, t).await?;
+        let data = serde_json::json!({"entry": entry, "topicId": null});
+        unsubscribed(&mut tx, t, how, vec![data]).await?;
     }
     tx.commit().await?;
     subscription(ctx, t).await
+}
+
+/// The page's topics form: the contact gets the topics in `subscribed` (the organization's;
+/// other ids are ignored) and none of the organization's others. Each topic newly left is a
+/// `topic_unsubscribes` row (source `unsubscribe`) and a `contact.unsubscribed` event; the
+/// contact counts in the broadcast's `unsubscribedCount` as for [`unsubscribe`].
+pub async fn set_topics(
+    ctx: Ctx<'_>,
+    t: &UnsubscribeToken,
+    subscribed: &[TopicId],
+) -> Result<Option<Subscription>> {
+    let Some(now) = subscription(ctx, t).await? else {
+        return Ok(None);
+    };
+    let (on, off): (Vec<TopicId>, Vec<TopicId>) = now
+        .topics
+        .iter()
+        .map(|p| p.topic_id)
+        .partition(|id| subscribed.contains(id));
+    change_topics(ctx, t, &on, &off, UnsubscribeSource::Page).await
+}
+
+/// Subscribes the link's contact to `on` again and unsubscribes it from `off`, in one
+/// transaction; a deleted contact changes nothing.
+async fn change_topics(
+    ctx: Ctx<'_>,
+    t: &UnsubscribeToken,
+    on: &[TopicId],
+    off: &[TopicId],
+    how: UnsubscribeSource,
+) -> Result<Option<Subscription>> {
+    let (org, contact) = (t.organization_id, t.contact_id);
+    let mut tx = ctx.pool.begin().await?;
+    if db::contacts::exists(&mut *tx, org, contact).await? {
+        db::topics::resubscribe(&mut *tx, org, contact, on).await?;
+        let left =
+            db::topics::unsubscribe(&mut *tx, org, contact, off, TopicSource::Unsubscribe).await?;
+        let events = left
+            .iter()
+            .map(|topic| serde_json::json!({"entry": null, "topicId": topic}))
+            .collect::<Vec<_>>();
+        if !events.is_empty() {
+            unsubscribed(&mut tx, t, how, events).await?;
+        }
+    }
+    tx.commit().await?;
+    subscription(ctx, t).await
+}
+
+/// A `contact.unsubscribed` event for each of `parts` (what was left: a ledger `entry` or a
+/// `topicId`), and the contact counted once in the link's broadcast.
+async fn unsubscribed(
+    tx: &mut sqlx::PgConnection,
+    t: &UnsubscribeToken,
+    how: UnsubscribeSource,
+    parts: Vec<serde_json::Value>,
+) -> Result<()> {
+    let events: Vec<_> = parts
+        .into_iter()
+        .map(|part| {
+            let mut data = serde_json::json!({
+                "contactId": t.contact_id,
+                "broadcastId": t.broadcast_id,
+                "channel": t.channel,
+                "source": how,
+            });
+            if let (Some(data), serde_json::Value::Object(part)) = (data.as_object_mut(), part) {
+                data.extend(part);
+            }
+            (
+                t.organization_id.uuid(),
+                EventName::ContactUnsubscribed,
+                data,
+            )
+        })
+        .collect();
+    db::outbox::emit_many(&mut *tx, &events).await?;
+    db::unsubscribe::count(tx, t).await?;
+    Ok(())
 }
 
 /// Removes the `unsubscribed` entries links made for the contact on the link's channel:

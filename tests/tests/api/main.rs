@@ -31,6 +31,7 @@ mod sla;
 mod suppressions;
 mod tenancy;
 mod tickets;
+mod topics;
 mod unsubscribe;
 mod validation;
 mod webhooks;

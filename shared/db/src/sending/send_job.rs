@@ -9,7 +9,7 @@ use parley_domain::send_rules::{FrequencyCaps, PastTimePolicy, QuietHours, SendI
 use parley_domain::sending::{Claimed, RecipientOutcome, SendContext, VariantContent};
 use parley_domain::suppressions::SuppressionReason;
 use parley_domain::templates::TemplateCategory;
-use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId};
+use parley_types::ids::{BroadcastId, ContactId, OrgId, RecipientId, TopicId};
 use parley_types::time::Timestamp;
 use sqlx::PgExecutor;
 use sqlx::types::Json;
@@ -35,7 +35,8 @@ pub async fn send_context(
                                   JOIN templates vt ON vt.id = v.template_id
                                   WHERE v.broadcast_id = b.id AND vt.category = 'marketing')
                      THEN 'marketing'
-                     ELSE coalesce(t.category, 'marketing') END AS "category!: TemplateCategory"
+                     ELSE coalesce(t.category, 'marketing') END AS "category!: TemplateCategory",
+                b.topic_id AS "topic_id: TopicId"
          FROM broadcasts b JOIN organizations o ON o.id = b.organization_id
          LEFT JOIN templates t ON t.id = b.template_id
          WHERE b.id = $1"#,
@@ -74,7 +75,8 @@ pub async fn status(
 }
 
 /// The recipients among `ids` that are still pending, with what their message needs of the
-/// contact and the first of `reasons` the suppression ledger holds against it on `channel`.
+/// contact, the first of `reasons` the suppression ledger holds against it on `channel`, and
+/// whether it unsubscribed from `topic`.
 /// Read only: holding them is the worker's claim (in Redis), and the outcome is written only
 /// while a recipient is still pending.
 pub async fn pending_for_send(
@@ -84,6 +86,7 @@ pub async fn pending_for_send(
     ids: &[RecipientId],
     channel: Channel,
     reasons: &[SuppressionReason],
+    topic: Option<TopicId>,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     let reasons: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
     // Only the primary key leads to the rows: with the broadcast or the status in the WHERE
@@ -104,7 +107,9 @@ pub async fn pending_for_send(
                    AND s.reason = ANY($4)
                    AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone)
                  ORDER BY array_position($4, s.reason) LIMIT 1)
-                   AS "suppressed?: SuppressionReason"
+                   AS "suppressed?: SuppressionReason",
+                EXISTS (SELECT 1 FROM topic_unsubscribes tu
+                        WHERE tu.contact_id = k.id AND tu.topic_id = $5) AS "topic_unsubscribed!"
          FROM unnest($2::uuid[]) AS u(id)
          JOIN broadcast_recipients r ON r.id = u.id
          LEFT JOIN contacts k ON k.id = r.contact_id AND k.organization_id = $1
@@ -114,6 +119,7 @@ pub async fn pending_for_send(
         ids as _,
         channel.as_str(),
         &reasons as &[&str],
+        topic as _,
     )
     .fetch_all(db)
     .await?;
@@ -137,6 +143,7 @@ pub async fn pending_for_send(
             send_generation: r.send_generation,
             variant_no: r.variant_no,
             suppressed: r.suppressed,
+            topic_unsubscribed: r.topic_unsubscribed,
         })
         .collect())
 }
@@ -162,6 +169,7 @@ struct ClaimRow {
     send_generation: i32,
     variant_no: Option<i16>,
     suppressed: Option<SuppressionReason>,
+    topic_unsubscribed: bool,
 }
 
 /// Records outcomes in one statement (the counters follow by trigger); a recipient no longer
