@@ -33,8 +33,8 @@ use crate::state::AppState;
 
 pub const PATH: &str = "/unsubscribe/{token}";
 /// A one-click body is 26 bytes (more as a multipart field); the page's topics form posts
-/// 43 bytes a topic, at most `MAX_TOPICS` (100) of them.
-pub const MAX_BODY_BYTES: usize = 8 * 1024;
+/// up to 86 bytes a topic, at most `MAX_TOPICS` (100) of them.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Failed calls and resubscribes of one client address a minute.
 pub const PER_ADDRESS_PER_MINUTE: u32 = 60;
 pub const LIMITS: Limits = Limits {
@@ -162,7 +162,9 @@ async fn act(
     })?;
     let ctx = state.use_cases();
     let t = signed.token;
-    let (now, done) = match Choice::of(&body) {
+    let choice = Choice::of(&body);
+    let one_click = choice == Some(Choice::OneClick);
+    let (now, done) = match choice {
         Some(Choice::OneClick) => (
             parley_usecases::unsubscribe::one_click(ctx, &t).await?,
             "You are unsubscribed.",
@@ -180,11 +182,11 @@ async fn act(
                 "You are subscribed again.",
             )
         }
-        Some(Choice::Topics(kept)) => {
+        Some(Choice::Topics { shown, kept }) => {
             // It may subscribe again: counted as a resubscribe is.
             counted(&state, &signed);
             (
-                parley_usecases::unsubscribe::set_topics(ctx, &t, &kept).await?,
+                parley_usecases::unsubscribe::set_topics(ctx, &t, &shown, &kept).await?,
                 "Your topics are saved.",
             )
         }
@@ -197,7 +199,18 @@ async fn act(
             .into());
         }
     };
-    Ok(answer(now, Some(done)))
+    // One-click from a topic's broadcast left that topic: say which.
+    let left = now.as_ref().and_then(|s| {
+        let topic = s.topic?;
+        s.topics
+            .iter()
+            .find(|p| p.topic_id == topic && !p.subscribed)
+    });
+    let done = match (one_click, left) {
+        (true, Some(topic)) => format!("You left {}.", escape(&topic.name)),
+        _ => done.to_owned(),
+    };
+    Ok(answer(now, Some(&done)))
 }
 
 /// Counts a call that may subscribe again against the client's address.
@@ -215,8 +228,12 @@ enum Choice {
     OneClick,
     Unsubscribe,
     Resubscribe,
-    /// The topics form: the topics kept (checked); the others are left.
-    Topics(Vec<TopicId>),
+    /// The topics form: the topics it showed, and of them those kept (checked); the others
+    /// are left.
+    Topics {
+        shown: Vec<TopicId>,
+        kept: Vec<TopicId>,
+    },
 }
 
 impl Choice {
@@ -236,13 +253,19 @@ impl Choice {
             .find_map(|(name, value)| match (name.as_str(), value.as_str()) {
                 ("action", "unsubscribe") => Some(Choice::Unsubscribe),
                 ("action", "resubscribe") => Some(Choice::Resubscribe),
-                ("action", "topics") => Some(Choice::Topics(
-                    fields
-                        .iter()
-                        .filter(|(name, _)| name == "topic")
-                        .filter_map(|(_, id)| id.parse().ok())
-                        .collect(),
-                )),
+                ("action", "topics") => {
+                    let ids = |field: &str| -> Vec<TopicId> {
+                        fields
+                            .iter()
+                            .filter(|(name, _)| name == field)
+                            .filter_map(|(_, id)| id.parse().ok())
+                            .collect()
+                    };
+                    Some(Choice::Topics {
+                        shown: ids("shown"),
+                        kept: ids("topic"),
+                    })
+                }
                 _ => None,
             })
     }
@@ -366,7 +389,8 @@ fn topics_form(s: &Subscription) -> String {
             ""
         };
         form.push_str(&format!(
-            "<p><label><input type=\"checkbox\" name=\"topic\" value=\"{id}\"{checked}> \
+            "<p><input type=\"hidden\" name=\"shown\" value=\"{id}\">\
+             <label><input type=\"checkbox\" name=\"topic\" value=\"{id}\"{checked}> \
              {name}{this}</label></p>",
             id = t.topic_id,
             name = escape(&t.name),
@@ -393,11 +417,23 @@ mod tests {
         assert_eq!(Choice::of(b"action=unsubscribe"), Some(Choice::Unsubscribe));
         let (one, two) = (TopicId::generate(), TopicId::generate());
         assert_eq!(
-            Choice::of(format!("action=topics&topic={one}&topic=nonsense&topic={two}").as_bytes()),
-            Some(Choice::Topics(vec![one, two])),
-            "the topics kept; what is not an id is dropped"
+            Choice::of(
+                format!("action=topics&shown={one}&shown={two}&topic={one}&topic=nonsense")
+                    .as_bytes()
+            ),
+            Some(Choice::Topics {
+                shown: vec![one, two],
+                kept: vec![one]
+            }),
+            "the topics shown and kept; what is not an id is dropped"
         );
-        assert_eq!(Choice::of(b"action=topics"), Some(Choice::Topics(vec![])));
+        assert_eq!(
+            Choice::of(b"action=topics"),
+            Some(Choice::Topics {
+                shown: vec![],
+                kept: vec![]
+            })
+        );
         for nothing in [
             &b""[..],
             b"action=delete",

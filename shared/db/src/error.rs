@@ -25,7 +25,6 @@ const CONSTRAINT_FIELDS: &[(&str, &str)] = &[
     ("faqs_category_fkey", "categoryId"),
     ("suppressions_contact_fkey", "contactId"),
     ("topics_name_key", "name"),
-    ("broadcasts_topic_fkey", "topicId"),
 ];
 
 /// Foreign keys that refuse to delete a record still in use: a 409, not a 422.

@@ -67,7 +67,7 @@ pub async fn get(
     let topic = if lock {
         sqlx::query_as!(
             Topic,
-            "SELECT * FROM topics WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+            "SELECT * FROM topics WHERE organization_id = $1 AND id = $2 FOR NO KEY UPDATE",
             org as _,
             id as _,
         )
@@ -118,6 +118,24 @@ pub async fn delete(db: impl PgExecutor<'_>, org: OrgId, id: TopicId) -> Result<
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Whether the organization has the contact, its row locked until the transaction ends: one
+/// change of its preferences at a time (two would take the topics' rows in crossed orders), and
+/// none while it is deleted.
+pub async fn lock_contact(
+    conn: &mut PgConnection,
+    org: OrgId,
+    contact: ContactId,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "SELECT id FROM contacts WHERE organization_id = $1 AND id = $2 FOR NO KEY UPDATE",
+        org as _,
+        contact as _,
+    )
+    .fetch_optional(conn)
+    .await?
+    .is_some())
 }
 
 /// Every topic of the organization (oldest first, at most `MAX_TOPICS`), with `contact`'s

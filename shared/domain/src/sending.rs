@@ -623,6 +623,38 @@ mod tests {
     }
 
     #[test]
+    fn who_left_the_topic_is_skipped_by_marketing_only() {
+        let topic = Some(parley_types::ids::TopicId::generate());
+        let marketing = SendContext {
+            topic_id: topic,
+            ..broadcast(Channel::Email)
+        };
+        assert_eq!(marketing.obeyed_topic(), topic);
+        let left = Claimed {
+            topic_unsubscribed: true,
+            ..contact()
+        };
+        assert_eq!(
+            settled_code(&decide(&marketing, left.clone())),
+            Some("topic_unsubscribed")
+        );
+        let suppressed = Claimed {
+            suppressed: Some(SuppressionReason::HardBounce),
+            ..left
+        };
+        assert_eq!(
+            settled_code(&decide(&marketing, suppressed)),
+            Some("suppressed_hard_bounce"),
+            "the ledger first"
+        );
+        let receipt = SendContext {
+            category: TemplateCategory::Utility,
+            ..marketing
+        };
+        assert_eq!(receipt.obeyed_topic(), None, "transactional obeys no topic");
+    }
+
+    #[test]
     fn who_must_not_be_contacted_is_settled_before_any_send() {
         let b = broadcast(Channel::Email);
         let gone = Claimed {

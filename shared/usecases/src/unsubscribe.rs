@@ -158,13 +158,15 @@ pub async fn unsubscribe(
     subscription(ctx, t).await
 }
 
-/// The page's topics form: the contact gets the topics in `subscribed` (the organization's;
-/// other ids are ignored) and none of the organization's others. Each topic newly left is a
+/// The page's topics form: of the topics it `shown`, the contact gets those in `subscribed` and
+/// leaves the others (a topic added since, or an id that is not the organization's topic,
+/// changes nothing). Each topic newly left is a
 /// `topic_unsubscribes` row (source `unsubscribe`) and a `contact.unsubscribed` event; the
 /// contact counts in the broadcast's `unsubscribedCount` as for [`unsubscribe`].
 pub async fn set_topics(
     ctx: Ctx<'_>,
     t: &UnsubscribeToken,
+    shown: &[TopicId],
     subscribed: &[TopicId],
 ) -> Result<Option<Subscription>> {
     let Some(now) = subscription(ctx, t).await? else {
@@ -174,6 +176,7 @@ pub async fn set_topics(
         .topics
         .iter()
         .map(|p| p.topic_id)
+        .filter(|id| shown.contains(id))
         .partition(|id| subscribed.contains(id));
     change_topics(ctx, t, &on, &off, UnsubscribeSource::Page).await
 }
@@ -189,7 +192,7 @@ async fn change_topics(
 ) -> Result<Option<Subscription>> {
     let (org, contact) = (t.organization_id, t.contact_id);
     let mut tx = ctx.pool.begin().await?;
-    if db::contacts::exists(&mut *tx, org, contact).await? {
+    if db::topics::lock_contact(&mut tx, org, contact).await? {
         db::topics::resubscribe(&mut *tx, org, contact, on).await?;
         let left =
             db::topics::unsubscribe(&mut *tx, org, contact, off, TopicSource::Unsubscribe).await?;

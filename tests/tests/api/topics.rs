@@ -314,11 +314,26 @@ async fn a_topic_broadcast_skips_who_left_the_topic_and_one_click_leaves_only_th
         html.contains(&format!("value=\"{offers}\" checked>")),
         "{html}"
     );
+    // A topic added after the page was shown, and another organization's, change nothing.
+    let later = topic(&app, "Later").await;
+    let (_, other) = app.new_org("Organization B").await;
+    let foreign = app
+        .send(
+            Method::POST,
+            "/api/v1/topics",
+            Some(&other),
+            Some(&json!({"name": "Theirs"})),
+        )
+        .await
+        .expect(201)
+        .id();
     let r = app
         .client
         .post(&link_b)
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("action=topics&topic={news}"))
+        .body(format!(
+            "action=topics&shown={news}&shown={offers}&shown={foreign}&topic={news}"
+        ))
         .send()
         .await
         .unwrap();
@@ -328,6 +343,19 @@ async fn a_topic_broadcast_skips_who_left_the_topic_and_one_click_leaves_only_th
         preference(&app, b, &offers).await,
         (false, json!("unsubscribe"))
     );
+    assert_eq!(preference(&app, b, &later).await, (true, Value::Null));
+    let left: Vec<Value> = app
+        .events()
+        .await
+        .into_iter()
+        .filter(|(name, data)| name == "contact.unsubscribed" && data["contactId"] == b.to_string())
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["topicId"], offers);
+    assert_eq!(left[0]["source"], "page");
+    let counted = app.get(&format!("/api/v1/broadcasts/{first}")).await;
+    assert_eq!(counted.data()["unsubscribedCount"], 2, "a and b, once each");
 
     // The next sends: a topic's broadcast skips who left it; one naming no topic skips nobody.
     let on_offers = send_on(&app, &marketing, Some(&offers), &[a, b]).await;

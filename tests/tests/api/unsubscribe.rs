@@ -249,7 +249,7 @@ async fn the_public_routes_are_bounded() {
         .as_str()
         .unwrap()
         .to_owned();
-    // A body announced past 8 KiB, or not announced, is refused unread; a POST that says
+    // A body announced past 16 KiB, or not announced, is refused unread; a POST that says
     // nothing is 422.
     let big = app
         .client
@@ -257,7 +257,7 @@ async fn the_public_routes_are_bounded() {
         .header("content-type", "application/x-www-form-urlencoded")
         .body(format!(
             "List-Unsubscribe=One-Click&pad={}",
-            "x".repeat(8 * 1024)
+            "x".repeat(16 * 1024)
         ))
         .send()
         .await
