@@ -18,6 +18,22 @@ async fn topic(app: &TestApp, name: &str) -> String {
         .id()
 }
 
+/// Another organization's API key, and a topic of it.
+async fn foreign_topic(app: &TestApp) -> (String, String) {
+    let (_, other) = app.new_org("Organization B").await;
+    let topic = app
+        .send(
+            Method::POST,
+            "/api/v1/topics",
+            Some(&other),
+            Some(&json!({"name": "Theirs"})),
+        )
+        .await
+        .expect(201)
+        .id();
+    (other, topic)
+}
+
 /// A broadcast of `template` to `contacts` now, naming `topic` if any.
 async fn send_on(app: &TestApp, template: &str, topic: Option<&str>, contacts: &[Uuid]) -> String {
     let mut body = json!({"broadcastName": "B", "templateId": template, "contactIds": contacts,
@@ -109,17 +125,7 @@ async fn topics_are_the_organizations_and_a_contacts_preferences_change_through_
     assert!(changed.data()["topics"][0]["unsubscribedAt"].is_string());
 
     // Another organization's topic, an unknown one, a repeat: 422, nothing changes.
-    let (_, other) = app.new_org("Organization B").await;
-    let foreign = app
-        .send(
-            Method::POST,
-            "/api/v1/topics",
-            Some(&other),
-            Some(&json!({"name": "Theirs"})),
-        )
-        .await
-        .expect(201)
-        .id();
+    let (other, foreign) = foreign_topic(&app).await;
     for (body, field) in [
         (
             json!({"topics": [{"topicId": offers, "subscribed": false},
@@ -316,17 +322,7 @@ async fn a_topic_broadcast_skips_who_left_the_topic_and_one_click_leaves_only_th
     );
     // A topic added after the page was shown, and another organization's, change nothing.
     let later = topic(&app, "Later").await;
-    let (_, other) = app.new_org("Organization B").await;
-    let foreign = app
-        .send(
-            Method::POST,
-            "/api/v1/topics",
-            Some(&other),
-            Some(&json!({"name": "Theirs"})),
-        )
-        .await
-        .expect(201)
-        .id();
+    let (_, foreign) = foreign_topic(&app).await;
     let r = app
         .client
         .post(&link_b)
