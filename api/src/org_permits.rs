@@ -26,6 +26,9 @@ pub const FILES_PER_ORG: usize = 2;
 /// Suppression exports one organization streams at once, per API process: each reads the
 /// ledger a batch at a time after its handler returned, outside the request's slot.
 pub const EXPORTS_PER_ORG: usize = 1;
+/// Broadcast previews one organization runs at once, per API process: each reads its whole
+/// audience (a page of 5,000 contacts a statement) within the request.
+pub const PREVIEWS_PER_ORG: usize = 1;
 
 #[derive(Clone)]
 pub struct OrgPermits {

@@ -152,6 +152,12 @@ impl Application {
                 crate::org_permits::EXPORTS_PER_ORG,
                 org_label,
             ),
+            previews: crate::org_permits::OrgPermits::new(
+                "previews",
+                "broadcast previews",
+                crate::org_permits::PREVIEWS_PER_ORG,
+                org_label,
+            ),
             spool,
             turns,
             ticket_turns: crate::org_permits::OrgTurns::new(

@@ -46,6 +46,8 @@ pub struct Shared {
     pub files_sent: crate::org_permits::OrgPermits,
     /// Suppression exports each organization streams at once.
     pub exports: crate::org_permits::OrgPermits,
+    /// Broadcast previews each organization runs at once.
+    pub previews: crate::org_permits::OrgPermits,
     /// The temporary disk request bodies may hold.
     pub spool: crate::body_spool::DiskBudget,
     /// Requests each organization runs, and has waiting, at once.

@@ -7,7 +7,6 @@ pub mod consumers;
 pub mod db_retry;
 pub mod dispatch;
 pub mod endpoint_slots;
-pub mod frequency_caps;
 pub mod imports;
 pub mod job;
 pub mod maintenance;

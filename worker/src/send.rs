@@ -218,7 +218,7 @@ async fn send_all(
             }
         }
     }
-    crate::frequency_caps::give_back(
+    parley_jobs::frequency_caps::give_back(
         &ctx.redis,
         broadcast.organization_id,
         broadcast.channel,
@@ -303,7 +303,7 @@ async fn decide(
         .iter()
         .map(|r| (r.recipient.id, r.contact))
         .collect();
-    let refused = crate::frequency_caps::reserve(
+    let refused = parley_jobs::frequency_caps::reserve(
         &ctx.redis,
         b.organization_id,
         b.channel,

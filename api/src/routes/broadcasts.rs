@@ -9,6 +9,7 @@ use parley_domain::broadcasts::{
     Action, Broadcast, BroadcastFilter, BroadcastRecipient, CreateBroadcast, RecipientFilter,
     RetryFailed, UpdateBroadcast,
 };
+use parley_domain::preview::BroadcastPreview;
 use parley_types::ids::BroadcastId;
 use parley_types::list::PageParams;
 use parley_usecases::broadcasts;
@@ -34,6 +35,33 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(cancel))
         .routes(routes!(retry_failed))
         .routes(routes!(pick_variant))
+        .routes(routes!(preview))
+}
+
+/// Preview a draft or scheduled broadcast: every contact of its audience decided by the
+/// send's own rules (the ledger, its topic, do-not-contact, opt-out, the address, local time,
+/// quiet hours, a paused organization) at now or its `scheduledAt` if later, and by the
+/// frequency caps as they stand now; counted by the outcome the send would write, with up to
+/// five contacts each and an A/B broadcast's split. Reads only. One preview of an organization
+/// at a time (429 `rate_limited` otherwise).
+#[utoipa::path(post, path = "/api/v1/broadcasts/{id}/preview", tag = "broadcasts",
+    params(("id" = Uuid, Path, description = "Broadcast id")),
+    responses(
+        (status = 200, description = "What the send would do", body = Envelope<BroadcastPreview>),
+        (status = 404, description = "No such broadcast in the organization", body = ErrorEnvelope),
+        (status = 409, description = "Neither a draft nor scheduled (`invalid_state`)", body = ErrorEnvelope),
+        (status = 429, description = "A preview of the organization is running (`rate_limited`)", body = ErrorEnvelope),
+    ))]
+async fn preview(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<BroadcastId>,
+) -> AppResult<Reply<BroadcastPreview>> {
+    let _permit = state.previews.take(tenant.org_id.uuid())?;
+    Ok(Reply::ok(
+        parley_usecases::preview::preview(state.use_cases(), &state.redis, tenant.org_id, id)
+            .await?,
+    ))
 }
 
 /// Create a broadcast: a draft, scheduled (future `scheduledAt`) or queued

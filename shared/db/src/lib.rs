@@ -18,6 +18,7 @@ pub mod operator;
 pub mod org_limits;
 pub mod orgs;
 pub mod outbox;
+pub mod preview;
 pub mod receipts;
 pub mod refs;
 pub mod segments;

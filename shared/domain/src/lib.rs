@@ -20,6 +20,7 @@ pub mod leads;
 pub mod message_attributes;
 pub mod operator;
 pub mod orgs;
+pub mod preview;
 pub mod segments;
 pub mod send_rules;
 pub mod sending;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub mod activity;
+pub mod frequency_caps;
 mod lanes;
 pub mod redis_conn;
 

@@ -24,6 +24,7 @@ pub mod message_attributes;
 pub mod operator;
 pub mod org_limits;
 pub mod orgs;
+pub mod preview;
 pub mod receipts;
 pub mod retention;
 pub mod segments;

@@ -23,6 +23,7 @@ mod openapi;
 mod operator;
 mod outcome_writes;
 mod pooler;
+mod preview;
 mod resources;
 mod scopes;
 mod segments;
