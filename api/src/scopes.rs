@@ -15,6 +15,11 @@ fn resource(route: &str) -> Option<&'static str> {
     if route == "/api/v1/contacts/{id}/subscriptions" {
         return Some("suppressions");
     }
+    // A contact's data on request reads or erases every resource that holds the contact: a
+    // scope of its own, which no other scope includes.
+    if route == "/api/v1/contacts/{id}/export" || route == "/api/v1/contacts/{id}/erase" {
+        return Some("privacy");
+    }
     let first = route.strip_prefix("/api/v1/")?.split('/').next()?;
     Some(match first {
         "faq-collections" => "faq",
@@ -74,6 +79,14 @@ mod tests {
         assert_eq!(
             required_scope(&Method::PATCH, "/api/v1/contacts/{id}"),
             "contacts:write"
+        );
+        assert_eq!(
+            required_scope(&Method::GET, "/api/v1/contacts/{id}/export"),
+            "privacy:read"
+        );
+        assert_eq!(
+            required_scope(&Method::POST, "/api/v1/contacts/{id}/erase"),
+            "privacy:write"
         );
         assert_eq!(
             required_scope(&Method::POST, "/api/v1/tags"),

@@ -540,6 +540,37 @@ mod tests {
     }
 
     #[test]
+    fn an_unsubscribed_cell_of_a_csv_is_judged_whatever_the_reader_makes_of_it() {
+        let text = "email,unsubscribed\na@example.com,1\nb@example.com,TRUE\nc@example.com,No\n\
+                    d@example.com,\ne@example.com,1.0\nf@example.com,nan\ng@example.com,2\n";
+        let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+        let headers = reader.headers().unwrap().clone();
+        let got: Vec<Result<bool, String>> = reader
+            .records()
+            .enumerate()
+            .map(|(i, r)| {
+                let raw: RawRow = r.unwrap().deserialize(Some(&headers)).unwrap();
+                ImportRow::parse(i as i64 + 2, raw)
+                    .map(|row| row.unsubscribed)
+                    .map_err(|e| e.reason)
+            })
+            .collect();
+        let refused = || Err("unsubscribed: must be true or false".to_owned());
+        assert_eq!(
+            got,
+            [
+                Ok(true),
+                Ok(true),
+                Ok(false),
+                Ok(false),
+                refused(),
+                refused(),
+                refused()
+            ]
+        );
+    }
+
+    #[test]
     fn ndjson_lines_end_at_any_line_end() {
         assert_eq!(lines(b"a\nb\r\nc\rd"), ["a", "b", "c", "d"]);
         assert_eq!(lines(b"a\r\r\nb\n"), ["a", "", "b"]);

@@ -4,6 +4,7 @@ use crate::envelope::{Deleted, Envelope, ListEnvelope, Reply};
 use crate::error::AppResult;
 use axum::extract::State;
 use parley_domain::broadcasts::ContactMessage;
+use parley_domain::contact_data::{ContactErased, ContactExport};
 use parley_domain::contacts::{Contact, ContactFilter, CreateContact, UpdateContact};
 use parley_types::ids::ContactId;
 use parley_types::list::PageParams;
@@ -12,13 +13,15 @@ use utoipa_axum::routes;
 
 use crate::extract::{Json, Paging, Path, Query, Tenant};
 use crate::state::AppState;
-use parley_usecases::contacts;
+use parley_usecases::{contact_data, contacts};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
         .routes(routes!(get, update, delete))
         .routes(routes!(messages))
+        .routes(routes!(export))
+        .routes(routes!(erase))
 }
 
 /// Create a contact in the organization.
@@ -112,4 +115,49 @@ async fn delete(
 ) -> AppResult<Reply<Deleted>> {
     contacts::delete(state.use_cases(), &tenant.caller(), id).await?;
     Ok(Reply::deleted(id.uuid()))
+}
+
+/// Export everything the organization keeps of a contact (a data subject's request): every
+/// field with its tags and activities, its messages, its conversations with their messages,
+/// the tickets it is the customer of, the leads converted into it, its topic preferences and
+/// channel unsubscribes, and the suppression entries that name it or its addresses. Each
+/// section is cut at its limit (named in `truncated`; its paged route reads the rest). Scope
+/// `privacy:read`.
+#[utoipa::path(get, path = "/api/v1/contacts/{id}/export", tag = "contacts",
+    params(("id" = Uuid, Path, description = "Contact id")),
+    responses(
+        (status = 200, description = "The contact's data", body = Envelope<ContactExport>),
+        (status = 404, description = "No such contact in the organization", body = crate::envelope::ErrorEnvelope),
+    ))]
+async fn export(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<ContactId>,
+) -> AppResult<Reply<ContactExport>> {
+    Ok(Reply::ok(
+        contact_data::export(state.use_cases(), tenant.org_id, id).await?,
+    ))
+}
+
+/// Erase a contact (a data subject's request): the contact goes with its tags, activities,
+/// topic preferences, conversations, the tickets it is the customer of and the leads
+/// converted into it or holding its addresses; its messages' records lose the address they
+/// went to. Its addresses stay in the suppression ledger only as one-way hashes, with an
+/// `erased` entry for every channel, so that a later import or change that brings an address
+/// back sends it nothing (transactional messages included) until that entry is removed.
+/// Scope `privacy:write`.
+#[utoipa::path(post, path = "/api/v1/contacts/{id}/erase", tag = "contacts",
+    params(("id" = Uuid, Path, description = "Contact id")),
+    responses(
+        (status = 200, description = "The contact is erased", body = Envelope<ContactErased>),
+        (status = 404, description = "No such contact in the organization", body = crate::envelope::ErrorEnvelope),
+    ))]
+async fn erase(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Path(id): Path<ContactId>,
+) -> AppResult<Reply<ContactErased>> {
+    Ok(Reply::ok(
+        contact_data::erase(state.use_cases(), &tenant.caller(), id).await?,
+    ))
 }

@@ -22,7 +22,8 @@
 //!
 //! With `PARLEY_BENCH_LEDGER=L` it times five more sends of all N the same way, without and
 //! with L entries in the organization's suppression ledger (addresses none of the contacts
-//! has, so every recipient is still sent and looked up): what the ledger costs a send.
+//! has, half of them kept as an erased address's hash, so every recipient is still sent and
+//! looked up both ways): what the ledger costs a send.
 //!
 //! Usage (through ops/bench/broadcast): parley-bench-broadcast <N>...
 
@@ -294,11 +295,16 @@ impl Toggle {
                     .execute(&bench.pool)
                     .await?;
                 if on {
+                    // Half by address, half by an erased address's hash: each kind of
+                    // entry a recipient is compared with.
                     sqlx::query(
-                        "INSERT INTO suppressions (id, organization_id, email, reason, source,
-                             created_at)
-                         SELECT uuid_v7(), $1, 'ledger' || g || '@example.org', 'unsubscribed',
-                             'api', now()
+                        "INSERT INTO suppressions (id, organization_id, email, address_hash,
+                             reason, source, created_at)
+                         SELECT uuid_v7(), $1,
+                             CASE WHEN g % 2 = 0 THEN 'ledger' || g || '@example.org' END,
+                             CASE WHEN g % 2 = 1
+                                  THEN address_hash($1, 'ledger' || g || '@example.org') END,
+                             'unsubscribed', 'api', now()
                          FROM generate_series(1, $2) g",
                     )
                     .bind(bench.org)

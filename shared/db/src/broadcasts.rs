@@ -467,7 +467,7 @@ pub async fn messages_of_contact(
     };
     let total = super::count_up_to_bound(pool, "FROM broadcast_recipients r", &filter).await?;
     let mut qb = QueryBuilder::new(
-        "SELECT r.id, r.broadcast_id, b.broadcast_name, b.channel, r.status,
+        "SELECT r.id, r.broadcast_id, b.broadcast_name, b.channel, r.status, r.sent_to,
             r.external_message_id, r.error_code, r.error_message, r.hold_until, r.sent_at,
             r.delivered_at,
             r.read_at, r.replied_at, r.failed_at, r.bounce_type, r.bounced_at, r.complained_at,

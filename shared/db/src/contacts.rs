@@ -180,6 +180,22 @@ pub async fn lock(
     }
 }
 
+/// Whether the organization has the contact, its row locked until the transaction ends
+/// against changes and deletion (`FOR NO KEY UPDATE`), not against rows that reference it: one
+/// change of its topic preferences at a time (two would take the topics' rows in crossed
+/// orders), none while it is deleted, and no wait for a receipt whose ledger entry names it
+/// while its erasure waits for that receipt's recipients.
+pub async fn hold(conn: &mut PgConnection, org: OrgId, id: ContactId) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query!(
+        "SELECT id FROM contacts WHERE organization_id = $1 AND id = $2 FOR NO KEY UPDATE",
+        org.uuid(),
+        id.uuid(),
+    )
+    .fetch_optional(conn)
+    .await?
+    .is_some())
+}
+
 /// A contact of the organization with this email (without case) or phone, for lead conversion.
 pub async fn find_by_email_or_phone(
     conn: &mut PgConnection,

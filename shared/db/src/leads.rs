@@ -144,6 +144,9 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &LeadFilter) {
         qb.push(" AND l.source = ")
             .push_bind(source.as_str().to_owned());
     }
+    if let Some(contact) = f.contact_id {
+        qb.push(" AND l.contact_id = ").push_bind(contact);
+    }
 }
 
 pub async fn list(

@@ -5,6 +5,7 @@ pub mod analytics;
 pub mod api_keys;
 pub mod broadcasts;
 pub mod categories;
+pub mod contact_data;
 pub mod contacts;
 pub mod conversations;
 pub mod error;

@@ -15,6 +15,9 @@ use uuid::Uuid;
 
 use super::ListQuery;
 
+/// An entry's columns as [`Suppression`] reads them.
+const COLUMNS: &str = "s.*, s.address_hash IS NOT NULL AS erased";
+
 /// Writes `entries` (addresses lowercased by Postgres' `lower`, as the send compares them);
 /// one already in the ledger (the same address or contact, channel and reason) is left as it
 /// is. Returns the entries written.
@@ -46,7 +49,7 @@ pub async fn add(
               AS u(id, org, email, phone, contact, channel, reason, source, at)
          ON CONFLICT (organization_id, (coalesce(email, phone, contact_id::text)),
                       (coalesce(channel, '')), reason) DO NOTHING
-         RETURNING id, organization_id, email, phone, contact_id,
+         RETURNING id, organization_id, email, phone, contact_id, false AS "erased!",
                    channel AS "channel: Channel", reason AS "reason: SuppressionReason",
                    source AS "source: SuppressionSource", created_at"#,
         &ids,
@@ -87,14 +90,26 @@ fn push_filter(qb: &mut QueryBuilder<Postgres>, org: OrgId, f: &SuppressionFilte
     if let Some(channel) = f.channel {
         qb.push(" AND s.channel = ").push_bind(channel.as_str());
     }
+    // An address finds its entries and an erased contact's entries of it, by its hash.
     if let Some(email) = &f.email {
-        qb.push(" AND s.email = lower(")
-            .push_bind(email.as_str().to_owned())
-            .push(")");
+        let email = email.as_str().to_owned();
+        qb.push(" AND (s.email = lower(")
+            .push_bind(email.clone())
+            .push(") OR s.address_hash = address_hash(")
+            .push_bind(org)
+            .push(", ")
+            .push_bind(email)
+            .push("))");
     }
     if let Some(phone) = &f.phone {
-        qb.push(" AND s.phone = ")
-            .push_bind(phone.as_str().to_owned());
+        let phone = phone.as_str().to_owned();
+        qb.push(" AND (s.phone = ")
+            .push_bind(phone.clone())
+            .push(" OR s.address_hash = address_hash(")
+            .push_bind(org)
+            .push(", ")
+            .push_bind(phone)
+            .push("))");
     }
     if let Some(contact) = f.contact_id {
         qb.push(" AND s.contact_id = ").push_bind(contact);
@@ -109,7 +124,7 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<Suppression>, sqlx::Error> {
     let q = ListQuery {
-        select: "SELECT s.* FROM suppressions s".into(),
+        select: format!("SELECT {COLUMNS} FROM suppressions s").into(),
         count_from: "FROM suppressions s",
         alias: "s",
     };
@@ -125,7 +140,7 @@ pub async fn batch_after(
     after: Option<Cursor>,
     n: i64,
 ) -> Result<Vec<Suppression>, sqlx::Error> {
-    let mut qb = QueryBuilder::new("SELECT s.* FROM suppressions s");
+    let mut qb = QueryBuilder::new(format!("SELECT {COLUMNS} FROM suppressions s"));
     push_filter(&mut qb, org, f);
     if let Some(c) = after {
         qb.push(" AND (s.created_at, s.id) > (")

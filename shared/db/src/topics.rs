@@ -120,24 +120,6 @@ pub async fn delete(db: impl PgExecutor<'_>, org: OrgId, id: TopicId) -> Result<
     Ok(done.rows_affected() == 1)
 }
 
-/// Whether the organization has the contact, its row locked until the transaction ends: one
-/// change of its preferences at a time (two would take the topics' rows in crossed orders), and
-/// none while it is deleted.
-pub async fn lock_contact(
-    conn: &mut PgConnection,
-    org: OrgId,
-    contact: ContactId,
-) -> Result<bool, sqlx::Error> {
-    Ok(sqlx::query!(
-        "SELECT id FROM contacts WHERE organization_id = $1 AND id = $2 FOR NO KEY UPDATE",
-        org as _,
-        contact as _,
-    )
-    .fetch_optional(conn)
-    .await?
-    .is_some())
-}
-
 /// Every topic of the organization (oldest first, at most `MAX_TOPICS`), with `contact`'s
 /// preference for each.
 pub async fn preferences(
@@ -163,7 +145,8 @@ pub async fn preferences(
 }
 
 /// Whether an `unsubscribed` entry of the ledger holds `contact`'s marketing, channel by
-/// channel (by the contact, its email or its phone; an entry for every channel counts on each).
+/// channel (by the contact, its email, its phone, or the hash an erasure kept of one of them
+/// or of its external id; an entry for every channel counts on each).
 pub async fn channel_unsubscribes(
     db: impl PgExecutor<'_>,
     org: OrgId,
@@ -176,7 +159,10 @@ pub async fn channel_unsubscribes(
             EXISTS (SELECT 1 FROM suppressions s
                     WHERE s.organization_id = $1 AND s.reason = 'unsubscribed'
                       AND (s.channel IS NULL OR s.channel = c.channel)
-                      AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone))
+                      AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone
+                           OR s.address_hash = ANY (ARRAY[address_hash($1, k.email),
+                                                          address_hash($1, k.phone),
+                                                          address_hash($1, k.external_id)])))
                 AS "unsubscribed!"
          FROM contacts k, unnest($3::text[]) WITH ORDINALITY AS c(channel, n)
          WHERE k.organization_id = $1 AND k.id = $2

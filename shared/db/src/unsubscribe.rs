@@ -54,9 +54,10 @@ pub async fn add_key(
 
 /// What `t`'s page shows: the organization's name, whether its contact unsubscribed on the
 /// link's channel through a link (an `unsubscribed` entry from source `unsubscribe` for that
-/// channel, by the contact, its email or its phone), and whether anything else keeps
-/// marketing from it there (another entry, or `doNotContact`); `None` when the organization
-/// is gone.
+/// channel, by the contact, its email or its phone, or an erasure's hash of one of them or of
+/// its external id), and whether anything else keeps
+/// marketing from it there (another entry, an erased contact's included, or `doNotContact`);
+/// `None` when the organization is gone.
 pub async fn lookup(
     pool: &PgPool,
     t: &UnsubscribeToken,
@@ -66,7 +67,10 @@ pub async fn lookup(
             EXISTS (SELECT 1 FROM suppressions s
                     WHERE s.organization_id = o.id AND s.reason = 'unsubscribed'
                       AND s.source = 'unsubscribe' AND s.channel = $3
-                      AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone))
+                      AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone
+                           OR s.address_hash = ANY (ARRAY[address_hash(o.id, k.email),
+                                                          address_hash(o.id, k.phone),
+                                                          address_hash(o.id, k.external_id)])))
                 AS "unsubscribed!",
             coalesce(k.do_not_contact, false)
             OR ($3 = 'messaging_a' AND coalesce(k.messaging_a_opted_out, false))
@@ -75,7 +79,10 @@ pub async fn lookup(
                       AND NOT (s.reason = 'unsubscribed' AND s.source = 'unsubscribe'
                                AND s.channel IS NOT DISTINCT FROM $3)
                       AND (s.channel IS NULL OR s.channel = $3)
-                      AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone))
+                      AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone
+                           OR s.address_hash = ANY (ARRAY[address_hash(o.id, k.email),
+                                                          address_hash(o.id, k.phone),
+                                                          address_hash(o.id, k.external_id)])))
                 AS "held_otherwise!",
             (SELECT b.topic_id FROM broadcasts b WHERE b.organization_id = o.id AND b.id = $4)
                 AS "topic: TopicId"
@@ -103,15 +110,18 @@ pub async fn lookup(
 }
 
 /// Removes the `unsubscribed` entries links made for `t`'s contact on its channel (by the
-/// contact, its email or its phone); entries from elsewhere (the API, an import) and for every
-/// channel stay.
+/// contact, its email or its phone, or an erasure's hash of one of them or of its external
+/// id); entries from elsewhere (the API, an import) and for every channel stay.
 pub async fn remove(db: impl PgExecutor<'_>, t: &UnsubscribeToken) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM suppressions s USING contacts k
          WHERE k.organization_id = $1 AND k.id = $2
            AND s.organization_id = $1 AND s.reason = 'unsubscribed'
            AND s.source = 'unsubscribe' AND s.channel = $3
-           AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone)",
+           AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone
+                OR s.address_hash = ANY (ARRAY[address_hash($1, k.email),
+                                               address_hash($1, k.phone),
+                                               address_hash($1, k.external_id)]))",
         t.organization_id as _,
         t.contact_id as _,
         t.channel.as_str(),

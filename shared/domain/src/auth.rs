@@ -28,6 +28,7 @@ pub const RESOURCES: &[&str] = &[
     "sla-policies",
     "organization",
     "suppressions",
+    "privacy",
 ];
 
 pub const WEBHOOKS_MANAGE: &str = "webhooks:manage";

@@ -1041,6 +1041,9 @@ pub struct ContactMessage {
     pub status: RecipientStatus,
     /// The variant sent, in an A/B broadcast.
     pub variant: Option<String>,
+    /// The address it went to, as the contact had it then (`null` before it is sent, and
+    /// after the contact's erasure).
+    pub sent_to: Option<String>,
     pub external_message_id: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,

@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::suppressions::{Subject, Suppression, SuppressionReason, SuppressionSource};
 use parley_types::error::AppError;
 use parley_types::fields::{Email, Label, Locale, Name, Phone, ShortText, TimeZone};
+use parley_types::ids::OrgId;
 use parley_types::time::Timestamp;
 
 parley_types::text_enum!(
@@ -160,6 +162,61 @@ pub struct RawRow {
     pub position: Option<String>,
     pub timezone: Option<String>,
     pub external_id: Option<String>,
+    /// `true` adds an `unsubscribed` entry for every channel to the suppression ledger (source
+    /// `import`) by the row's email, else its phone.
+    pub unsubscribed: Option<Flag>,
+}
+
+/// A yes-or-no cell: a JSON boolean, or `true`/`false`, `yes`/`no`, `1`/`0` (any case; the
+/// integers 1 and 0 however written, `01` too); empty is no. Whatever a reader makes of the cell (a CSV reader reads `1` as a
+/// number, `true` as a boolean) is kept as given, for [`ImportRow::parse`] to judge with its
+/// own error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Flag {
+    Bool(bool),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Cell;
+        impl serde::de::Visitor<'_> for Cell {
+            type Value = Flag;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("true or false")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Flag, E> {
+                Ok(Flag::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Flag, E> {
+                Ok(Flag::Text(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Flag, E> {
+                Ok(Flag::Text(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Flag, E> {
+                // `1.0` stays `1.0`: a number that is not 1 or 0 is refused.
+                Ok(Flag::Text(format!("{v:?}")))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Flag, E> {
+                Ok(Flag::Text(v.to_owned()))
+            }
+        }
+        d.deserialize_any(Cell)
+    }
+}
+
+impl Flag {
+    fn value(self) -> Result<bool, String> {
+        match self {
+            Flag::Bool(b) => Ok(b),
+            Flag::Text(t) => match t.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" => Ok(true),
+                "false" | "no" | "0" | "" => Ok(false),
+                _ => Err("must be true or false".to_owned()),
+            },
+        }
+    }
 }
 
 /// A row that passed its rules: what it sets on the contact it creates or updates.
@@ -177,6 +234,8 @@ pub struct ImportRow {
     pub position: Option<String>,
     pub timezone: Option<String>,
     pub external_id: Option<String>,
+    /// The row asks for an `unsubscribed` entry (by its email, else its phone).
+    pub unsubscribed: bool,
 }
 
 impl ImportRow {
@@ -213,6 +272,10 @@ impl ImportRow {
             position: checked!(raw.position, ShortText, "position"),
             timezone: checked!(raw.timezone, TimeZone, "timezone"),
             external_id: checked!(raw.external_id, ShortText, "externalId"),
+            unsubscribed: match raw.unsubscribed {
+                Some(flag) => flag.value().map_err(|why| reject("unsubscribed", why))?,
+                None => false,
+            },
         };
         if r.email.is_none() && r.phone.is_none() {
             return Err(RejectedRow {
@@ -238,7 +301,29 @@ impl ImportRow {
         take(&mut self.position, later.position);
         take(&mut self.timezone, later.timezone);
         take(&mut self.external_id, later.external_id);
+        self.unsubscribed |= later.unsubscribed;
         // The email is the key (or absent on both): the first spelling stays.
+    }
+
+    /// The ledger entry the row asks for: `unsubscribed` on every channel, by its email (the
+    /// ledger lowercases it), else its phone; from source `import` at `now`.
+    pub fn unsubscribe(&self, org: OrgId, now: Timestamp) -> Option<Suppression> {
+        if !self.unsubscribed {
+            return None;
+        }
+        let subject = match (&self.email, &self.phone) {
+            (Some(e), _) => Subject::Email(e.clone()),
+            (None, Some(p)) => Subject::Phone(p.clone()),
+            (None, None) => return None,
+        };
+        Some(Suppression::new(
+            org,
+            subject,
+            None,
+            SuppressionReason::Unsubscribed,
+            SuppressionSource::Import,
+            now,
+        ))
     }
 
     /// What identifies the contact: the email without case, else the phone.
@@ -444,5 +529,59 @@ mod tests {
         let upper = ImportRow::parse(6, raw(Some("Ada@Example.com"), None)).unwrap();
         assert_eq!(upper.key(), "e:ada@example.com");
         assert_eq!(upper.email.as_deref(), Some("Ada@Example.com"));
+    }
+
+    #[test]
+    fn an_unsubscribed_cell_is_a_yes_or_no_and_asks_for_an_entry_by_the_address() {
+        let org = OrgId::from(Uuid::from_u128(9));
+        let now = Timestamp::now();
+        // As NDJSON gives them.
+        for (cell, want) in [
+            ("true", Some(true)),
+            ("1", Some(true)),
+            ("0", Some(false)),
+            ("2", None),
+            ("1.5", None),
+            ("1.0", None),
+            ("\" YES \"", Some(true)),
+            ("\"false\"", Some(false)),
+            ("\"\"", Some(false)),
+            ("\"maybe\"", None),
+            ("null", Some(false)),
+        ] {
+            let line = format!(
+                r#"{{"email": "Ada@Example.com", "phone": "+14155550100", "unsubscribed": {cell}}}"#
+            );
+            let r: RawRow = serde_json::from_str(&line).unwrap();
+            match (ImportRow::parse(2, r), want) {
+                (Ok(row), Some(w)) => {
+                    assert_eq!(row.unsubscribed, w, "{cell:?}");
+                    let entry = row.unsubscribe(org, now);
+                    assert_eq!(entry.is_some(), w, "{cell:?}");
+                    if let Some(e) = entry {
+                        assert_eq!(e.email.as_deref(), Some("Ada@Example.com"));
+                        assert_eq!((e.phone, e.channel), (None, None));
+                        assert_eq!(e.reason, SuppressionReason::Unsubscribed);
+                        assert_eq!(e.source, SuppressionSource::Import);
+                    }
+                }
+                (Err(e), None) => assert!(e.reason.starts_with("unsubscribed: "), "{e:?}"),
+                (got, w) => panic!("{cell:?}: {got:?}, wanted {w:?}"),
+            }
+        }
+        // Neither an array nor an object is a cell.
+        assert!(serde_json::from_str::<RawRow>(r#"{"unsubscribed": [true]}"#).is_err());
+        let mut phone_only = ImportRow::parse(3, raw(None, Some("+14155550100"))).unwrap();
+        phone_only.unsubscribed = true;
+        let e = phone_only.unsubscribe(org, now).unwrap();
+        assert_eq!(e.phone.as_deref(), Some("+14155550100"));
+        // A later row of the same contact may ask for it; none takes it back.
+        let mut first = row(2, Some("a@example.com"), None, "A");
+        let mut later = row(3, Some("a@example.com"), None, "A");
+        later.unsubscribed = true;
+        first.fold(later);
+        assert!(first.unsubscribed);
+        first.fold(row(4, Some("a@example.com"), None, "A"));
+        assert!(first.unsubscribed);
     }
 }

@@ -246,6 +246,8 @@ pub struct LeadFilter {
     pub status: Option<LeadStatus>,
     pub assignee_id: Option<Uuid>,
     pub source: Option<ShortText>,
+    /// Leads converted into this contact.
+    pub contact_id: Option<Uuid>,
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod broadcasts;
 pub mod business_hours;
 pub mod categories;
+pub mod contact_data;
 pub mod contacts;
 pub mod conversations;
 pub mod faq;

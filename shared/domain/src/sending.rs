@@ -149,7 +149,8 @@ pub struct Claimed {
     /// The variant to send, in an A/B broadcast.
     pub variant_no: Option<i16>,
     /// The first entry of the suppression ledger its message obeys, on the broadcast's
-    /// channel, by the contact, its email or its phone.
+    /// channel, by the contact, its email or its phone, or the hash an erasure kept of one of
+    /// them or of its external id.
     pub suppressed: Option<SuppressionReason>,
     /// The contact unsubscribed from the topic its message obeys
     /// ([`SendContext::obeyed_topic`]).

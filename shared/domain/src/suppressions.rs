@@ -20,6 +20,7 @@ parley_types::text_enum!(
         HardBounce = "hard_bounce",
         Complaint = "complaint",
         SoftBounceLimit = "soft_bounce_limit",
+        Erased = "erased",
         Unsubscribed = "unsubscribed",
         Manual = "manual",
     }
@@ -39,8 +40,9 @@ parley_types::text_enum!(
 impl SuppressionReason {
     /// Whether a message of `category` obeys an entry of this reason. Marketing messages
     /// obey every entry; transactional ones (`utility`, `authentication`) only the
-    /// address's bounces and complaints, so an unsubscribed person still gets a receipt or a
-    /// login code, and an address that bounces or complains gets nothing.
+    /// address's bounces and complaints and an erased contact's addresses, so an unsubscribed
+    /// person still gets a receipt or a login code, and an address that bounces, complains or
+    /// was erased gets nothing.
     pub fn applies_to(self, category: TemplateCategory) -> bool {
         match category {
             TemplateCategory::Marketing => true,
@@ -49,6 +51,7 @@ impl SuppressionReason {
                 SuppressionReason::HardBounce
                     | SuppressionReason::Complaint
                     | SuppressionReason::SoftBounceLimit
+                    | SuppressionReason::Erased
             ),
         }
     }
@@ -81,6 +84,10 @@ pub struct Suppression {
     pub phone: Option<String>,
     /// The contact, when the entry names one.
     pub contact_id: Option<Uuid>,
+    /// Whether the entry names an erased contact's address, kept only as a one-way hash
+    /// (`email`, `phone` and `contactId` are then `null`; the list's `email` and `phone`
+    /// filters find it by the address).
+    pub erased: bool,
     /// The channel it suppresses on; `null`: every channel.
     pub channel: Option<Channel>,
     pub reason: SuppressionReason,
@@ -166,6 +173,14 @@ impl AddSuppressions {
                     continue;
                 }
             };
+            if e.reason == Some(SuppressionReason::Erased) {
+                errors.push(FieldError::new(
+                    format!("entries[{i}].reason"),
+                    "invalid_value",
+                    "erased entries are made by erasing a contact",
+                ));
+                continue;
+            }
             out.push(Suppression::new(
                 org,
                 subject,
@@ -220,6 +235,7 @@ impl Suppression {
             email,
             phone,
             contact_id,
+            erased: false,
             channel,
             reason,
             source,
@@ -255,7 +271,8 @@ pub struct SuppressionFilter {
 }
 
 /// The header of the CSV export.
-pub const CSV_HEADER: &str = "id,email,phone,contact_id,channel,reason,source,created_at\r\n";
+pub const CSV_HEADER: &str =
+    "id,email,phone,contact_id,channel,reason,source,created_at,erased\r\n";
 
 impl Suppression {
     /// The entry as a line of the CSV export (RFC 4180). Ids, numbers (E.164), channels,
@@ -264,7 +281,7 @@ impl Suppression {
     /// spreadsheet shows it as text and runs nothing).
     pub fn csv_line(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{}\r\n",
+            "{},{},{},{},{},{},{},{},{}\r\n",
             self.id,
             self.email.as_deref().map(csv_text).unwrap_or_default(),
             self.phone.as_deref().unwrap_or(""),
@@ -273,6 +290,7 @@ impl Suppression {
             self.reason.as_str(),
             self.source.as_str(),
             self.created_at,
+            self.erased,
         )
     }
 }
@@ -474,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn transactional_messages_obey_only_bounces_and_complaints() {
+    fn transactional_messages_obey_only_bounces_complaints_and_erasures() {
         for &reason in SuppressionReason::ALL {
             assert!(reason.applies_to(TemplateCategory::Marketing), "{reason:?}");
         }
@@ -484,7 +502,8 @@ mod tests {
                 vec![
                     SuppressionReason::HardBounce,
                     SuppressionReason::Complaint,
-                    SuppressionReason::SoftBounceLimit
+                    SuppressionReason::SoftBounceLimit,
+                    SuppressionReason::Erased
                 ]
             );
         }

@@ -58,7 +58,8 @@ pub async fn import_stored_file(
 /// in one transaction, if `token` still holds the import. A row matches the organization's
 /// contact with its email (without case), else the oldest with its phone
 /// ([`imports::match_rows`]); a match takes the row's non-empty fields, a row without one
-/// creates a contact.
+/// creates a contact. A row with `unsubscribed` adds its ledger entry (source `import`) with
+/// its `contact.suppressed` event; an entry already held is left as it is.
 #[tracing::instrument(skip_all, fields(import_id = %import, organization_id = %org, rows = batch.rows.len()))]
 pub async fn apply_batch(
     ctx: Ctx<'_>,
@@ -79,6 +80,12 @@ pub async fn apply_batch(
     let MatchedRows { existing, new } = imports::match_rows(rows, &by_email, &by_phone);
     let updated = db::imports::update_matched(&mut *tx, org, &existing).await?;
     let created = db::imports::insert_new(&mut *tx, org, &new).await?;
+    let now = ctx.clock.now();
+    let unsubscribes: Vec<_> = rows
+        .iter()
+        .filter_map(|r| r.unsubscribe(org, now))
+        .collect();
+    crate::suppressions::write(&mut tx, &unsubscribes).await?;
     let counts = BatchCounts {
         created: created as i32,
         updated: updated as i32,

@@ -13,6 +13,7 @@
 pub mod api_keys;
 pub mod broadcasts;
 pub mod categories;
+pub mod contact_data;
 pub mod contacts;
 pub mod conversations;
 pub mod faq;

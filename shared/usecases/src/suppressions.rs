@@ -50,10 +50,11 @@ pub async fn add(ctx: Ctx<'_>, caller: &Caller, req: AddSuppressions) -> Result<
 /// Writes entries with their `contact.suppressed` events, in one order whatever the caller's
 /// (so that two transactions naming the same entries wait on each other instead of
 /// deadlocking); returns those written (an entry already in the ledger is left as it is).
+/// Postgres' own error, so that the import job can retry it.
 pub(crate) async fn write(
     conn: &mut PgConnection,
     entries: &[Suppression],
-) -> Result<Vec<Suppression>> {
+) -> std::result::Result<Vec<Suppression>, sqlx::Error> {
     let mut in_order: Vec<&Suppression> = entries.iter().collect();
     in_order.sort_by(|a, b| a.entry_key().cmp(&b.entry_key()));
     let written = db::suppressions::add(&mut *conn, in_order.into_iter().cloned()).await?;
@@ -66,7 +67,8 @@ pub(crate) async fn write(
                 serde_json::to_value(s)?,
             ))
         })
-        .collect::<std::result::Result<_, serde_json::Error>>()?;
+        .collect::<std::result::Result<_, serde_json::Error>>()
+        .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     db::outbox::emit_many(&mut *conn, &events).await?;
     Ok(written)
 }

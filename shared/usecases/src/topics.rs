@@ -77,7 +77,7 @@ pub async fn update_subscriptions(
     let org = caller.org_id;
     let choices = req.check()?;
     let mut tx = ctx.pool.begin().await?;
-    if !db::topics::lock_contact(&mut tx, org, contact).await? {
+    if !db::contacts::hold(&mut tx, org, contact).await? {
         return Err(AppError::NotFound.into());
     }
     let ids: Vec<(usize, uuid::Uuid)> = choices

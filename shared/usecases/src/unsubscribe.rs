@@ -192,7 +192,7 @@ async fn change_topics(
 ) -> Result<Option<Subscription>> {
     let (org, contact) = (t.organization_id, t.contact_id);
     let mut tx = ctx.pool.begin().await?;
-    if db::topics::lock_contact(&mut tx, org, contact).await? {
+    if db::contacts::hold(&mut tx, org, contact).await? {
         db::topics::resubscribe(&mut *tx, org, contact, on).await?;
         let left =
             db::topics::unsubscribe(&mut *tx, org, contact, off, TopicSource::Unsubscribe).await?;

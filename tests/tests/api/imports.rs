@@ -18,7 +18,7 @@ async fn finished(app: &TestApp, id: &str) -> Value {
     b["data"].clone()
 }
 
-async fn import(app: &TestApp, body: Value) -> Value {
+pub(crate) async fn import(app: &TestApp, body: Value) -> Value {
     let created = app.post("/api/v1/contacts/imports", body).await;
     created.expect(201);
     assert_eq!(created.data()["status"], "queued");

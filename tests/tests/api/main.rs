@@ -6,6 +6,7 @@ mod auth;
 mod broadcasts;
 mod claims;
 mod cluster;
+mod contact_data;
 mod contacts;
 mod conversations;
 mod errors;

@@ -323,3 +323,55 @@ async fn a_scheduled_broadcast_is_previewed_at_its_time() {
     assert_eq!(now.data()["outcomes"][0]["status"], "held", "{}", now.body);
     assert_eq!(now.data()["outcomes"][0]["holdReason"], "quiet_hours");
 }
+
+/// An audience of many pages is counted whole, its suppressed contacts found on the first, a
+/// middle and the last page; a second preview of the organization while one runs is 429
+/// `rate_limited`, and the next one, once it ended, runs.
+#[tokio::test]
+async fn a_preview_counts_every_page_and_runs_one_at_a_time_per_organization() {
+    let app = TestApp::builder().start().await;
+    let n = 60_000;
+    let ids = parley_tests::seed::contacts(&app, n).await;
+    let bounced = [ids[0], ids[n / 2], ids[n - 1]];
+    sqlx::query(
+        "INSERT INTO suppressions (id, organization_id, contact_id, reason, source, created_at)
+         SELECT uuid_v7(), $1, c, 'hard_bounce', 'api', now() FROM unnest($2::uuid[]) c",
+    )
+    .bind(app.org_id)
+    .bind(&bounced[..])
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let segment = app
+        .post(
+            "/api/v1/segments",
+            json!({"name": "Seeded", "filter": {"source": "seed"}}),
+        )
+        .await
+        .id();
+    let template = email_template(&app, "marketing", "Hello").await;
+    let draft = app
+        .post(
+            "/api/v1/broadcasts",
+            json!({"broadcastName": "Big", "templateId": template, "segmentId": segment}),
+        )
+        .await
+        .id();
+    let path = format!("/api/v1/broadcasts/{draft}/preview");
+    let (a, b) = tokio::join!(app.post(&path, json!({})), app.post(&path, json!({})));
+    let (done, busy) = if a.status == 200 { (a, b) } else { (b, a) };
+    done.expect(200);
+    busy.expect_error(429, "rate_limited");
+    let p = done.data();
+    assert_eq!(
+        (&p["audience"], &p["wouldSend"], &p["wouldNotSend"]),
+        (&json!(n), &json!(n - 3), &json!(3)),
+        "{p}"
+    );
+    let g = group(p, "skipped", json!("suppressed_hard_bounce"));
+    assert_eq!(g["count"], 3);
+    let mut samples: Vec<Uuid> = serde_json::from_value(g["sampleContactIds"].clone()).unwrap();
+    samples.sort();
+    assert_eq!(samples, bounced);
+    app.post(&path, json!({})).await.expect(200);
+}

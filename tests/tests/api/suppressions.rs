@@ -240,10 +240,11 @@ async fn the_ledger_is_listed_filtered_exported_and_removed_within_its_organizat
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "id,email,phone,contact_id,channel,reason,source,created_at"
+        "id,email,phone,contact_id,channel,reason,source,created_at,erased"
     );
     assert_eq!(lines.len(), 4, "{text}");
     assert!(lines[1].contains(",a@example.com,,,,unsubscribed,api,"));
+    assert!(lines[1].ends_with(",false"), "{text}");
 
     // Refused, and nothing written.
     for (body, field) in [

@@ -105,7 +105,10 @@ pub async fn pending_for_send(
                 (SELECT s.reason FROM suppressions s
                  WHERE s.organization_id = $1 AND (s.channel IS NULL OR s.channel = $3)
                    AND s.reason = ANY($4)
-                   AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone)
+                   AND (s.contact_id = k.id OR s.email = lower(k.email) OR s.phone = k.phone
+                        OR s.address_hash = ANY (ARRAY[address_hash($1, k.email),
+                                                       address_hash($1, k.phone),
+                                                       address_hash($1, k.external_id)]))
                  ORDER BY array_position($4, s.reason) LIMIT 1)
                    AS "suppressed?: SuppressionReason",
                 EXISTS (SELECT 1 FROM topic_unsubscribes tu

@@ -73,6 +73,11 @@ macro_rules! decimal_field {
             }
 
             pub fn parse(v: f64) -> Option<Self> {
+                // Before the decimal: a negative too small for it (`-5e-223`) would read as
+                // zero.
+                if v < 0.0 {
+                    return None;
+                }
                 let d = decimal_of(v)?;
                 (d >= Decimal::ZERO && d < Self::bound()).then(|| {
                     $name(d.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero).normalize())
@@ -249,6 +254,8 @@ mod tests {
             assert_eq!(money(bad), None, "{bad}");
         }
         assert!(Hours::parse(99_999_999.99).is_some());
+        assert!(Hours::parse(-5.949097750308183e-223).is_none());
+        assert!(Hours::parse(-0.0).is_some());
         assert!(Hours::parse(99_999_999.999).is_none());
         // The largest f64 below the document's bound still fits after rounding.
         let edge = f64::from_bits((1e8f64 - 0.005).to_bits() - 1);
