@@ -33,9 +33,14 @@ ALTER TABLE suppressions
         NOT VALID;
 
 -- One entry per hash, channel and reason (as `suppressions_entry_key` for the others, whose
--- key is NULL for these rows); the send looks its recipients' hashes up by it.
+-- key is NULL for these rows).
 CREATE UNIQUE INDEX suppressions_hash_key ON suppressions
     (organization_id, address_hash, (coalesce(channel, '')), reason)
+    WHERE address_hash IS NOT NULL;
+-- The send looks its recipients' hashes up by this one: by the key above, the planner also
+-- matched the reasons a message obeys, one descent per hash and reason (18 a recipient, 54
+-- buffers against 9; docs/benchmarks.md, Suppression ledger).
+CREATE INDEX suppressions_hash_idx ON suppressions (organization_id, address_hash)
     WHERE address_hash IS NOT NULL;
 
 -- The leads converted into a contact, or holding one of its addresses: the contact's export

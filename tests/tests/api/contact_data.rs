@@ -270,6 +270,7 @@ async fn erasing_a_contact_keeps_its_addresses_hashed_and_a_reimport_is_sent_not
         "/api/v1/suppressions",
         json!({"entries": [
             {"email": "ada@example.com", "reason": "unsubscribed", "channel": "email"},
+            {"email": "held@example.com", "reason": "hard_bounce"},
             {"contactId": ada, "reason": "hard_bounce", "channel": "social_a"},
         ]}),
     )
@@ -312,7 +313,8 @@ async fn erasing_a_contact_keeps_its_addresses_hashed_and_a_reimport_is_sent_not
     let named: i64 = sqlx::query_scalar(
         "SELECT (SELECT count(*) FROM suppressions
                  WHERE organization_id = $1
-                   AND (email IS NOT NULL OR phone IS NOT NULL OR contact_id = $2))
+                   AND (email = 'ada@example.com' OR phone = '+14155550100'
+                        OR contact_id = $2))
               + (SELECT count(*) FROM broadcast_recipients
                  WHERE contact_id = $2
                    AND (sent_to IS NOT NULL OR error_message ILIKE '%ada@example.com%'))
@@ -422,10 +424,10 @@ async fn erasing_a_contact_keeps_its_addresses_hashed_and_a_reimport_is_sent_not
         &app,
         json!({"format": "csv", "data": "email,name,unsubscribed,externalId\n\
             ADA@example.COM,Ada,,\nnew@example.com,New,yes,\nfree@example.com,Free,no,\n\
-            ext@example.com,Ext,,ada-1\n"}),
+            ext@example.com,Ext,,ada-1\nHELD@example.com,Held,,\n"}),
     )
     .await;
-    assert_eq!(imported["created"], 4, "{imported}");
+    assert_eq!(imported["created"], 5, "{imported}");
     let by_email = |email: &'static str| {
         let pool = app.pool.clone();
         let org = app.org_id;
@@ -445,6 +447,8 @@ async fn erasing_a_contact_keeps_its_addresses_hashed_and_a_reimport_is_sent_not
     let free = by_email("free@example.com").await;
     // Found by its external id alone (the social channels' address), in another case.
     let ext = by_email("ext@example.com").await;
+    // An address the ledger held before any contact had it stays held when imported.
+    let held = by_email("held@example.com").await;
     let entry = app.get("/api/v1/suppressions?email=new@example.com").await;
     let entry = entry.data().as_array().unwrap().clone();
     assert_eq!(entry.len(), 1, "{entry:?}");
@@ -484,13 +488,19 @@ async fn erasing_a_contact_keeps_its_addresses_hashed_and_a_reimport_is_sent_not
         (&marketing, json!("suppressed_unsubscribed")),
         (&utility, Value::Null),
     ] {
-        let b = send_now(&app, template, &[again, keeper, new, free, carol, ext]).await;
+        let b = send_now(
+            &app,
+            template,
+            &[again, keeper, new, free, carol, ext, held],
+        )
+        .await;
         app.ended_broadcast(&b, 30).await;
         let rs = crate::broadcasts::recipients(&app, &b).await;
-        assert_eq!(rs.len(), 6);
+        assert_eq!(rs.len(), 7);
         for r in rs {
             let code = match r["contactId"].as_str().unwrap().parse::<Uuid>().unwrap() {
                 c if c == again || c == ext => json!("suppressed_erased"),
+                c if c == held => json!("suppressed_hard_bounce"),
                 c if c == new => new_code.clone(),
                 _ => Value::Null,
             };
