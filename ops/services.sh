@@ -96,8 +96,10 @@ ensure_s3() {
     local root=${PARLEY_S3_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/parley/s3}
     mkdir -p "$root"
     log "starting s3s-fs on 127.0.0.1:$S3_PORT (objects in $root)"
-    setsid s3s-fs --host 127.0.0.1 --port "$S3_PORT" --access-key "$S3_ACCESS_KEY" \
-      --secret-key "$S3_SECRET_KEY" "$root" >"$root.log" 2>&1 < /dev/null &
+    # From /: s3s-fs resolves every path against its working directory, so one started from a
+    # checkout later deleted (a git worktree) fails every request.
+    (cd / && setsid s3s-fs --host 127.0.0.1 --port "$S3_PORT" --access-key "$S3_ACCESS_KEY" \
+      --secret-key "$S3_SECRET_KEY" "$(realpath "$root")" >"$root.log" 2>&1 < /dev/null &)
     wait_for 20 bash -c "echo > /dev/tcp/127.0.0.1/$S3_PORT" || { log "s3s-fs did not start (see $root.log)"; return 1; }
   fi
 }

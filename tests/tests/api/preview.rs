@@ -375,3 +375,89 @@ async fn a_preview_counts_every_page_and_runs_one_at_a_time_per_organization() {
     assert_eq!(samples, bounced);
     app.post(&path, json!({})).await.expect(200);
 }
+
+/// Without Redis, a preview that must count a frequency cap is 503 `service_unavailable` (not
+/// a guess, not a 500), while one without a cap still answers from Postgres alone.
+#[tokio::test]
+async fn a_capped_preview_without_redis_is_503_and_an_uncapped_one_answers() {
+    let app = TestApp::builder().start().await;
+    // An API on the same database whose Redis is a closed port (it connects lazily).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("redis://127.0.0.1:{port}");
+    let config = parley_tests::test_config(&app.redis_prefix, &[("REDIS_URL", &url)]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = parley_api::Application::build(config, Some(listener))
+        .await
+        .unwrap();
+    let addr = dead.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(dead.run_until(stop.clone()));
+
+    let mut status = Vec::new();
+    for capped in [false, true] {
+        let (_, key) = app.new_org(if capped { "Capped" } else { "Free" }).await;
+        let send = |method: reqwest::Method, path: &str, body: Option<Value>| {
+            let key = key.clone();
+            let path = path.to_owned();
+            let app = &app;
+            async move { app.send(method, &path, Some(&key), body.as_ref()).await }
+        };
+        if capped {
+            send(
+                reqwest::Method::PATCH,
+                "/api/v1/organization",
+                Some(json!({"frequencyCaps": {"email": {"perDay": 1}}})),
+            )
+            .await
+            .expect(200);
+        }
+        let c = send(
+            reqwest::Method::POST,
+            "/api/v1/contacts",
+            Some(json!({"source": "web", "email": "a@example.com"})),
+        )
+        .await
+        .id();
+        let t = send(
+            reqwest::Method::POST,
+            "/api/v1/templates",
+            Some(
+                json!({"name": "T", "channel": "email", "body": "Hello", "subject": "Hi",
+                        "status": "active", "category": "marketing"}),
+            ),
+        )
+        .await
+        .id();
+        let draft = send(
+            reqwest::Method::POST,
+            "/api/v1/broadcasts",
+            Some(json!({"broadcastName": "B", "templateId": t, "contactIds": [c]})),
+        )
+        .await
+        .id();
+        let resp = app
+            .client
+            .post(format!("http://{addr}/api/v1/broadcasts/{draft}/preview"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        let code = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap();
+        status.push((
+            code,
+            body["error"]["code"].clone(),
+            body["data"]["wouldSend"].clone(),
+        ));
+    }
+    stop.cancel();
+    assert_eq!(
+        status,
+        [
+            (200, Value::Null, json!(1)),
+            (503, json!("service_unavailable"), Value::Null)
+        ]
+    );
+}
