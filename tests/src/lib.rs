@@ -249,6 +249,12 @@ pub fn init_test_log() {
     });
 }
 
+/// A port on 127.0.0.1 that nothing listens on (bound, then closed): a service that is down.
+pub fn closed_port() -> u16 {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    closed.local_addr().expect("its address").port()
+}
+
 pub fn test_config(redis_prefix: &str, extra: &[(&str, &str)]) -> Config {
     init_test_log();
     let mut vars: HashMap<String, String> = HashMap::from([
@@ -478,6 +484,10 @@ async fn start(database_url: String, own_database: bool, extra: &[(&str, &str)])
         base: format!("http://{addr}"),
         client: reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // The API closes a kept-alive connection idle for PARLEY_HEADER_READ_TIMEOUT_SECS
+            // (10 s): a pooled one older than that may be closed as a request goes out on it
+            // (hyper's `IncompleteMessage`).
+            .pool_idle_timeout(std::time::Duration::from_secs(5))
             .build()
             .expect("client"),
         pool,
@@ -785,6 +795,20 @@ impl TestApp {
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+    }
+
+    /// Another API process on this test's settings but `extra` (a service that is down, say:
+    /// its URL on [`closed_port`]); it connects lazily, and stops when the token is cancelled.
+    pub async fn sibling_api(&self, extra: &[(&str, &str)]) -> (SocketAddr, CancellationToken) {
+        let config = test_config(&self.redis_prefix, extra);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let api = parley_api::Application::build(config, Some(listener))
+            .await
+            .expect("the API builds");
+        let addr = api.local_addr().expect("its address");
+        let stop = CancellationToken::new();
+        tokio::spawn(api.run_until(stop.clone()));
+        (addr, stop)
     }
 
     /// A new organization (through the same code as `parley-api org create`) and its `*` key.

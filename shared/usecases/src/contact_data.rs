@@ -16,13 +16,11 @@ use parley_types::time::Timestamp;
 
 use crate::{Caller, Ctx, Result, changed, exists, found};
 
-/// The first page of `size` items, newest first or oldest first.
-fn first(size: u32, descending: bool) -> PageRequest {
+/// The first page of `size` items, oldest first (a conversation's messages).
+fn oldest_first(size: u32) -> PageRequest {
     PageRequest {
-        page: 1,
-        size,
-        cursor: None,
-        descending,
+        descending: false,
+        ..PageRequest::first(size)
     }
 }
 
@@ -65,7 +63,7 @@ pub async fn export(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<ContactEx
     drop(conn);
 
     let (messages, meta) =
-        db::broadcasts::messages_of_contact(ctx.pool, org, id, &first(MESSAGES, true))
+        db::broadcasts::messages_of_contact(ctx.pool, org, id, &PageRequest::first(MESSAGES))
             .await?
             .into_parts();
     cut(ExportSection::Messages, meta.has_next);
@@ -79,7 +77,7 @@ pub async fn export(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<ContactEx
         org,
         &filter,
         None,
-        &first(CONVERSATIONS, true),
+        &PageRequest::first(CONVERSATIONS),
         ctx.clock.now(),
     )
     .await?
@@ -96,7 +94,7 @@ pub async fn export(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<ContactEx
                     ctx.pool,
                     org,
                     ConversationId::from(conversation.id),
-                    &first(1, false),
+                    &oldest_first(1),
                 )
                 .await?
                 .into_parts();
@@ -108,7 +106,7 @@ pub async fn export(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<ContactEx
                 ctx.pool,
                 org,
                 ConversationId::from(conversation.id),
-                &first(budget, false),
+                &oldest_first(budget),
             )
             .await?
             .into_parts();
@@ -132,7 +130,7 @@ pub async fn export(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<ContactEx
         org,
         &filter,
         None,
-        &first(TICKETS, true),
+        &PageRequest::first(TICKETS),
         ctx.clock.now(),
     )
     .await?
@@ -143,7 +141,7 @@ pub async fn export(ctx: Ctx<'_>, org: OrgId, id: ContactId) -> Result<ContactEx
         contact_id: Some(id.uuid()),
         ..Default::default()
     };
-    let (leads, meta) = db::leads::list(ctx.pool, org, &filter, &first(LEADS, true))
+    let (leads, meta) = db::leads::list(ctx.pool, org, &filter, &PageRequest::first(LEADS))
         .await?
         .into_parts();
     cut(ExportSection::Leads, meta.has_next);

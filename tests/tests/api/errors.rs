@@ -1,7 +1,7 @@
 //! Every row of the error table in docs/api.md, reached over HTTP (500 is covered by a unit test
 //! of the error type: no input reaches it).
 
-use parley_tests::{TestApp, test_config};
+use parley_tests::{TestApp, closed_port};
 use reqwest::Method;
 use serde_json::json;
 
@@ -159,18 +159,8 @@ async fn the_callers_request_id_is_returned() {
 async fn a_dead_database_is_503() {
     let app = TestApp::builder().start().await;
     // A second app whose Postgres is a closed port (migrations off, pool connects lazily).
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
-    let url = format!("postgres://postgres@127.0.0.1:{port}/none");
-    let config = test_config(&app.redis_prefix, &[("DATABASE_URL", &url)]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dead = parley_api::Application::build(config, Some(listener))
-        .await
-        .unwrap();
-    let addr = dead.local_addr().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(dead.run_until(stop.clone()));
+    let url = format!("postgres://postgres@127.0.0.1:{}/none", closed_port());
+    let (addr, stop) = app.sibling_api(&[("DATABASE_URL", &url)]).await;
     let resp = app
         .client
         .get(format!("http://{addr}/api/v1/contacts"))

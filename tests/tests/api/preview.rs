@@ -382,18 +382,8 @@ async fn a_preview_counts_every_page_and_runs_one_at_a_time_per_organization() {
 async fn a_capped_preview_without_redis_is_503_and_an_uncapped_one_answers() {
     let app = TestApp::builder().start().await;
     // An API on the same database whose Redis is a closed port (it connects lazily).
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
-    let url = format!("redis://127.0.0.1:{port}");
-    let config = parley_tests::test_config(&app.redis_prefix, &[("REDIS_URL", &url)]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dead = parley_api::Application::build(config, Some(listener))
-        .await
-        .unwrap();
-    let addr = dead.local_addr().unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(dead.run_until(stop.clone()));
+    let url = format!("redis://127.0.0.1:{}", parley_tests::closed_port());
+    let (addr, stop) = app.sibling_api(&[("REDIS_URL", &url)]).await;
 
     let mut status = Vec::new();
     for capped in [false, true] {
